@@ -1,0 +1,18 @@
+# One image for every process of the service; the command picks api, worker, migrate or admin.
+FROM node:22-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json .npmrc ./
+RUN npm install --no-audit --no-fund
+COPY . .
+RUN npm run build && npm prune --omit=dev
+
+FROM node:22-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/db/migrations ./db/migrations
+COPY package.json ./
+USER node
+EXPOSE 8080
+CMD ["node", "dist/cli/api.js"]

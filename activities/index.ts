@@ -1,0 +1,17 @@
+import type { Sql } from '../db';
+import type { ObjectStore } from '../storage';
+import { createUploadActivities } from './uploads';
+
+export interface ActivityDeps {
+  sql: Sql;
+  store: ObjectStore;
+}
+
+/** Every activity, bound to its dependencies; workflows proxy `ReturnType<typeof createActivities>`. */
+export function createActivities(deps: ActivityDeps) {
+  return {
+    ...createUploadActivities(deps),
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

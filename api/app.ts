@@ -1,0 +1,76 @@
+import express, { type Express, Router } from 'express';
+import type { Logger } from 'pino';
+import type { Sql } from '../db';
+import { endpoints } from '../schemas/endpoints';
+import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
+import type { ObjectStore } from '../storage';
+import { authenticate } from './auth';
+import { errorHandler, notFound } from './errors';
+import { type ApiMetrics, createMetrics, observeRequests } from './observability';
+import { rateLimit } from './rate-limit';
+import { mount } from './route';
+import { fileRoutes } from './routes/files';
+import { healthRoutes } from './routes/health';
+import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
+import { createUploadService } from './services/uploads';
+import type { WorkflowEngine } from './workflow-engine';
+
+export interface ApiSettings {
+  publicBaseUrl: string;
+  signingSecret: string;
+  limits: {
+    ratePerSecond: number;
+    rateBurst: number;
+    jsonBodyBytes: number;
+    uploadMaxBytes: number;
+    uploadChunkMaxBytes: number;
+    uploadSessionTtlSeconds: number;
+  };
+}
+
+export interface ApiDeps {
+  sql: Sql;
+  store: ObjectStore;
+  workflows: WorkflowEngine;
+  logger: Logger;
+  settings: ApiSettings;
+  metrics?: ApiMetrics;
+}
+
+/** The HTTP application: validation, authorization and delegation only. */
+export function createApp(deps: ApiDeps): Express {
+  const { sql, store, workflows, logger, settings } = deps;
+  const metrics = deps.metrics ?? createMetrics();
+  const uploads = createUploadService({
+    sql,
+    store,
+    workflows,
+    logger,
+    publicBaseUrl: settings.publicBaseUrl,
+    signingSecret: settings.signingSecret,
+    limits: settings.limits,
+    onBytesStored: (count) => metrics.uploadedBytes.inc(count),
+  });
+  const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`);
+
+  const v1 = Router();
+  mount(v1, endpoints.openapi, (_req, res) => {
+    res.json(openApiDocument);
+  });
+  v1.use(uploadSessionRoutes(uploads));
+  v1.use(express.json({ limit: settings.limits.jsonBodyBytes }));
+  v1.use(authenticate(sql));
+  v1.use(rateLimit(sql, { ratePerSecond: settings.limits.ratePerSecond, burst: settings.limits.rateBurst }));
+  v1.use(uploadRoutes(uploads));
+  v1.use((_req, _res, next) => next(notFound('endpoint')));
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(observeRequests(logger, metrics));
+  app.use(healthRoutes({ sql, workflows, metrics }));
+  app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
+  app.use(API_PREFIX, v1);
+  app.use((_req, _res, next) => next(notFound('endpoint')));
+  app.use(errorHandler(logger));
+  return app;
+}

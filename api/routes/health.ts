@@ -1,0 +1,44 @@
+import { Router } from 'express';
+import type { Sql } from '../../db';
+import { endpoints } from '../../schemas/endpoints';
+import { AppError } from '../errors';
+import type { ApiMetrics } from '../observability';
+import { mount } from '../route';
+import type { WorkflowEngine } from '../workflow-engine';
+
+async function check(name: string, probe: () => Promise<unknown>): Promise<[string, string]> {
+  try {
+    await probe();
+    return [name, 'ok'];
+  } catch (err) {
+    return [name, err instanceof Error ? err.message : 'unreachable'];
+  }
+}
+
+export function healthRoutes(deps: { sql: Sql; workflows: WorkflowEngine; metrics: ApiMetrics }): Router {
+  const router = Router();
+  mount(router, endpoints.healthz, (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  mount(router, endpoints.readyz, async (_req, res) => {
+    const checks = Object.fromEntries(
+      await Promise.all([
+        check('database', () => deps.sql`SELECT 1`.execute()),
+        check('temporal', () => deps.workflows.ping()),
+      ]),
+    );
+    const failing = Object.entries(checks).filter(([, state]) => state !== 'ok');
+    if (failing.length > 0) {
+      throw new AppError('unavailable', `not ready: ${failing.map(([name, state]) => `${name} (${state})`).join(', ')}`, {
+        retryAfterSeconds: 5,
+        details: { checks },
+      });
+    }
+    res.json({ status: 'ok', checks });
+  });
+  mount(router, endpoints.metrics, async (_req, res) => {
+    res.setHeader('Content-Type', deps.metrics.registry.contentType);
+    res.send(await deps.metrics.registry.metrics());
+  });
+  return router;
+}

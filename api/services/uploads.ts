@@ -1,0 +1,232 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Sql } from '../../db';
+import type { PagePosition, UploadRecord } from '../../db/samples';
+import * as samples from '../../db/samples';
+import type { CreatedUpload, CreateUploadRequest, Upload } from '../../schemas/uploads';
+import { isStorageError, type ObjectStore, signToken, verifyToken } from '../../storage';
+import { objectKeys } from '../../storage/locator';
+import type { Principal } from '../auth';
+import { createCursorCodec } from '../cursor';
+import { AppError, notFound } from '../errors';
+import type { WorkflowEngine } from '../workflow-engine';
+
+/** Intermediate chunks are multiples of this (the cloud-storage resumable convention). */
+export const CHUNK_GRANULARITY = 256 * 1024;
+
+export interface UploadServiceDeps {
+  sql: Sql;
+  store: ObjectStore;
+  workflows: WorkflowEngine;
+  logger: Logger;
+  publicBaseUrl: string;
+  signingSecret: string;
+  limits: { uploadMaxBytes: number; uploadChunkMaxBytes: number; uploadSessionTtlSeconds: number };
+  onBytesStored?: (count: number) => void;
+}
+
+/** What a chunk request answers: 308 with the stored range, or 200 with the finished upload. */
+export type ChunkOutcome = { done: false; storedBytes: number } | { done: true; upload: Upload };
+
+type ContentRange = { kind: 'query'; total: number } | { kind: 'chunk'; start: number; end: number; total: number };
+
+export function parseContentRange(header: string | undefined): ContentRange {
+  const invalid = new AppError('invalid_request', 'Content-Range must be "bytes START-END/TOTAL" or "bytes */TOTAL"');
+  const match = header ? /^bytes (?:(\d{1,16})-(\d{1,16})|\*)\/(\d{1,16})$/.exec(header.trim()) : null;
+  if (!match) throw invalid;
+  const total = Number(match[3]);
+  if (match[1] === undefined) return { kind: 'query', total };
+  const start = Number(match[1]);
+  const end = Number(match[2]);
+  if (end < start || end >= total) throw invalid;
+  return { kind: 'chunk', start, end, total };
+}
+
+export function toUpload(record: UploadRecord): Upload {
+  return {
+    id: record.id,
+    filename: record.filename,
+    fileSize: record.fileSize,
+    uploadedBytes: record.uploadedBytes,
+    status: record.status,
+    statusMessage: record.statusMessage,
+    storagePath: record.storageKey,
+    createdAt: record.createdAt.toISOString(),
+    widthPx: record.widthPx,
+    heightPx: record.heightPx,
+    autoSegment: record.autoSegment,
+  };
+}
+
+/** Counts the bytes of a request body and stops it at `limit` (a body longer than its range). */
+async function* boundedBody(body: Readable, limit: number, tally: { bytes: number }) {
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    tally.bytes += chunk.length;
+    if (tally.bytes > limit) throw new AppError('invalid_request', 'the body is longer than its Content-Range');
+    yield chunk;
+  }
+}
+
+export function createUploadService(deps: UploadServiceDeps) {
+  const { sql, store, workflows, logger } = deps;
+  const cursors = createCursorCodec(deps.signingSecret, 'uploads');
+
+  function sessionUrl(uploadId: string): string {
+    const expiresAt = new Date(Date.now() + deps.limits.uploadSessionTtlSeconds * 1000);
+    const token = signToken(deps.signingSecret, { scope: 'upload', subject: uploadId, expiresAt });
+    return `${deps.publicBaseUrl}/api/v1/upload-sessions/${uploadId}?token=${token}`;
+  }
+
+  async function create(principal: Principal, request: CreateUploadRequest): Promise<{ status: 200 | 201; body: CreatedUpload }> {
+    if (request.fileSize > deps.limits.uploadMaxBytes) {
+      throw new AppError('payload_too_large', `fileSize is over the limit of ${deps.limits.uploadMaxBytes} bytes`);
+    }
+    if (request.contentSha256) {
+      const existing = await samples.findUploadBySha256(sql, principal.organizationId, request.contentSha256);
+      if (existing) return { status: 200, body: { ...toUpload(existing), uploadId: existing.id, existing: true } };
+    }
+    const id = randomUUID();
+    const record = await samples.insertUpload(sql, {
+      id,
+      organizationId: principal.organizationId,
+      createdBy: principal.userId,
+      filename: request.filename,
+      name: request.name ?? null,
+      contentType: request.contentType,
+      fileSize: request.fileSize,
+      contentSha256: request.contentSha256 ?? null,
+      autoSegment: request.autoSegment ?? null,
+      mppOverride: request.mpp ?? null,
+      storageKey: objectKeys.originalUpload(principal.organizationId, id, request.filename),
+    });
+    return { status: 201, body: { ...toUpload(record), uploadId: id, uploadUrl: sessionUrl(id), existing: false } };
+  }
+
+  async function get(principal: Principal, id: string): Promise<Upload> {
+    const record = await samples.findUpload(sql, principal.organizationId, id);
+    if (!record) throw notFound('upload');
+    return toUpload(record);
+  }
+
+  async function list(principal: Principal, page: { limit: number; cursor?: string }) {
+    const after: PagePosition | undefined = page.cursor ? cursors.decode(page.cursor) : undefined;
+    const rows = await samples.listUploads(sql, principal.organizationId, { limit: page.limit + 1, after });
+    const items = rows.slice(0, page.limit);
+    const last = items.at(-1);
+    const nextCursor = rows.length > page.limit && last ? cursors.encode(last.position) : null;
+    return { uploads: items.map(toUpload), nextCursor };
+  }
+
+  /** Starts ingest once the last byte is stored; safe to repeat (the workflow id is fixed). */
+  async function ensureIngestStarted(record: UploadRecord): Promise<void> {
+    if (record.status !== 'deid_running' || record.ingestStartedAt) return;
+    await workflows.startIngest(record.id);
+    await samples.markIngestStarted(sql, record.id);
+  }
+
+  /** `POST /uploads/{id}/complete`: returns the upload as it stands, starting ingest if it was missed. */
+  async function complete(principal: Principal, id: string): Promise<Upload> {
+    const record = await samples.findUpload(sql, principal.organizationId, id);
+    if (!record) throw notFound('upload');
+    await ensureIngestStarted(record);
+    return toUpload(record);
+  }
+
+  async function sessionUpload(id: string, token: string): Promise<UploadRecord> {
+    try {
+      verifyToken(deps.signingSecret, token, { scope: 'upload', subject: id });
+    } catch (err) {
+      if (isStorageError(err)) throw new AppError('forbidden', 'the upload session URL is invalid or has expired');
+      throw err;
+    }
+    const record = await samples.findUploadForSession(sql, id);
+    if (!record) throw notFound('upload');
+    return record;
+  }
+
+  async function finished(record: UploadRecord): Promise<ChunkOutcome> {
+    try {
+      await ensureIngestStarted(record);
+    } catch (err) {
+      // The bytes are safe; `complete` (or a later query) starts ingest when the engine is back.
+      logger.error({ err, sampleId: record.id }, 'could not start ingest');
+    }
+    const fresh = (await samples.findUploadForSession(sql, record.id)) ?? record;
+    return { done: true, upload: toUpload(fresh) };
+  }
+
+  async function storeChunk(
+    record: UploadRecord,
+    range: { start: number; end: number },
+    body: Readable,
+  ): Promise<ChunkOutcome> {
+    const length = range.end - range.start + 1;
+    const partKey = objectKeys.uploadPart(record.organizationId, record.id, range.start, randomBytes(6).toString('hex'));
+    const tally = { bytes: 0 };
+    try {
+      await store.write(partKey, Readable.from(boundedBody(body, length, tally)));
+    } catch (err) {
+      await store.delete(partKey).catch(() => {});
+      throw err;
+    }
+    if (tally.bytes !== length) {
+      await store.delete(partKey);
+      throw new AppError('invalid_request', `the body has ${tally.bytes} bytes, its Content-Range says ${length}`);
+    }
+    const recorded = await samples.recordUploadPart(sql, {
+      sampleId: record.id,
+      startOffset: range.start,
+      endOffset: range.end + 1,
+      storageKey: partKey,
+    });
+    if (!recorded) {
+      await store.delete(partKey);
+      const current = (await samples.findUploadForSession(sql, record.id)) ?? record;
+      return { done: false, storedBytes: Number(current.uploadedBytes) };
+    }
+    deps.onBytesStored?.(length);
+    const updated = (await samples.findUploadForSession(sql, record.id))!;
+    if (range.end + 1 === Number(record.fileSize)) return finished(updated);
+    return { done: false, storedBytes: range.end + 1 };
+  }
+
+  /** One request of the resumable protocol (DECISIONS.md, `PUT {uploadUrl}`). */
+  async function putChunk(input: {
+    id: string;
+    token: string;
+    contentRange: string | undefined;
+    contentLength: number | undefined;
+    body: Readable;
+  }): Promise<ChunkOutcome> {
+    const record = await sessionUpload(input.id, input.token);
+    const range = parseContentRange(input.contentRange);
+    if (range.total !== Number(record.fileSize)) {
+      const message = `Content-Range total ${range.total} differs from the declared fileSize ${record.fileSize}`;
+      await samples.failUpload(sql, record.id, message);
+      throw new AppError('invalid_request', message);
+    }
+    if (record.status === 'upload_failed') {
+      throw new AppError('invalid_request', `the upload failed: ${record.statusMessage ?? 'unknown reason'}`);
+    }
+    if (record.status !== 'uploading') return finished(record);
+    const storedBytes = Number(record.uploadedBytes);
+    if (range.kind === 'query' || range.start !== storedBytes) return { done: false, storedBytes };
+    const length = range.end - range.start + 1;
+    const isLast = range.end + 1 === range.total;
+    if (!isLast && length % CHUNK_GRANULARITY !== 0) {
+      throw new AppError('invalid_request', `a chunk other than the last must be a multiple of ${CHUNK_GRANULARITY} bytes`);
+    }
+    if (length > deps.limits.uploadChunkMaxBytes) {
+      throw new AppError('payload_too_large', `a chunk may hold at most ${deps.limits.uploadChunkMaxBytes} bytes`);
+    }
+    if (input.contentLength !== undefined && input.contentLength !== length) {
+      throw new AppError('invalid_request', 'Content-Length differs from the Content-Range');
+    }
+    return storeChunk(record, range, input.body);
+  }
+
+  return { create, get, list, complete, putChunk };
+}
+
+export type UploadService = ReturnType<typeof createUploadService>;

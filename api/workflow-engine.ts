@@ -1,0 +1,31 @@
+import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { taskQueueName, workflowIds } from '../schemas/temporal';
+import type { ingestWorkflow } from '../workflows';
+
+/** What the API asks of the workflow engine; starts are idempotent by workflow id. */
+export interface WorkflowEngine {
+  startIngest(sampleId: string): Promise<void>;
+  ping(): Promise<void>;
+}
+
+export function createWorkflowEngine(client: Client, options: { taskQueuePrefix: string }): WorkflowEngine {
+  const ioQueue = taskQueueName(options.taskQueuePrefix, 'io');
+
+  async function startIngest(sampleId: string): Promise<void> {
+    try {
+      await client.workflow.start<typeof ingestWorkflow>('ingestWorkflow', {
+        workflowId: workflowIds.ingest(sampleId),
+        taskQueue: ioQueue,
+        args: [{ sampleId }],
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
+  async function ping(): Promise<void> {
+    await client.connection.withDeadline(Date.now() + 2000, () => client.workflowService.getSystemInfo({}));
+  }
+
+  return { startIngest, ping };
+}

@@ -1,0 +1,107 @@
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { generateApiKey } from '../api/credentials';
+import type { Sql } from '../db';
+import { insertApiKey, revokeApiKey } from '../db/api-keys';
+import { grantCredits } from '../db/credits';
+import { insertOrganization } from '../db/organizations';
+import { upsertMembership, upsertUser } from '../db/users';
+import { Role } from '../schemas/enums';
+
+export const ADMIN_USAGE = `Usage: npm run admin -- <command> [options]
+  org create     --name NAME [--credits N] [--expiration-days N] [--auto-segment true|false]
+  user create    --email EMAIL --org ORG_ID --role owner|admin|member [--platform-admin]
+  key create     --org ORG_ID --user USER_ID [--name NAME]     (prints the key once)
+  key revoke     --id KEY_ID
+  credits grant  --org ORG_ID --amount N [--note TEXT]`;
+
+const options = {
+  name: { type: 'string' },
+  credits: { type: 'string' },
+  'expiration-days': { type: 'string' },
+  'auto-segment': { type: 'string' },
+  email: { type: 'string' },
+  org: { type: 'string' },
+  role: { type: 'string' },
+  'platform-admin': { type: 'boolean' },
+  user: { type: 'string' },
+  id: { type: 'string' },
+  amount: { type: 'string' },
+  note: { type: 'string' },
+} as const;
+
+const count = z.coerce.number().int().positive();
+const schemas = {
+  'org create': z.object({
+    name: z.string().min(1),
+    credits: count.optional(),
+    'expiration-days': count.optional(),
+    'auto-segment': z.enum(['true', 'false']).optional(),
+  }),
+  'user create': z.object({ email: z.email(), org: z.uuid(), role: Role, 'platform-admin': z.boolean().optional() }),
+  'key create': z.object({ org: z.uuid(), user: z.uuid(), name: z.string().min(1).optional() }),
+  'key revoke': z.object({ id: z.uuid() }),
+  'credits grant': z.object({ org: z.uuid(), amount: count, note: z.string().optional() }),
+};
+type Command = keyof typeof schemas;
+
+export class UsageError extends Error {}
+
+function parseCommand(argv: string[]): { command: Command; values: Record<string, unknown> } {
+  const { positionals, values } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  const command = positionals.slice(0, 2).join(' ');
+  if (!(command in schemas)) throw new UsageError(`unknown command '${command}'\n${ADMIN_USAGE}`);
+  const parsed = schemas[command as Command].safeParse(values);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `  --${issue.path.join('.')}: ${issue.message}`).join('\n');
+    throw new UsageError(`${command}:\n${problems}`);
+  }
+  return { command: command as Command, values: parsed.data };
+}
+
+/** Runs one admin command against the database and returns what it prints (as JSON). */
+export async function runAdminCommand(sql: Sql, argv: string[]): Promise<Record<string, unknown>> {
+  const { command, values: v } = parseCommand(argv);
+  switch (command) {
+    case 'org create': {
+      const input = v as z.infer<(typeof schemas)['org create']>;
+      const organization = await sql.begin(async (tx) => {
+        const created = await insertOrganization(tx, {
+          name: input.name,
+          defaultExpirationDays: input['expiration-days'] ?? null,
+          autoSegmentDefault: input['auto-segment'] === undefined ? null : input['auto-segment'] === 'true',
+        });
+        if (input.credits) await grantCredits(tx, { organizationId: created.id, amount: input.credits, note: 'initial grant' });
+        return created;
+      });
+      return { organizationId: organization.id, name: organization.name };
+    }
+    case 'user create': {
+      const input = v as z.infer<(typeof schemas)['user create']>;
+      const user = await upsertUser(sql, { email: input.email, platformAdmin: input['platform-admin'] ?? false });
+      await upsertMembership(sql, { organizationId: input.org, userId: user.id, role: input.role });
+      return { userId: user.id, email: user.email, organizationId: input.org, role: input.role };
+    }
+    case 'key create': {
+      const input = v as z.infer<(typeof schemas)['key create']>;
+      const key = generateApiKey();
+      const record = await insertApiKey(sql, {
+        organizationId: input.org,
+        userId: input.user,
+        name: input.name ?? 'api key',
+        prefix: key.prefix,
+        secretSha256: key.secretSha256,
+      });
+      return { keyId: record.id, apiKey: key.secret, note: 'shown once: only its hash is stored' };
+    }
+    case 'key revoke': {
+      const input = v as z.infer<(typeof schemas)['key revoke']>;
+      return { keyId: input.id, revoked: await revokeApiKey(sql, input.id) };
+    }
+    case 'credits grant': {
+      const input = v as z.infer<(typeof schemas)['credits grant']>;
+      await grantCredits(sql, { organizationId: input.org, amount: input.amount, note: input.note });
+      return { organizationId: input.org, granted: input.amount };
+    }
+  }
+}

@@ -1,0 +1,152 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+const bool = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const optionalUrl = z.url().optional();
+
+/**
+ * Every environment variable the service reads, with its default. docs/operations.md lists
+ * them; no other module reads `process.env`.
+ */
+const EnvSchema = z.object({
+  SPS_DATA_DIR: z.string().default('.data'),
+  HOST: z.string().default('127.0.0.1'),
+  PORT: port.default(8080),
+  PUBLIC_BASE_URL: optionalUrl,
+  APP_URL: optionalUrl,
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  DATABASE_POOL_SIZE: positiveInt.default(10),
+  TEMPORAL_ADDRESS: z.string().regex(/^[^:/\s]+:\d+$/, 'must be host:port').optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE_PREFIX: z.string().regex(/^[a-z0-9-]*$/, 'lowercase letters, digits and dashes').default(''),
+  STORAGE_BACKEND: z.enum(['fs', 's3']).default('fs'),
+  STORAGE_FS_ROOT: z.string().optional(),
+  S3_BUCKET: z.string().min(3).optional(),
+  S3_REGION: z.string().default('us-east-1'),
+  S3_ENDPOINT: optionalUrl,
+  S3_ACCESS_KEY_ID: z.string().optional(),
+  S3_SECRET_ACCESS_KEY: z.string().optional(),
+  S3_FORCE_PATH_STYLE: bool.default(false),
+  SIGNING_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  RATE_LIMIT_PER_SECOND: positiveInt.default(20),
+  RATE_LIMIT_BURST: positiveInt.default(100),
+  JSON_BODY_LIMIT_BYTES: positiveInt.default(1024 * 1024),
+  UPLOAD_MAX_BYTES: positiveInt.default(50 * 1024 ** 3),
+  UPLOAD_CHUNK_MAX_BYTES: positiveInt.default(512 * 1024 ** 2),
+  UPLOAD_SESSION_TTL_SECONDS: positiveInt.default(7 * 24 * 3600),
+  SIGNED_URL_TTL_SECONDS: positiveInt.default(3600),
+  WORKFLOW_BUNDLE_PATH: z.string().optional(),
+  TEMPORAL_CLI: z.string().default('temporal'),
+  SPS_DEV_POSTGRES_PORT: port.default(54329),
+  SPS_DEV_TEMPORAL_PORT: port.default(7233),
+  SPS_DEV_TEMPORAL_UI_PORT: port.default(8233),
+});
+export type Env = z.input<typeof EnvSchema>;
+
+/** The names of every variable read, for docs and deployment checks. */
+export const configVariables = Object.keys(EnvSchema.shape);
+
+export interface Config {
+  dataDir: string;
+  http: { host: string; port: number; publicBaseUrl: string; appUrl: string };
+  logLevel: z.infer<typeof EnvSchema>['LOG_LEVEL'];
+  database: { url: string | undefined; poolSize: number };
+  temporal: { address: string | undefined; namespace: string; taskQueuePrefix: string };
+  storage:
+    | { backend: 'fs'; root: string }
+    | {
+        backend: 's3';
+        bucket: string;
+        region: string;
+        endpoint?: string;
+        accessKeyId?: string;
+        secretAccessKey?: string;
+        forcePathStyle: boolean;
+      };
+  signingSecret: string | undefined;
+  workflowBundlePath: string | undefined;
+  /** Only for `npm start` / `npm test`: where the local stand-ins listen. */
+  dev: { postgresPort: number; temporalPort: number; temporalUiPort: number; temporalCli: string };
+  limits: {
+    ratePerSecond: number;
+    rateBurst: number;
+    jsonBodyBytes: number;
+    uploadMaxBytes: number;
+    uploadChunkMaxBytes: number;
+    uploadSessionTtlSeconds: number;
+    signedUrlTtlSeconds: number;
+  };
+}
+
+export class ConfigError extends Error {}
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues.map((issue) => `  ${issue.path.join('.') || '(env)'}: ${issue.message}`).join('\n');
+}
+
+/** Parses the environment once; a bad value stops start-up with one line per problem. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = EnvSchema.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
+  if (!parsed.success) throw new ConfigError(`Invalid configuration:\n${describeIssues(parsed.error)}`);
+  const e = parsed.data;
+  if (e.STORAGE_BACKEND === 's3' && !e.S3_BUCKET) {
+    throw new ConfigError('Invalid configuration:\n  S3_BUCKET: required when STORAGE_BACKEND=s3');
+  }
+  const dataDir = path.resolve(e.SPS_DATA_DIR);
+  const publicBaseUrl = (e.PUBLIC_BASE_URL ?? `http://${e.HOST}:${e.PORT}`).replace(/\/$/, '');
+  return {
+    dataDir,
+    http: { host: e.HOST, port: e.PORT, publicBaseUrl, appUrl: (e.APP_URL ?? publicBaseUrl).replace(/\/$/, '') },
+    logLevel: e.LOG_LEVEL,
+    database: { url: e.DATABASE_URL, poolSize: e.DATABASE_POOL_SIZE },
+    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueuePrefix: e.TEMPORAL_TASK_QUEUE_PREFIX },
+    storage:
+      e.STORAGE_BACKEND === 's3'
+        ? {
+            backend: 's3',
+            bucket: e.S3_BUCKET!,
+            region: e.S3_REGION,
+            endpoint: e.S3_ENDPOINT,
+            accessKeyId: e.S3_ACCESS_KEY_ID,
+            secretAccessKey: e.S3_SECRET_ACCESS_KEY,
+            forcePathStyle: e.S3_FORCE_PATH_STYLE,
+          }
+        : { backend: 'fs', root: path.resolve(e.STORAGE_FS_ROOT ?? path.join(dataDir, 'objects')) },
+    signingSecret: e.SIGNING_SECRET,
+    workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
+    dev: {
+      postgresPort: e.SPS_DEV_POSTGRES_PORT,
+      temporalPort: e.SPS_DEV_TEMPORAL_PORT,
+      temporalUiPort: e.SPS_DEV_TEMPORAL_UI_PORT,
+      temporalCli: e.TEMPORAL_CLI,
+    },
+    limits: {
+      ratePerSecond: e.RATE_LIMIT_PER_SECOND,
+      rateBurst: e.RATE_LIMIT_BURST,
+      jsonBodyBytes: e.JSON_BODY_LIMIT_BYTES,
+      uploadMaxBytes: e.UPLOAD_MAX_BYTES,
+      uploadChunkMaxBytes: e.UPLOAD_CHUNK_MAX_BYTES,
+      uploadSessionTtlSeconds: e.UPLOAD_SESSION_TTL_SECONDS,
+      signedUrlTtlSeconds: e.SIGNED_URL_TTL_SECONDS,
+    },
+  };
+}
+
+/** Production entry points need every external dependency named explicitly. */
+export function requireProductionConfig(config: Config): asserts config is Config & {
+  database: { url: string };
+  temporal: { address: string };
+  signingSecret: string;
+} {
+  const missing = [
+    config.database.url ? null : 'DATABASE_URL',
+    config.temporal.address ? null : 'TEMPORAL_ADDRESS',
+    config.signingSecret ? null : 'SIGNING_SECRET',
+  ].filter((name): name is string => name !== null);
+  if (missing.length > 0) {
+    throw new ConfigError(`Invalid configuration:\n${missing.map((name) => `  ${name}: required`).join('\n')}`);
+  }
+}

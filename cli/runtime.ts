@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
+import pino, { type Logger } from 'pino';
+import { createActivities } from '../activities';
+import { createApp } from '../api/app';
+import { createWorkflowEngine } from '../api/workflow-engine';
+import type { Sql } from '../db';
+import { taskQueueKinds, taskQueueName } from '../schemas/temporal';
+import { createObjectStore, type ObjectStore } from '../storage';
+import type { Config } from './config';
+
+export function createLogger(config: Pick<Config, 'logLevel'>, name: string): Logger {
+  return pino({ name, level: config.logLevel });
+}
+
+/**
+ * The signing secret: configured in production; in development generated once and kept in
+ * the data directory, so links and sessions survive a restart.
+ */
+export async function resolveSigningSecret(config: Config): Promise<string> {
+  if (config.signingSecret) return config.signingSecret;
+  const file = path.join(config.dataDir, 'signing-secret');
+  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  await mkdir(config.dataDir, { recursive: true });
+  const secret = randomBytes(32).toString('base64url');
+  await writeFile(file, secret, { mode: 0o600 });
+  return secret;
+}
+
+export function createStore(config: Config, signingSecret: string): ObjectStore {
+  if (config.storage.backend === 's3') return createObjectStore({ backend: 's3', s3: config.storage });
+  return createObjectStore({
+    backend: 'fs',
+    fs: { root: config.storage.root, publicBaseUrl: config.http.publicBaseUrl, signingSecret },
+  });
+}
+
+export async function connectClient(config: Config & { temporal: { address: string } }): Promise<Client> {
+  const connection = await Connection.connect({ address: config.temporal.address });
+  return new Client({ connection, namespace: config.temporal.namespace });
+}
+
+/** Bundles the workflow code once per process (or loads a bundle prebuilt by `npm run build`). */
+export async function loadWorkflowBundle(prebuiltPath?: string): Promise<{ code: string }> {
+  if (prebuiltPath && existsSync(prebuiltPath)) return { code: await readFile(prebuiltPath, 'utf8') };
+  return bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: undefined });
+}
+
+export interface RunningWorkers {
+  shutdown(): Promise<void>;
+  done: Promise<void>;
+}
+
+/** One worker per task queue, all in this process, sharing one connection and one bundle. */
+export async function startWorkers(options: {
+  address: string;
+  namespace: string;
+  taskQueuePrefix: string;
+  sql: Sql;
+  store: ObjectStore;
+  workflowBundle: { code: string };
+}): Promise<RunningWorkers> {
+  const connection = await NativeConnection.connect({ address: options.address });
+  const activities = createActivities({ sql: options.sql, store: options.store });
+  const workers = await Promise.all(
+    taskQueueKinds.map((kind) =>
+      Worker.create({
+        connection,
+        namespace: options.namespace,
+        taskQueue: taskQueueName(options.taskQueuePrefix, kind),
+        workflowBundle: options.workflowBundle,
+        activities,
+        maxConcurrentActivityTaskExecutions: kind === 'compute' ? 2 : 20,
+      }),
+    ),
+  );
+  const done = Promise.all(workers.map((worker) => worker.run())).then(async () => {
+    await connection.close();
+  });
+  return {
+    done,
+    async shutdown() {
+      for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done;
+    },
+  };
+}
+
+export interface RunningApi {
+  server: Server;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startApi(options: {
+  config: Config;
+  sql: Sql;
+  store: ObjectStore;
+  client: Client;
+  signingSecret: string;
+  logger: Logger;
+}): Promise<RunningApi> {
+  const { config } = options;
+  const app = createApp({
+    sql: options.sql,
+    store: options.store,
+    logger: options.logger,
+    workflows: createWorkflowEngine(options.client, { taskQueuePrefix: config.temporal.taskQueuePrefix }),
+    settings: { publicBaseUrl: config.http.publicBaseUrl, signingSecret: options.signingSecret, limits: config.limits },
+  });
+  const server = await new Promise<Server>((resolve) => {
+    const listening = app.listen(config.http.port, config.http.host, () => resolve(listening));
+  });
+  // Long uploads: a chunk of hundreds of MiB must not hit the default request timeout.
+  server.requestTimeout = 0;
+  return {
+    server,
+    url: config.http.publicBaseUrl,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}

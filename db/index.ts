@@ -1,0 +1,32 @@
+import postgres from 'postgres';
+
+export type Sql = postgres.Sql;
+export type TransactionSql = postgres.TransactionSql;
+
+/** One pool per process. Timestamps come back as Date, bigints as strings. */
+export function createSql(url: string, options: { max?: number } = {}): Sql {
+  return postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: 'slide-prediction-service' },
+  });
+}
+
+/** SQLSTATE classes that mean "the database is not there", translated once here. */
+export function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: string } | null)?.code;
+  return (
+    typeof code === 'string' &&
+    (code === 'ECONNREFUSED' ||
+      code === 'ENOTFOUND' ||
+      code === 'ETIMEDOUT' ||
+      code === 'CONNECTION_CLOSED' ||
+      code === 'CONNECT_TIMEOUT' ||
+      code.startsWith('08') ||
+      code === '57P01' ||
+      code === '57P03')
+  );
+}
+
+/** Anything that runs queries: the pool or an open transaction. */
+export type Queryable = postgres.TransactionSql;

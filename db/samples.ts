@@ -1,0 +1,162 @@
+import type { ExpirationSource, SampleStatus } from '../schemas/enums';
+import type { Queryable, Sql } from './index';
+
+/** A sample row as the upload endpoints see it. 64-bit counts stay strings. */
+export interface UploadRecord {
+  id: string;
+  organizationId: string;
+  filename: string;
+  name: string | null;
+  contentType: string;
+  fileSize: string;
+  uploadedBytes: string;
+  contentSha256: string | null;
+  status: SampleStatus;
+  statusMessage: string | null;
+  storageKey: string;
+  autoSegment: boolean;
+  widthPx: number | null;
+  heightPx: number | null;
+  ingestStartedAt: Date | null;
+  createdAt: Date;
+}
+
+// autoSegment is resolved here: per-upload override, else organization default, else true.
+const uploadColumns = (sql: Queryable) => sql`
+  s.id, s.organization_id AS "organizationId", s.filename, s.name, s.content_type AS "contentType",
+  s.file_size AS "fileSize", s.uploaded_bytes AS "uploadedBytes", s.content_sha256 AS "contentSha256",
+  s.status, s.status_message AS "statusMessage", s.storage_key AS "storageKey",
+  coalesce(s.auto_segment, o.auto_segment_default, true) AS "autoSegment",
+  s.width_px AS "widthPx", s.height_px AS "heightPx", s.ingest_started_at AS "ingestStartedAt",
+  s.created_at AS "createdAt"`;
+
+export interface NewUpload {
+  id: string;
+  organizationId: string;
+  createdBy: string;
+  filename: string;
+  name: string | null;
+  contentType: string;
+  fileSize: number;
+  contentSha256: string | null;
+  autoSegment: boolean | null;
+  mppOverride: number | null;
+  storageKey: string;
+}
+
+/** Inserts the sample in `uploading`, with the organization's default expiration if it has one. */
+export async function insertUpload(sql: Queryable, upload: NewUpload): Promise<UploadRecord> {
+  await sql`
+    INSERT INTO samples (id, organization_id, created_by, filename, name, content_type, file_size,
+      content_sha256, auto_segment, mpp_override, storage_key, expires_at, expires_at_source)
+    SELECT ${upload.id}, o.id, ${upload.createdBy}, ${upload.filename}, ${upload.name}, ${upload.contentType},
+      ${upload.fileSize}, ${upload.contentSha256}, ${upload.autoSegment}, ${upload.mppOverride}, ${upload.storageKey},
+      now() + make_interval(days => o.default_expiration_days),
+      CASE WHEN o.default_expiration_days IS NULL THEN NULL ELSE ${'org_default' satisfies ExpirationSource}::text END
+    FROM organizations o WHERE o.id = ${upload.organizationId}`;
+  return (await findUpload(sql, upload.organizationId, upload.id))!;
+}
+
+export async function findUpload(sql: Queryable, organizationId: string, id: string): Promise<UploadRecord | undefined> {
+  const [row] = await sql<UploadRecord[]>`
+    SELECT ${uploadColumns(sql)} FROM samples s JOIN organizations o ON o.id = s.organization_id
+    WHERE s.organization_id = ${organizationId} AND s.id = ${id}`;
+  return row;
+}
+
+/** The session URL is the credential of a chunk upload, so this lookup is not tenant-scoped. */
+export async function findUploadForSession(sql: Queryable, id: string): Promise<UploadRecord | undefined> {
+  const [row] = await sql<UploadRecord[]>`
+    SELECT ${uploadColumns(sql)} FROM samples s JOIN organizations o ON o.id = s.organization_id
+    WHERE s.id = ${id}`;
+  return row;
+}
+
+/** An earlier upload of the same bytes that did not fail, for dedup by `contentSha256`. */
+export async function findUploadBySha256(
+  sql: Queryable,
+  organizationId: string,
+  contentSha256: string,
+): Promise<UploadRecord | undefined> {
+  const [row] = await sql<UploadRecord[]>`
+    SELECT ${uploadColumns(sql)} FROM samples s JOIN organizations o ON o.id = s.organization_id
+    WHERE s.organization_id = ${organizationId} AND s.content_sha256 = ${contentSha256}
+      AND s.status NOT IN ('upload_failed', 'deid_failed', 'preprocess_failed')
+      AND s.archived_at IS NULL AND s.trashed_at IS NULL
+    ORDER BY s.created_at LIMIT 1`;
+  return row;
+}
+
+/** Where a page ends: the row's exact (microsecond) creation time and its id. */
+export interface PagePosition {
+  createdAt: string;
+  id: string;
+}
+
+/** Newest first; `after` is the last row of the previous page (keyset pagination). */
+export async function listUploads(
+  sql: Queryable,
+  organizationId: string,
+  page: { limit: number; after?: PagePosition },
+): Promise<(UploadRecord & { position: PagePosition })[]> {
+  const after = page.after;
+  const rows = await sql<(UploadRecord & { exactCreatedAt: string })[]>`
+    SELECT ${uploadColumns(sql)},
+      to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "exactCreatedAt"
+    FROM samples s JOIN organizations o ON o.id = s.organization_id
+    WHERE s.organization_id = ${organizationId} AND s.archived_at IS NULL
+      ${after ? sql`AND (s.created_at, s.id) < (${after.createdAt}::timestamptz, ${after.id}::uuid)` : sql``}
+    ORDER BY s.created_at DESC, s.id DESC
+    LIMIT ${page.limit}`;
+  return rows.map(({ exactCreatedAt, ...row }) => ({ ...row, position: { createdAt: exactCreatedAt, id: row.id } }));
+}
+
+/**
+ * Records a stored chunk if the upload is still at `startOffset`; the last chunk moves the
+ * sample to `deid_running`. Returns false when another writer got there first.
+ */
+export async function recordUploadPart(
+  sql: Sql,
+  part: { sampleId: string; startOffset: number; endOffset: number; storageKey: string },
+): Promise<boolean> {
+  return sql.begin(async (tx) => {
+    const moved = await tx`
+      UPDATE samples SET uploaded_bytes = ${part.endOffset}, updated_at = now(),
+        status = CASE WHEN ${part.endOffset} = file_size THEN 'deid_running' ELSE status END
+      WHERE id = ${part.sampleId} AND status = 'uploading' AND uploaded_bytes = ${part.startOffset}`;
+    if (moved.count === 0) return false;
+    await tx`INSERT INTO upload_parts (sample_id, start_offset, end_offset, storage_key)
+      VALUES (${part.sampleId}, ${part.startOffset}, ${part.endOffset}, ${part.storageKey})`;
+    return true;
+  });
+}
+
+export interface UploadPart {
+  startOffset: string;
+  endOffset: string;
+  storageKey: string;
+}
+
+export async function listUploadParts(sql: Queryable, sampleId: string): Promise<UploadPart[]> {
+  return sql<UploadPart[]>`
+    SELECT start_offset AS "startOffset", end_offset AS "endOffset", storage_key AS "storageKey"
+    FROM upload_parts WHERE sample_id = ${sampleId} ORDER BY start_offset`;
+}
+
+export async function deleteUploadParts(sql: Queryable, sampleId: string): Promise<void> {
+  await sql`DELETE FROM upload_parts WHERE sample_id = ${sampleId}`;
+}
+
+/** Moves an upload to `upload_failed` with a reason a person can read. */
+export async function failUpload(sql: Queryable, sampleId: string, message: string): Promise<void> {
+  await sql`UPDATE samples SET status = 'upload_failed', status_message = ${message}, updated_at = now()
+    WHERE id = ${sampleId} AND status IN ('uploading', 'deid_running')`;
+}
+
+export async function recordContentSha256(sql: Queryable, sampleId: string, contentSha256: string): Promise<void> {
+  await sql`UPDATE samples SET content_sha256 = ${contentSha256}, updated_at = now() WHERE id = ${sampleId}`;
+}
+
+export async function markIngestStarted(sql: Queryable, sampleId: string): Promise<void> {
+  await sql`UPDATE samples SET ingest_started_at = coalesce(ingest_started_at, now()) WHERE id = ${sampleId}`;
+}

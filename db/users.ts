@@ -1,0 +1,27 @@
+import type { Role } from '../schemas/enums';
+import type { Queryable } from './index';
+
+export interface User {
+  id: string;
+  email: string;
+  platformAdmin: boolean;
+}
+
+/** Creates the user, or returns the existing one with that email. */
+export async function upsertUser(sql: Queryable, input: { email: string; platformAdmin?: boolean }): Promise<User> {
+  const [row] = await sql<User[]>`
+    INSERT INTO users (email, platform_admin) VALUES (${input.email.toLowerCase()}, ${input.platformAdmin ?? false})
+    ON CONFLICT (email) DO UPDATE SET platform_admin = users.platform_admin OR EXCLUDED.platform_admin
+    RETURNING id, email, platform_admin AS "platformAdmin"`;
+  return row!;
+}
+
+export async function upsertMembership(
+  sql: Queryable,
+  input: { organizationId: string; userId: string; role: Role },
+): Promise<void> {
+  await sql`
+    INSERT INTO memberships (organization_id, user_id, role)
+    VALUES (${input.organizationId}, ${input.userId}, ${input.role})
+    ON CONFLICT (organization_id, user_id) DO UPDATE SET role = EXCLUDED.role`;
+}

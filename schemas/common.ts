@@ -1,0 +1,35 @@
+import { z } from 'zod';
+
+export const Uuid = z.uuid();
+export const DateTime = z.iso.datetime({ offset: true });
+
+/** 64-bit byte counts travel as strings. */
+export const ByteCount = z.string().regex(/^\d+$/).meta({ description: 'Bytes, a string-encoded 64-bit integer' });
+
+/** Accepts an integer or a digit string; yields a safe integer number of bytes. */
+export const ByteCountInput = z
+  .union([z.number().int().nonnegative(), z.string().regex(/^\d{1,16}$/, 'must be a string of digits')])
+  .transform((value) => Number(value))
+  .pipe(z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER));
+
+/** Microns per pixel: a number, or an isotropic `{x, y}`; each in (0, 100]. */
+const mppValue = z.number().gt(0).lte(100);
+export const MppInput = z
+  .union([mppValue, z.strictObject({ x: mppValue, y: mppValue })])
+  .refine((value) => typeof value === 'number' || value.x === value.y, {
+    message: 'anisotropic mpp is not supported: x and y must be equal',
+  })
+  .transform((value) => (typeof value === 'number' ? value : value.x));
+
+/** Display name: trimmed, at most 200 characters, no NUL; null or empty reverts to the filename. */
+export const DisplayNameInput = z
+  .string()
+  .refine((value) => !value.includes('\0'), 'must not contain a NUL character')
+  .transform((value) => value.trim())
+  .pipe(z.string().max(200))
+  .nullable()
+  .transform((value) => (value === '' ? null : value));
+
+export const PageLimit = (max: number, fallback: number) =>
+  z.coerce.number().int().min(1).max(max).default(fallback);
+export const Cursor = z.string().min(1).max(512);

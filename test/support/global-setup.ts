@@ -1,0 +1,33 @@
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import postgres from 'postgres';
+import { migrate } from '../../db/migrate';
+import { TEMPLATE_DATABASE, testEnv } from './env';
+
+/**
+ * Once per run: a migrated template database that each test file clones, and one workflow
+ * bundle that every test worker loads.
+ */
+export default async function globalSetup(): Promise<void> {
+  const env = testEnv();
+  const admin = postgres(env.databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${TEMPLATE_DATABASE}`);
+    await admin.unsafe(`CREATE DATABASE ${TEMPLATE_DATABASE}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(env.databaseUrl);
+  url.pathname = `/${TEMPLATE_DATABASE}`;
+  const template = postgres(url.toString(), { max: 1, onnotice: () => {} });
+  try {
+    await migrate(template);
+  } finally {
+    await template.end();
+  }
+  const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: undefined });
+  const bundlePath = path.join(env.scratch, 'workflow-bundle.js');
+  await writeFile(bundlePath, bundle.code);
+  process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
+}

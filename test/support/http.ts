@@ -1,0 +1,40 @@
+import { request } from 'node:http';
+
+/** fetch with the tenant's bearer key and JSON bodies. */
+export function apiClient(api: string, apiKey: string) {
+  return async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const response = await fetch(`${api}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await response.text();
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, headers: response.headers, json: json as Record<string, any>, text };
+  };
+}
+
+/**
+ * Sends the first `sendBytes` of a chunk that declares `declaredLength`, then drops the
+ * connection: an interrupted upload, as a flaky network makes one.
+ */
+export function interruptedPut(url: string, contentRange: string, declaredLength: number, partial: Buffer): Promise<void> {
+  return new Promise((resolve) => {
+    const req = request(url, {
+      method: 'PUT',
+      headers: { 'content-range': contentRange, 'content-length': String(declaredLength) },
+    });
+    req.on('error', () => resolve());
+    req.on('close', () => resolve());
+    req.write(partial, () => setTimeout(() => req.destroy(), 200));
+  });
+}

@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import pino from 'pino';
+import { type ApiSettings, createApp } from '../../api/app';
+import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
+import { runAdminCommand } from '../../cli/admin-commands';
+import { type RunningWorkers, startWorkers } from '../../cli/runtime';
+import type { Sql } from '../../db';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { createObjectStore, type ObjectStore } from '../../storage';
+import { createTestDatabase, type TestDatabase } from './database';
+import { testEnv } from './env';
+
+export interface Tenant {
+  organizationId: string;
+  userId: string;
+  apiKey: string;
+  keyId: string;
+}
+
+/** An organization with an owner and an API key, made through the admin commands. */
+export async function createTenant(sql: Sql, options: { credits?: number; expirationDays?: number } = {}): Promise<Tenant> {
+  const tag = randomBytes(4).toString('hex');
+  const orgArgs = ['org', 'create', '--name', `org-${tag}`];
+  if (options.credits) orgArgs.push('--credits', String(options.credits));
+  if (options.expirationDays) orgArgs.push('--expiration-days', String(options.expirationDays));
+  const org = await runAdminCommand(sql, orgArgs);
+  const organizationId = String(org.organizationId);
+  const user = await runAdminCommand(sql, ['user', 'create', '--email', `owner-${tag}@example.com`, '--org', organizationId, '--role', 'owner']);
+  const key = await runAdminCommand(sql, ['key', 'create', '--org', organizationId, '--user', String(user.userId)]);
+  return { organizationId, userId: String(user.userId), apiKey: String(key.apiKey), keyId: String(key.keyId) };
+}
+
+export const defaultTestSettings: Omit<ApiSettings, 'publicBaseUrl' | 'signingSecret'> = {
+  limits: {
+    ratePerSecond: 1000,
+    rateBurst: 10_000,
+    jsonBodyBytes: 64 * 1024,
+    uploadMaxBytes: 10 * 1024 ** 3,
+    uploadChunkMaxBytes: 64 * 1024 ** 2,
+    uploadSessionTtlSeconds: 3600,
+  },
+};
+
+export interface TestStack {
+  baseUrl: string;
+  api: string;
+  db: TestDatabase;
+  sql: Sql;
+  store: ObjectStore;
+  client: Client;
+  workflows: WorkflowEngine;
+  tenant: Tenant;
+  signingSecret: string;
+  close(): Promise<void>;
+}
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      resolve(typeof address === 'object' && address ? address.port : 0);
+    }),
+  );
+}
+
+async function workflowBundle(): Promise<{ code: string }> {
+  const prebuilt = testEnv().workflowBundle;
+  if (prebuilt) return { code: await readFile(prebuilt, 'utf8') };
+  return bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: undefined });
+}
+
+/**
+ * The whole service for one test file, on real parts: its own PostgreSQL database, the
+ * Temporal dev server (with task queues of its own), a filesystem store, real HTTP.
+ */
+export async function startStack(
+  options: { limits?: Partial<ApiSettings['limits']>; worker?: boolean; workflows?: WorkflowEngine } = {},
+): Promise<TestStack> {
+  const env = testEnv();
+  const db = await createTestDatabase();
+  const server = createServer();
+  const port = await listen(server);
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const signingSecret = randomBytes(32).toString('hex');
+  const root = path.join(env.scratch, `objects-${randomBytes(4).toString('hex')}`);
+  const store = createObjectStore({ backend: 'fs', fs: { root, publicBaseUrl: baseUrl, signingSecret } });
+  const connection = await Connection.connect({ address: env.temporalAddress });
+  const client = new Client({ connection });
+  const taskQueuePrefix = `t${randomBytes(4).toString('hex')}`;
+  const workflows = options.workflows ?? createWorkflowEngine(client, { taskQueuePrefix });
+  const app = createApp({
+    sql: db.sql,
+    store,
+    workflows,
+    logger: pino({ level: 'silent' }),
+    settings: {
+      publicBaseUrl: baseUrl,
+      signingSecret,
+      limits: { ...defaultTestSettings.limits, ...options.limits },
+    },
+  });
+  server.on('request', app);
+  let workers: RunningWorkers | undefined;
+  if (options.worker) {
+    workers = await startWorkers({
+      address: env.temporalAddress,
+      namespace: 'default',
+      taskQueuePrefix,
+      sql: db.sql,
+      store,
+      workflowBundle: await workflowBundle(),
+    });
+  }
+  const tenant = await createTenant(db.sql, { credits: 1000 });
+  return {
+    baseUrl,
+    api: `${baseUrl}/api/v1`,
+    db,
+    sql: db.sql,
+    store,
+    client,
+    workflows,
+    tenant,
+    signingSecret,
+    async close() {
+      await workers?.shutdown();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await connection.close();
+      await db.drop();
+    },
+  };
+}

@@ -1,0 +1,1 @@
+export { ingestWorkflow } from './ingest';
