@@ -1,6 +1,9 @@
 // Unit tests need no services; integration tests share one PostgreSQL, one Temporal dev
 // server and one MinIO started by test/support/global-setup.ts, and run serially.
-const swc = ['@swc/jest', { jsc: { target: 'es2023', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } }];
+const swc = [
+  '@swc/jest',
+  { jsc: { target: 'es2023', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } },
+];
 
 /** @type {import('jest').Config} */
 module.exports = {

@@ -23,7 +23,11 @@ export interface AssembleUploadResult {
 }
 
 /** Yields the parts' bytes in order, hashing and counting them on the way. */
-async function* concatenateParts(store: ObjectStore, parts: UploadPart[], tally: { sizeBytes: number; hash: ReturnType<typeof createHash> }) {
+async function* concatenateParts(
+  store: ObjectStore,
+  parts: UploadPart[],
+  tally: { sizeBytes: number; hash: ReturnType<typeof createHash> },
+) {
   for (const part of parts) {
     const body = await store.read(part.storageKey);
     if (!body) throw new Error(`upload part ${part.storageKey} is missing`);
@@ -51,7 +55,11 @@ export function createUploadActivities(deps: { sql: Sql; store: ObjectStore }) {
     if (parts.length === 0) {
       const info = await store.stat(upload.storageKey);
       if (info && upload.contentSha256) {
-        return { storageKey: upload.storageKey, sizeBytes: info.sizeBytes, contentSha256: upload.contentSha256 };
+        return {
+          storageKey: upload.storageKey,
+          sizeBytes: info.sizeBytes,
+          contentSha256: upload.contentSha256,
+        };
       }
       throw ApplicationFailure.nonRetryable(`sample ${upload.id} has no stored upload parts`, 'not_found');
     }
@@ -65,7 +73,11 @@ export function createUploadActivities(deps: { sql: Sql; store: ObjectStore }) {
     }
     if (upload.contentSha256 && upload.contentSha256 !== sha256) {
       await store.delete(upload.storageKey);
-      await failUpload(sql, upload.id, `the uploaded bytes have SHA-256 ${sha256}, not the declared contentSha256`);
+      await failUpload(
+        sql,
+        upload.id,
+        `the uploaded bytes have SHA-256 ${sha256}, not the declared contentSha256`,
+      );
       throw ApplicationFailure.nonRetryable('contentSha256 mismatch', 'validation_failed');
     }
     await recordContentSha256(sql, upload.id, sha256);

@@ -21,7 +21,10 @@ export function createCursorCodec(secret: string, purpose: string) {
     const expected = mac(payload);
     const given = Buffer.from(signature, 'base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid;
-    const [createdAt, id] = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as [string, string];
+    const [createdAt, id] = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as [
+      string,
+      string,
+    ];
     return { createdAt, id };
   }
 

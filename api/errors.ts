@@ -12,7 +12,12 @@ export class AppError extends Error {
   constructor(
     code: ErrorCode,
     message: string,
-    options: { details?: Record<string, unknown>; required?: number; retryAfterSeconds?: number; cause?: unknown } = {},
+    options: {
+      details?: Record<string, unknown>;
+      required?: number;
+      retryAfterSeconds?: number;
+      cause?: unknown;
+    } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = 'AppError';
@@ -41,8 +46,10 @@ export const notFound = (what = 'resource') => new AppError('not_found', `${what
 
 /** Errors thrown by body parsers and the like, before our handlers run. */
 function fromFrameworkError(err: { type?: string; status?: number; message?: string }): AppError | undefined {
-  if (err.type === 'entity.too.large') return new AppError('payload_too_large', 'request body is over the size limit');
-  if (err.type === 'entity.parse.failed') return new AppError('invalid_request', 'request body is not valid JSON');
+  if (err.type === 'entity.too.large')
+    return new AppError('payload_too_large', 'request body is over the size limit');
+  if (err.type === 'entity.parse.failed')
+    return new AppError('invalid_request', 'request body is not valid JSON');
   if (err.type === 'charset.unsupported' || err.type === 'encoding.unsupported') {
     return new AppError('invalid_request', err.message ?? 'unsupported body encoding');
   }
@@ -53,7 +60,9 @@ function fromFrameworkError(err: { type?: string; status?: number; message?: str
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const appError =
-      err instanceof AppError ? err : (fromFrameworkError(err) ?? new AppError('internal', 'internal error', { cause: err }));
+      err instanceof AppError
+        ? err
+        : (fromFrameworkError(err) ?? new AppError('internal', 'internal error', { cause: err }));
     if (appError.code === 'internal' || appError.code === 'unavailable') {
       logger.error({ err, requestId: res.locals.requestId, path: req.path }, 'request failed');
     }

@@ -19,15 +19,21 @@ function errorFor(error: z.ZodError, part: Part): AppError {
   // A malformed id can name nothing: the same answer as an id of another organization.
   if (part === 'params') return new AppError('not_found', 'resource not found');
   const structural = error.issues.find(
-    (issue) => issue.code === 'unrecognized_keys' || (issue.path.length === 0 && issue.code === 'invalid_type'),
+    (issue) =>
+      issue.code === 'unrecognized_keys' || (issue.path.length === 0 && issue.code === 'invalid_type'),
   );
   if (structural) return new AppError('invalid_request', describe(structural, part));
   const message = error.issues.map((issue) => describe(issue, part)).join('; ');
-  return part === 'body' ? new AppError('validation_failed', message) : new AppError('invalid_request', message);
+  return part === 'body'
+    ? new AppError('validation_failed', message)
+    : new AppError('invalid_request', message);
 }
 
 export function parse<S extends z.ZodType>(schema: S, input: unknown, part: Part): z.output<S> {
-  if (part === 'body' && (input === undefined || (typeof input === 'object' && input !== null && Object.keys(input).length === 0))) {
+  if (
+    part === 'body' &&
+    (input === undefined || (typeof input === 'object' && input !== null && Object.keys(input).length === 0))
+  ) {
     throw new AppError('invalid_request', 'request body is empty');
   }
   const result = schema.safeParse(input);

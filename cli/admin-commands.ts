@@ -38,7 +38,12 @@ const schemas = {
     'expiration-days': count.optional(),
     'auto-segment': z.enum(['true', 'false']).optional(),
   }),
-  'user create': z.object({ email: z.email(), org: z.uuid(), role: Role, 'platform-admin': z.boolean().optional() }),
+  'user create': z.object({
+    email: z.email(),
+    org: z.uuid(),
+    role: Role,
+    'platform-admin': z.boolean().optional(),
+  }),
   'key create': z.object({ org: z.uuid(), user: z.uuid(), name: z.string().min(1).optional() }),
   'key revoke': z.object({ id: z.uuid() }),
   'credits grant': z.object({ org: z.uuid(), amount: count, note: z.string().optional() }),
@@ -53,7 +58,9 @@ function parseCommand(argv: string[]): { command: Command; values: Record<string
   if (!(command in schemas)) throw new UsageError(`unknown command '${command}'\n${ADMIN_USAGE}`);
   const parsed = schemas[command as Command].safeParse(values);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `  --${issue.path.join('.')}: ${issue.message}`).join('\n');
+    const problems = parsed.error.issues
+      .map((issue) => `  --${issue.path.join('.')}: ${issue.message}`)
+      .join('\n');
     throw new UsageError(`${command}:\n${problems}`);
   }
   return { command: command as Command, values: parsed.data };
@@ -71,14 +78,22 @@ export async function runAdminCommand(sql: Sql, argv: string[]): Promise<Record<
           defaultExpirationDays: input['expiration-days'] ?? null,
           autoSegmentDefault: input['auto-segment'] === undefined ? null : input['auto-segment'] === 'true',
         });
-        if (input.credits) await grantCredits(tx, { organizationId: created.id, amount: input.credits, note: 'initial grant' });
+        if (input.credits)
+          await grantCredits(tx, {
+            organizationId: created.id,
+            amount: input.credits,
+            note: 'initial grant',
+          });
         return created;
       });
       return { organizationId: organization.id, name: organization.name };
     }
     case 'user create': {
       const input = v as z.infer<(typeof schemas)['user create']>;
-      const user = await upsertUser(sql, { email: input.email, platformAdmin: input['platform-admin'] ?? false });
+      const user = await upsertUser(sql, {
+        email: input.email,
+        platformAdmin: input['platform-admin'] ?? false,
+      });
       await upsertMembership(sql, { organizationId: input.org, userId: user.id, role: input.role });
       return { userId: user.id, email: user.email, organizationId: input.org, role: input.role };
     }

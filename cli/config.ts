@@ -17,11 +17,20 @@ const EnvSchema = z.object({
   PUBLIC_BASE_URL: optionalUrl,
   APP_URL: optionalUrl,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
   DATABASE_POOL_SIZE: positiveInt.default(10),
-  TEMPORAL_ADDRESS: z.string().regex(/^[^:/\s]+:\d+$/, 'must be host:port').optional(),
+  TEMPORAL_ADDRESS: z
+    .string()
+    .regex(/^[^:/\s]+:\d+$/, 'must be host:port')
+    .optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
-  TEMPORAL_TASK_QUEUE_PREFIX: z.string().regex(/^[a-z0-9-]*$/, 'lowercase letters, digits and dashes').default(''),
+  TEMPORAL_TASK_QUEUE_PREFIX: z
+    .string()
+    .regex(/^[a-z0-9-]*$/, 'lowercase letters, digits and dashes')
+    .default(''),
   STORAGE_BACKEND: z.enum(['fs', 's3']).default('fs'),
   STORAGE_FS_ROOT: z.string().optional(),
   S3_BUCKET: z.string().min(3).optional(),
@@ -99,10 +108,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const publicBaseUrl = (e.PUBLIC_BASE_URL ?? `http://${e.HOST}:${e.PORT}`).replace(/\/$/, '');
   return {
     dataDir,
-    http: { host: e.HOST, port: e.PORT, publicBaseUrl, appUrl: (e.APP_URL ?? publicBaseUrl).replace(/\/$/, '') },
+    http: {
+      host: e.HOST,
+      port: e.PORT,
+      publicBaseUrl,
+      appUrl: (e.APP_URL ?? publicBaseUrl).replace(/\/$/, ''),
+    },
     logLevel: e.LOG_LEVEL,
     database: { url: e.DATABASE_URL, poolSize: e.DATABASE_POOL_SIZE },
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueuePrefix: e.TEMPORAL_TASK_QUEUE_PREFIX },
+    temporal: {
+      address: e.TEMPORAL_ADDRESS,
+      namespace: e.TEMPORAL_NAMESPACE,
+      taskQueuePrefix: e.TEMPORAL_TASK_QUEUE_PREFIX,
+    },
     storage:
       e.STORAGE_BACKEND === 's3'
         ? {
@@ -147,6 +165,8 @@ export function requireProductionConfig(config: Config): asserts config is Confi
     config.signingSecret ? null : 'SIGNING_SECRET',
   ].filter((name): name is string => name !== null);
   if (missing.length > 0) {
-    throw new ConfigError(`Invalid configuration:\n${missing.map((name) => `  ${name}: required`).join('\n')}`);
+    throw new ConfigError(
+      `Invalid configuration:\n${missing.map((name) => `  ${name}: required`).join('\n')}`,
+    );
   }
 }

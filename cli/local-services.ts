@@ -18,7 +18,9 @@ export async function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -30,7 +32,8 @@ async function waitFor(what: string, probe: () => Promise<unknown>, timeoutMs: n
       await probe();
       return;
     } catch (err) {
-      if (Date.now() > deadline) throw new Error(`${what} did not become ready in ${timeoutMs / 1000} s`, { cause: err });
+      if (Date.now() > deadline)
+        throw new Error(`${what} did not become ready in ${timeoutMs / 1000} s`, { cause: err });
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }

@@ -9,7 +9,9 @@ runMain(async () => {
   const sql = createSql(config.database.url, { max: 1 });
   try {
     const { applied } = await migrate(sql);
-    process.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+    process.stdout.write(
+      applied.length > 0 ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n',
+    );
   } finally {
     await sql.end({ timeout: 5 });
   }

@@ -4,7 +4,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { createApp } from '../api/app';
@@ -48,7 +48,23 @@ export async function connectClient(config: Config & { temporal: { address: stri
 /** Bundles the workflow code once per process (or loads a bundle prebuilt by `npm run build`). */
 export async function loadWorkflowBundle(prebuiltPath?: string): Promise<{ code: string }> {
   if (prebuiltPath && existsSync(prebuiltPath)) return { code: await readFile(prebuiltPath, 'utf8') };
-  return bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: undefined });
+  return bundleWorkflowCode({
+    workflowsPath: require.resolve('../workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
+}
+
+let temporalRuntimeInstalled = false;
+
+/** Sends the Temporal SDK's own warnings and errors to our logger (once per process). */
+function installTemporalRuntime(logger: Logger): void {
+  if (temporalRuntimeInstalled) return;
+  temporalRuntimeInstalled = true;
+  Runtime.install({
+    logger: new DefaultLogger('WARN', (entry) =>
+      logger[entry.level === 'ERROR' ? 'error' : 'warn']({ ...entry.meta, sdk: 'temporal' }, entry.message),
+    ),
+  });
 }
 
 export interface RunningWorkers {
@@ -64,7 +80,9 @@ export async function startWorkers(options: {
   sql: Sql;
   store: ObjectStore;
   workflowBundle: { code: string };
+  logger: Logger;
 }): Promise<RunningWorkers> {
+  installTemporalRuntime(options.logger);
   const connection = await NativeConnection.connect({ address: options.address });
   const activities = createActivities({ sql: options.sql, store: options.store });
   const workers = await Promise.all(
@@ -111,7 +129,11 @@ export async function startApi(options: {
     store: options.store,
     logger: options.logger,
     workflows: createWorkflowEngine(options.client, { taskQueuePrefix: config.temporal.taskQueuePrefix }),
-    settings: { publicBaseUrl: config.http.publicBaseUrl, signingSecret: options.signingSecret, limits: config.limits },
+    settings: {
+      publicBaseUrl: config.http.publicBaseUrl,
+      signingSecret: options.signingSecret,
+      limits: config.limits,
+    },
   });
   const server = await new Promise<Server>((resolve) => {
     const listening = app.listen(config.http.port, config.http.host, () => resolve(listening));

@@ -17,6 +17,7 @@ runMain(async () => {
     sql,
     store,
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
+    logger,
   });
   logger.info({ namespace: config.temporal.namespace }, 'worker polling');
   await Promise.race([untilSignal(), workers.done]);

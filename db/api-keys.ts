@@ -35,7 +35,10 @@ export async function insertApiKey(
 }
 
 /** The caller behind an unrevoked key whose user still belongs to the key's organization. */
-export async function findPrincipalByKeyHash(sql: Queryable, secretSha256: Buffer): Promise<ApiKeyPrincipal | undefined> {
+export async function findPrincipalByKeyHash(
+  sql: Queryable,
+  secretSha256: Buffer,
+): Promise<ApiKeyPrincipal | undefined> {
   const [row] = await sql<ApiKeyPrincipal[]>`
     SELECT k.id AS "keyId", k.organization_id AS "organizationId", k.user_id AS "userId", m.role,
       u.platform_admin AS "platformAdmin"

@@ -5,8 +5,12 @@ export interface CreditSummary {
   pending: number;
 }
 
-export async function grantCredits(sql: Queryable, input: { organizationId: string; amount: number; note?: string }) {
-  if (!Number.isSafeInteger(input.amount) || input.amount <= 0) throw new Error('amount must be a positive integer');
+export async function grantCredits(
+  sql: Queryable,
+  input: { organizationId: string; amount: number; note?: string },
+) {
+  if (!Number.isSafeInteger(input.amount) || input.amount <= 0)
+    throw new Error('amount must be a positive integer');
   await sql`INSERT INTO credit_ledger (organization_id, kind, balance_delta, pending_delta, note)
     VALUES (${input.organizationId}, 'grant', ${input.amount}, 0, ${input.note ?? null})`;
 }

@@ -29,4 +29,4 @@ export function isConnectionError(err: unknown): boolean {
 }
 
 /** Anything that runs queries: the pool or an open transaction. */
-export type Queryable = postgres.TransactionSql;
+export type Queryable = Sql | postgres.TransactionSql;

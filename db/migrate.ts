@@ -5,9 +5,10 @@ import path from 'node:path';
 import type { Sql } from './index';
 
 // The SQL files sit beside this module in the source tree; the compiled module lives in dist/db.
-const MIGRATIONS_DIR = [path.join(__dirname, 'migrations'), path.join(__dirname, '..', '..', 'db', 'migrations')].find(
-  (dir) => existsSync(dir),
-);
+const MIGRATIONS_DIR = [
+  path.join(__dirname, 'migrations'),
+  path.join(__dirname, '..', '..', 'db', 'migrations'),
+].find((dir) => existsSync(dir));
 
 const MIGRATION_LOCK = 7_310_001;
 const FILE_PATTERN = /^(\d{4})-([a-z0-9-]+)\.sql$/;
@@ -51,9 +52,9 @@ export async function migrate(sql: Sql): Promise<{ applied: string[] }> {
       version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now())`;
     const done = new Map(
-      (await tx<{ version: number; checksum: string }[]>`SELECT version, checksum FROM schema_migrations`).map(
-        (row) => [row.version, row.checksum],
-      ),
+      (
+        await tx<{ version: number; checksum: string }[]>`SELECT version, checksum FROM schema_migrations`
+      ).map((row) => [row.version, row.checksum]),
     );
     for (const migration of migrations) {
       const checksum = done.get(migration.version);

@@ -21,7 +21,10 @@ export async function insertOrganization(
   return row!;
 }
 
-export async function findOrganization(sql: Queryable, organizationId: string): Promise<Organization | undefined> {
+export async function findOrganization(
+  sql: Queryable,
+  organizationId: string,
+): Promise<Organization | undefined> {
   const [row] = await sql<Organization[]>`
     SELECT id, name, default_expiration_days AS "defaultExpirationDays",
       auto_segment_default AS "autoSegmentDefault", active_job_cap AS "activeJobCap", created_at AS "createdAt"

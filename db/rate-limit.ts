@@ -11,5 +11,8 @@ export async function takeRateToken(
   const [row] = await sql<{ allowed: boolean; tokens: number }[]>`
     SELECT allowed, tokens FROM take_rate_token(${input.key}, ${input.ratePerSecond}, ${input.burst})`;
   const { allowed, tokens } = row!;
-  return { allowed, retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((1 - tokens) / input.ratePerSecond)) };
+  return {
+    allowed,
+    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((1 - tokens) / input.ratePerSecond)),
+  };
 }

@@ -57,7 +57,11 @@ export async function insertUpload(sql: Queryable, upload: NewUpload): Promise<U
   return (await findUpload(sql, upload.organizationId, upload.id))!;
 }
 
-export async function findUpload(sql: Queryable, organizationId: string, id: string): Promise<UploadRecord | undefined> {
+export async function findUpload(
+  sql: Queryable,
+  organizationId: string,
+  id: string,
+): Promise<UploadRecord | undefined> {
   const [row] = await sql<UploadRecord[]>`
     SELECT ${uploadColumns(sql)} FROM samples s JOIN organizations o ON o.id = s.organization_id
     WHERE s.organization_id = ${organizationId} AND s.id = ${id}`;
@@ -108,7 +112,10 @@ export async function listUploads(
       ${after ? sql`AND (s.created_at, s.id) < (${after.createdAt}::timestamptz, ${after.id}::uuid)` : sql``}
     ORDER BY s.created_at DESC, s.id DESC
     LIMIT ${page.limit}`;
-  return rows.map(({ exactCreatedAt, ...row }) => ({ ...row, position: { createdAt: exactCreatedAt, id: row.id } }));
+  return rows.map(({ exactCreatedAt, ...row }) => ({
+    ...row,
+    position: { createdAt: exactCreatedAt, id: row.id },
+  }));
 }
 
 /**
@@ -153,7 +160,11 @@ export async function failUpload(sql: Queryable, sampleId: string, message: stri
     WHERE id = ${sampleId} AND status IN ('uploading', 'deid_running')`;
 }
 
-export async function recordContentSha256(sql: Queryable, sampleId: string, contentSha256: string): Promise<void> {
+export async function recordContentSha256(
+  sql: Queryable,
+  sampleId: string,
+  contentSha256: string,
+): Promise<void> {
   await sql`UPDATE samples SET content_sha256 = ${contentSha256}, updated_at = now() WHERE id = ${sampleId}`;
 }
 

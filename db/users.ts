@@ -8,7 +8,10 @@ export interface User {
 }
 
 /** Creates the user, or returns the existing one with that email. */
-export async function upsertUser(sql: Queryable, input: { email: string; platformAdmin?: boolean }): Promise<User> {
+export async function upsertUser(
+  sql: Queryable,
+  input: { email: string; platformAdmin?: boolean },
+): Promise<User> {
   const [row] = await sql<User[]>`
     INSERT INTO users (email, platform_admin) VALUES (${input.email.toLowerCase()}, ${input.platformAdmin ?? false})
     ON CONFLICT (email) DO UPDATE SET platform_admin = users.platform_admin OR EXCLUDED.platform_admin

@@ -4,7 +4,10 @@ export const Uuid = z.uuid();
 export const DateTime = z.iso.datetime({ offset: true });
 
 /** 64-bit byte counts travel as strings. */
-export const ByteCount = z.string().regex(/^\d+$/).meta({ description: 'Bytes, a string-encoded 64-bit integer' });
+export const ByteCount = z
+  .string()
+  .regex(/^\d+$/)
+  .meta({ description: 'Bytes, a string-encoded 64-bit integer' });
 
 /** Accepts an integer or a digit string; yields a safe integer number of bytes. */
 export const ByteCountInput = z

@@ -63,7 +63,10 @@ export const endpoints = {
     auth: 'none',
     summary: 'Readiness: the database and the workflow engine are reachable',
     responses: {
-      200: { description: 'Ready', schema: z.object({ status: z.literal('ok'), checks: z.record(z.string(), z.string()) }) },
+      200: {
+        description: 'Ready',
+        schema: z.object({ status: z.literal('ok'), checks: z.record(z.string(), z.string()) }),
+      },
       503: error('A dependency is unreachable (`unavailable`)'),
     },
   },

@@ -42,5 +42,8 @@ export const ErrorBody = z
     retryAfterSeconds: z.number().int().nullable(),
   })
   .catchall(z.unknown())
-  .meta({ id: 'Error', description: 'Every failure. Some codes add fields (currentDefault, unknownMarkers, status).' });
+  .meta({
+    id: 'Error',
+    description: 'Every failure. Some codes add fields (currentDefault, unknownMarkers, status).',
+  });
 export type ErrorBody = z.infer<typeof ErrorBody>;

@@ -1,5 +1,14 @@
 import { z } from 'zod';
-import { ByteCount, ByteCountInput, Cursor, DateTime, DisplayNameInput, MppInput, PageLimit, Uuid } from './common';
+import {
+  ByteCount,
+  ByteCountInput,
+  Cursor,
+  DateTime,
+  DisplayNameInput,
+  MppInput,
+  PageLimit,
+  Uuid,
+} from './common';
 import { SampleStatus } from './enums';
 
 export const CreateUploadRequest = z
@@ -41,7 +50,10 @@ export type Upload = z.infer<typeof Upload>;
 
 export const CreatedUpload = Upload.extend({
   uploadId: Uuid,
-  uploadUrl: z.string().optional().meta({ description: 'Resumable session URL; absent for an existing upload' }),
+  uploadUrl: z
+    .string()
+    .optional()
+    .meta({ description: 'Resumable session URL; absent for an existing upload' }),
   existing: z.boolean(),
 }).meta({ id: 'CreatedUpload' });
 export type CreatedUpload = z.infer<typeof CreatedUpload>;

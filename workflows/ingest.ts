@@ -16,7 +16,9 @@ export interface IngestInput {
  * chunks into the original object; de-identification and preprocessing follow in the
  * ingest issue, as further steps of this same workflow.
  */
-export async function ingestWorkflow(input: IngestInput): Promise<{ storageKey: string; contentSha256: string }> {
+export async function ingestWorkflow(
+  input: IngestInput,
+): Promise<{ storageKey: string; contentSha256: string }> {
   const assembled = await io.assembleUpload({ sampleId: input.sampleId });
   return { storageKey: assembled.storageKey, contentSha256: assembled.contentSha256 };
 }

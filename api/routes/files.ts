@@ -5,7 +5,10 @@ import { AppError, notFound } from '../errors';
 import { mount } from '../route';
 
 /** `Range: bytes=a-b`, `bytes=a-` or `bytes=-n` (one range); anything else reads the whole object. */
-export function parseRange(header: string | undefined, size: number): { offset: number; length: number } | undefined {
+export function parseRange(
+  header: string | undefined,
+  size: number,
+): { offset: number; length: number } | undefined {
   const match = header ? /^bytes=(\d*)-(\d*)$/.exec(header.trim()) : null;
   if (!match || (match[1] === '' && match[2] === '')) return undefined;
   if (match[1] === '') {
@@ -38,10 +41,14 @@ export function fileRoutes(deps: { store: ObjectStore; signingSecret: string }):
     res.setHeader('Accept-Ranges', 'bytes');
     res.setHeader('Content-Type', info.contentType ?? 'application/octet-stream');
     const download = typeof req.query.download === 'string' ? req.query.download : undefined;
-    if (download) res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(download)}`);
+    if (download)
+      res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(download)}`);
     if (range) {
       res.status(206);
-      res.setHeader('Content-Range', `bytes ${range.offset}-${range.offset + range.length - 1}/${info.sizeBytes}`);
+      res.setHeader(
+        'Content-Range',
+        `bytes ${range.offset}-${range.offset + range.length - 1}/${info.sizeBytes}`,
+      );
     }
     res.setHeader('Content-Length', String(range ? range.length : info.sizeBytes));
     body.on('error', (err) => res.destroy(err));

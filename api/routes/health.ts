@@ -29,10 +29,14 @@ export function healthRoutes(deps: { sql: Sql; workflows: WorkflowEngine; metric
     );
     const failing = Object.entries(checks).filter(([, state]) => state !== 'ok');
     if (failing.length > 0) {
-      throw new AppError('unavailable', `not ready: ${failing.map(([name, state]) => `${name} (${state})`).join(', ')}`, {
-        retryAfterSeconds: 5,
-        details: { checks },
-      });
+      throw new AppError(
+        'unavailable',
+        `not ready: ${failing.map(([name, state]) => `${name} (${state})`).join(', ')}`,
+        {
+          retryAfterSeconds: 5,
+          details: { checks },
+        },
+      );
     }
     res.json({ status: 'ok', checks });
   });

@@ -1,6 +1,11 @@
 import { Router } from 'express';
 import { endpoints } from '../../schemas/endpoints';
-import { CreateUploadRequest, UploadIdParams, UploadListQuery, UploadSessionQuery } from '../../schemas/uploads';
+import {
+  CreateUploadRequest,
+  UploadIdParams,
+  UploadListQuery,
+  UploadSessionQuery,
+} from '../../schemas/uploads';
 import { principalOf } from '../auth';
 import { mount } from '../route';
 import type { ChunkOutcome, UploadService } from '../services/uploads';

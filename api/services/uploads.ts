@@ -29,10 +29,15 @@ export interface UploadServiceDeps {
 /** What a chunk request answers: 308 with the stored range, or 200 with the finished upload. */
 export type ChunkOutcome = { done: false; storedBytes: number } | { done: true; upload: Upload };
 
-type ContentRange = { kind: 'query'; total: number } | { kind: 'chunk'; start: number; end: number; total: number };
+type ContentRange =
+  | { kind: 'query'; total: number }
+  | { kind: 'chunk'; start: number; end: number; total: number };
 
 export function parseContentRange(header: string | undefined): ContentRange {
-  const invalid = new AppError('invalid_request', 'Content-Range must be "bytes START-END/TOTAL" or "bytes */TOTAL"');
+  const invalid = new AppError(
+    'invalid_request',
+    'Content-Range must be "bytes START-END/TOTAL" or "bytes */TOTAL"',
+  );
   const match = header ? /^bytes (?:(\d{1,16})-(\d{1,16})|\*)\/(\d{1,16})$/.exec(header.trim()) : null;
   if (!match) throw invalid;
   const total = Number(match[3]);
@@ -63,7 +68,8 @@ export function toUpload(record: UploadRecord): Upload {
 async function* boundedBody(body: Readable, limit: number, tally: { bytes: number }) {
   for await (const chunk of body as AsyncIterable<Buffer>) {
     tally.bytes += chunk.length;
-    if (tally.bytes > limit) throw new AppError('invalid_request', 'the body is longer than its Content-Range');
+    if (tally.bytes > limit)
+      throw new AppError('invalid_request', 'the body is longer than its Content-Range');
     yield chunk;
   }
 }
@@ -78,13 +84,20 @@ export function createUploadService(deps: UploadServiceDeps) {
     return `${deps.publicBaseUrl}/api/v1/upload-sessions/${uploadId}?token=${token}`;
   }
 
-  async function create(principal: Principal, request: CreateUploadRequest): Promise<{ status: 200 | 201; body: CreatedUpload }> {
+  async function create(
+    principal: Principal,
+    request: CreateUploadRequest,
+  ): Promise<{ status: 200 | 201; body: CreatedUpload }> {
     if (request.fileSize > deps.limits.uploadMaxBytes) {
-      throw new AppError('payload_too_large', `fileSize is over the limit of ${deps.limits.uploadMaxBytes} bytes`);
+      throw new AppError(
+        'payload_too_large',
+        `fileSize is over the limit of ${deps.limits.uploadMaxBytes} bytes`,
+      );
     }
     if (request.contentSha256) {
       const existing = await samples.findUploadBySha256(sql, principal.organizationId, request.contentSha256);
-      if (existing) return { status: 200, body: { ...toUpload(existing), uploadId: existing.id, existing: true } };
+      if (existing)
+        return { status: 200, body: { ...toUpload(existing), uploadId: existing.id, existing: true } };
     }
     const id = randomUUID();
     const record = await samples.insertUpload(sql, {
@@ -100,7 +113,10 @@ export function createUploadService(deps: UploadServiceDeps) {
       mppOverride: request.mpp ?? null,
       storageKey: objectKeys.originalUpload(principal.organizationId, id, request.filename),
     });
-    return { status: 201, body: { ...toUpload(record), uploadId: id, uploadUrl: sessionUrl(id), existing: false } };
+    return {
+      status: 201,
+      body: { ...toUpload(record), uploadId: id, uploadUrl: sessionUrl(id), existing: false },
+    };
   }
 
   async function get(principal: Principal, id: string): Promise<Upload> {
@@ -137,7 +153,8 @@ export function createUploadService(deps: UploadServiceDeps) {
     try {
       verifyToken(deps.signingSecret, token, { scope: 'upload', subject: id });
     } catch (err) {
-      if (isStorageError(err)) throw new AppError('forbidden', 'the upload session URL is invalid or has expired');
+      if (isStorageError(err))
+        throw new AppError('forbidden', 'the upload session URL is invalid or has expired');
       throw err;
     }
     const record = await samples.findUploadForSession(sql, id);
@@ -162,7 +179,12 @@ export function createUploadService(deps: UploadServiceDeps) {
     body: Readable,
   ): Promise<ChunkOutcome> {
     const length = range.end - range.start + 1;
-    const partKey = objectKeys.uploadPart(record.organizationId, record.id, range.start, randomBytes(6).toString('hex'));
+    const partKey = objectKeys.uploadPart(
+      record.organizationId,
+      record.id,
+      range.start,
+      randomBytes(6).toString('hex'),
+    );
     const tally = { bytes: 0 };
     try {
       await store.write(partKey, Readable.from(boundedBody(body, length, tally)));
@@ -172,7 +194,10 @@ export function createUploadService(deps: UploadServiceDeps) {
     }
     if (tally.bytes !== length) {
       await store.delete(partKey);
-      throw new AppError('invalid_request', `the body has ${tally.bytes} bytes, its Content-Range says ${length}`);
+      throw new AppError(
+        'invalid_request',
+        `the body has ${tally.bytes} bytes, its Content-Range says ${length}`,
+      );
     }
     const recorded = await samples.recordUploadPart(sql, {
       sampleId: record.id,
@@ -215,10 +240,16 @@ export function createUploadService(deps: UploadServiceDeps) {
     const length = range.end - range.start + 1;
     const isLast = range.end + 1 === range.total;
     if (!isLast && length % CHUNK_GRANULARITY !== 0) {
-      throw new AppError('invalid_request', `a chunk other than the last must be a multiple of ${CHUNK_GRANULARITY} bytes`);
+      throw new AppError(
+        'invalid_request',
+        `a chunk other than the last must be a multiple of ${CHUNK_GRANULARITY} bytes`,
+      );
     }
     if (length > deps.limits.uploadChunkMaxBytes) {
-      throw new AppError('payload_too_large', `a chunk may hold at most ${deps.limits.uploadChunkMaxBytes} bytes`);
+      throw new AppError(
+        'payload_too_large',
+        `a chunk may hold at most ${deps.limits.uploadChunkMaxBytes} bytes`,
+      );
     }
     if (input.contentLength !== undefined && input.contentLength !== length) {
       throw new AppError('invalid_request', 'Content-Length differs from the Content-Range');

@@ -35,7 +35,14 @@ describe('authentication', () => {
   });
 
   test('a revoked key is 401', async () => {
-    const key = await runAdminCommand(stack.sql, ['key', 'create', '--org', stack.tenant.organizationId, '--user', stack.tenant.userId]);
+    const key = await runAdminCommand(stack.sql, [
+      'key',
+      'create',
+      '--org',
+      stack.tenant.organizationId,
+      '--user',
+      stack.tenant.userId,
+    ]);
     const client = apiClient(stack.api, String(key.apiKey));
     expect((await client('GET', '/uploads')).status).toBe(200);
     await runAdminCommand(stack.sql, ['key', 'revoke', '--id', String(key.keyId)]);
@@ -138,7 +145,10 @@ describe('operations endpoints', () => {
       const response = await fetch(`${degraded.baseUrl}/readyz`);
       expect(response.status).toBe(503);
       const body = (await response.json()) as Record<string, unknown>;
-      expect(body).toMatchObject({ error: 'unavailable', checks: { database: 'ok', temporal: 'connection refused' } });
+      expect(body).toMatchObject({
+        error: 'unavailable',
+        checks: { database: 'ok', temporal: 'connection refused' },
+      });
       expect(response.headers.get('retry-after')).toBe('5');
     } finally {
       await degraded.close();
@@ -147,7 +157,9 @@ describe('operations endpoints', () => {
   test('/metrics exposes request histograms in Prometheus format', async () => {
     await call('GET', '/uploads');
     const text = await (await fetch(`${stack.baseUrl}/metrics`)).text();
-    expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/uploads",status="200"\} \d+/);
+    expect(text).toMatch(
+      /http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/uploads",status="200"\} \d+/,
+    );
     expect(text).toContain('process_resident_memory_bytes');
   });
   test('every response carries a request id, echoed when the caller sends one', async () => {

@@ -26,7 +26,9 @@ describe('migrations', () => {
     const fresh = await createTestDatabase({ empty: true });
     try {
       const results = await Promise.all([migrate(fresh.sql), migrate(fresh.sql), migrate(fresh.sql)]);
-      expect(results.flatMap((result) => result.applied).filter((name) => name === '0001-create-core')).toHaveLength(1);
+      expect(
+        results.flatMap((result) => result.applied).filter((name) => name === '0001-create-core'),
+      ).toHaveLength(1);
     } finally {
       await fresh.drop();
     }
@@ -62,20 +64,25 @@ describe('schema', () => {
     const sampleId = randomUUID();
     await db.sql`INSERT INTO samples (id, organization_id, filename, content_type, file_size, storage_key)
       VALUES (${sampleId}, ${tenant.organizationId}, 'a.svs', 'image/tiff', 10, 'k')`;
-    const [job] = await db.sql`INSERT INTO jobs (organization_id, sample_id) VALUES (${tenant.organizationId}, ${sampleId}) RETURNING id`;
+    const [job] =
+      await db.sql`INSERT INTO jobs (organization_id, sample_id) VALUES (${tenant.organizationId}, ${sampleId}) RETURNING id`;
     const received: string[] = [];
     const listening = await db.sql.listen('job_events', (payload) => received.push(payload));
     await db.sql`INSERT INTO job_events (job_id, seq, status) VALUES (${job!.id}, 1, 'queued')`;
-    for (let i = 0; i < 50 && received.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (let i = 0; i < 50 && received.length === 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     await listening.unlisten();
     expect(received.map((payload) => JSON.parse(payload))).toEqual([{ jobId: job!.id, seq: 1 }]);
-    await expect(db.sql`INSERT INTO job_events (job_id, seq, status) VALUES (${job!.id}, 1, 'queued')`).rejects.toThrow();
+    await expect(
+      db.sql`INSERT INTO job_events (job_id, seq, status) VALUES (${job!.id}, 1, 'queued')`,
+    ).rejects.toThrow();
   });
 
   test('the rate limit bucket refills at its rate and never passes its burst', async () => {
     const key = `test:${randomUUID()}`;
     const outcomes = [];
-    for (let i = 0; i < 4; i++) outcomes.push(await takeRateToken(db.sql, { key, ratePerSecond: 1, burst: 3 }));
+    for (let i = 0; i < 4; i++)
+      outcomes.push(await takeRateToken(db.sql, { key, ratePerSecond: 1, burst: 3 }));
     expect(outcomes.map((outcome) => outcome.allowed)).toEqual([true, true, true, false]);
     expect(outcomes[3]!.retryAfterSeconds).toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 1100));

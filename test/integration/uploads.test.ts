@@ -70,7 +70,11 @@ describe('resumable uploads', () => {
     const last = await putChunk(upload.uploadUrl, bytes.subarray(2 * KiB256), 2 * KiB256, bytes.length);
     expect(last.status).toBe(200);
     const done = (await last.json()) as Record<string, unknown>;
-    expect(done).toMatchObject({ id: upload.id, status: 'deid_running', uploadedBytes: String(bytes.length) });
+    expect(done).toMatchObject({
+      id: upload.id,
+      status: 'deid_running',
+      uploadedBytes: String(bytes.length),
+    });
 
     const result = await waitForWorkflow(workflowIds.ingest(upload.id));
     expect(result.contentSha256).toBe(sha256(bytes));
@@ -86,10 +90,18 @@ describe('resumable uploads', () => {
     const upload = await createUpload(bytes.length);
     expect((await putChunk(upload.uploadUrl, bytes.subarray(0, KiB256), 0, bytes.length)).status).toBe(308);
 
-    await interruptedPut(upload.uploadUrl, `bytes ${KiB256}-${4 * KiB256 - 1}/${bytes.length}`, 3 * KiB256, bytes.subarray(KiB256, 2 * KiB256));
+    await interruptedPut(
+      upload.uploadUrl,
+      `bytes ${KiB256}-${4 * KiB256 - 1}/${bytes.length}`,
+      3 * KiB256,
+      bytes.subarray(KiB256, 2 * KiB256),
+    );
     await sleep(300);
 
-    const probe = await fetch(upload.uploadUrl, { method: 'PUT', headers: { 'content-range': `bytes */${bytes.length}` } });
+    const probe = await fetch(upload.uploadUrl, {
+      method: 'PUT',
+      headers: { 'content-range': `bytes */${bytes.length}` },
+    });
     expect(probe.status).toBe(308);
     expect(probe.headers.get('range')).toBe(`bytes=0-${KiB256 - 1}`);
 
@@ -137,7 +149,10 @@ describe('resumable uploads', () => {
 
   test('a tampered or expired session URL is 403', async () => {
     const upload = await createUpload(KiB256);
-    const tampered = upload.uploadUrl.replace(/token=(.)/, (_m: string, c: string) => `token=${c === 'A' ? 'B' : 'A'}`);
+    const tampered = upload.uploadUrl.replace(
+      /token=(.)/,
+      (_m: string, c: string) => `token=${c === 'A' ? 'B' : 'A'}`,
+    );
     const response = await putChunk(tampered, randomBytes(KiB256), 0, KiB256);
     expect(response.status).toBe(403);
 
@@ -158,7 +173,12 @@ describe('resumable uploads', () => {
   test('dedup: the same contentSha256 answers 200 with the existing upload and no uploadUrl', async () => {
     const hash = sha256(randomBytes(16));
     const first = await createUpload(500, { contentSha256: hash });
-    const again = await call('POST', '/uploads', { filename: 'other.svs', fileSize: '500', contentType: 'image/tiff', contentSha256: hash });
+    const again = await call('POST', '/uploads', {
+      filename: 'other.svs',
+      fileSize: '500',
+      contentType: 'image/tiff',
+      contentSha256: hash,
+    });
     expect(again.status).toBe(200);
     expect(again.json).toMatchObject({ id: first.id, existing: true });
     expect(again.json.uploadUrl).toBeUndefined();
@@ -198,15 +218,25 @@ describe('upload listing', () => {
     const client = apiClient(stack.api, tenant.apiKey);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const created = await client('POST', '/uploads', { filename: `s${i}.svs`, fileSize: 10, contentType: 'image/tiff' });
+      const created = await client('POST', '/uploads', {
+        filename: `s${i}.svs`,
+        fileSize: 10,
+        contentType: 'image/tiff',
+      });
       ids.push(created.json.id);
     }
     const first = await client('GET', '/uploads?limit=2');
     expect(first.json.uploads.map((u: { id: string }) => u.id)).toEqual([ids[4], ids[3]]);
     await client('POST', '/uploads', { filename: 'late.svs', fileSize: 10, contentType: 'image/tiff' });
-    const second = await client('GET', `/uploads?limit=2&cursor=${encodeURIComponent(first.json.nextCursor)}`);
+    const second = await client(
+      'GET',
+      `/uploads?limit=2&cursor=${encodeURIComponent(first.json.nextCursor)}`,
+    );
     expect(second.json.uploads.map((u: { id: string }) => u.id)).toEqual([ids[2], ids[1]]);
-    const third = await client('GET', `/uploads?limit=5&cursor=${encodeURIComponent(second.json.nextCursor)}`);
+    const third = await client(
+      'GET',
+      `/uploads?limit=5&cursor=${encodeURIComponent(second.json.nextCursor)}`,
+    );
     expect(third.json.uploads.map((u: { id: string }) => u.id)).toEqual([ids[0]]);
     expect(third.json.nextCursor).toBeNull();
   });
@@ -214,7 +244,11 @@ describe('upload listing', () => {
   test('archived uploads are not listed', async () => {
     const tenant = await createTenant(stack.sql);
     const client = apiClient(stack.api, tenant.apiKey);
-    const created = await client('POST', '/uploads', { filename: 'a.svs', fileSize: 10, contentType: 'image/tiff' });
+    const created = await client('POST', '/uploads', {
+      filename: 'a.svs',
+      fileSize: 10,
+      contentType: 'image/tiff',
+    });
     await stack.sql`UPDATE samples SET archived_at = now() WHERE id = ${created.json.id}`;
     expect((await client('GET', '/uploads')).json.uploads).toEqual([]);
   });

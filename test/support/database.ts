@@ -21,7 +21,11 @@ async function admin<T>(work: (sql: postgres.Sql) => Promise<T>): Promise<T> {
 /** An isolated database for one test file: a clone of the migrated template, or empty. */
 export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
   const name = `test_${randomBytes(6).toString('hex')}`;
-  await admin((sql) => sql.unsafe(options.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DATABASE}`));
+  await admin((sql) =>
+    sql.unsafe(
+      options.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DATABASE}`,
+    ),
+  );
   const url = new URL(testEnv().databaseUrl);
   url.pathname = `/${name}`;
   const sql = createSql(url.toString(), { max: 5 });

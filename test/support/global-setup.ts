@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import postgres from 'postgres';
 import { migrate } from '../../db/migrate';
 import { TEMPLATE_DATABASE, testEnv } from './env';
@@ -26,7 +26,10 @@ export default async function globalSetup(): Promise<void> {
   } finally {
     await template.end();
   }
-  const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: undefined });
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../../workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
   const bundlePath = path.join(env.scratch, 'workflow-bundle.js');
   await writeFile(bundlePath, bundle.code);
   process.env.TEST_WORKFLOW_BUNDLE = bundlePath;

@@ -19,6 +19,7 @@ export function apiClient(api: string, apiKey: string) {
     } catch {
       json = undefined;
     }
+    // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary fields of JSON answers and assert on them.
     return { status: response.status, headers: response.headers, json: json as Record<string, any>, text };
   };
 }
@@ -27,7 +28,12 @@ export function apiClient(api: string, apiKey: string) {
  * Sends the first `sendBytes` of a chunk that declares `declaredLength`, then drops the
  * connection: an interrupted upload, as a flaky network makes one.
  */
-export function interruptedPut(url: string, contentRange: string, declaredLength: number, partial: Buffer): Promise<void> {
+export function interruptedPut(
+  url: string,
+  contentRange: string,
+  declaredLength: number,
+  partial: Buffer,
+): Promise<void> {
   return new Promise((resolve) => {
     const req = request(url, {
       method: 'PUT',

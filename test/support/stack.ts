@@ -3,13 +3,13 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import pino from 'pino';
 import { type ApiSettings, createApp } from '../../api/app';
 import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
 import { runAdminCommand } from '../../cli/admin-commands';
 import { type RunningWorkers, startWorkers } from '../../cli/runtime';
 import type { Sql } from '../../db';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { createTestDatabase, type TestDatabase } from './database';
 import { testEnv } from './env';
@@ -22,16 +22,40 @@ export interface Tenant {
 }
 
 /** An organization with an owner and an API key, made through the admin commands. */
-export async function createTenant(sql: Sql, options: { credits?: number; expirationDays?: number } = {}): Promise<Tenant> {
+export async function createTenant(
+  sql: Sql,
+  options: { credits?: number; expirationDays?: number } = {},
+): Promise<Tenant> {
   const tag = randomBytes(4).toString('hex');
   const orgArgs = ['org', 'create', '--name', `org-${tag}`];
   if (options.credits) orgArgs.push('--credits', String(options.credits));
   if (options.expirationDays) orgArgs.push('--expiration-days', String(options.expirationDays));
   const org = await runAdminCommand(sql, orgArgs);
   const organizationId = String(org.organizationId);
-  const user = await runAdminCommand(sql, ['user', 'create', '--email', `owner-${tag}@example.com`, '--org', organizationId, '--role', 'owner']);
-  const key = await runAdminCommand(sql, ['key', 'create', '--org', organizationId, '--user', String(user.userId)]);
-  return { organizationId, userId: String(user.userId), apiKey: String(key.apiKey), keyId: String(key.keyId) };
+  const user = await runAdminCommand(sql, [
+    'user',
+    'create',
+    '--email',
+    `owner-${tag}@example.com`,
+    '--org',
+    organizationId,
+    '--role',
+    'owner',
+  ]);
+  const key = await runAdminCommand(sql, [
+    'key',
+    'create',
+    '--org',
+    organizationId,
+    '--user',
+    String(user.userId),
+  ]);
+  return {
+    organizationId,
+    userId: String(user.userId),
+    apiKey: String(key.apiKey),
+    keyId: String(key.keyId),
+  };
 }
 
 export const defaultTestSettings: Omit<ApiSettings, 'publicBaseUrl' | 'signingSecret'> = {
@@ -70,7 +94,10 @@ function listen(server: Server): Promise<number> {
 async function workflowBundle(): Promise<{ code: string }> {
   const prebuilt = testEnv().workflowBundle;
   if (prebuilt) return { code: await readFile(prebuilt, 'utf8') };
-  return bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: undefined });
+  return bundleWorkflowCode({
+    workflowsPath: require.resolve('../../workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
 }
 
 /**
@@ -113,6 +140,7 @@ export async function startStack(
       sql: db.sql,
       store,
       workflowBundle: await workflowBundle(),
+      logger: pino({ level: 'silent' }),
     });
   }
   const tenant = await createTenant(db.sql, { credits: 1000 });

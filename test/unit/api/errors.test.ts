@@ -13,8 +13,17 @@ describe('AppError', () => {
     }
   });
   test('extra fields never override the protected ones', () => {
-    const error = new AppError('insufficient_credits', 'need more', { required: 40, details: { error: 'x', extra: 1 } });
-    expect(error.toBody()).toEqual({ error: 'insufficient_credits', message: 'need more', required: 40, retryAfterSeconds: null, extra: 1 });
+    const error = new AppError('insufficient_credits', 'need more', {
+      required: 40,
+      details: { error: 'x', extra: 1 },
+    });
+    expect(error.toBody()).toEqual({
+      error: 'insufficient_credits',
+      message: 'need more',
+      required: 40,
+      retryAfterSeconds: null,
+      extra: 1,
+    });
   });
 });
 
@@ -50,7 +59,9 @@ describe('cursor', () => {
   });
   test('a forged or foreign cursor is invalid_request', () => {
     const cursor = codec.encode(position);
-    const forgedPayload = Buffer.from(JSON.stringify(['2030-01-01T00:00:00Z', position.id])).toString('base64url');
+    const forgedPayload = Buffer.from(JSON.stringify(['2030-01-01T00:00:00Z', position.id])).toString(
+      'base64url',
+    );
     expect(() => codec.decode(`${forgedPayload}.${cursor.split('.')[1]}`)).toThrow(AppError);
     expect(() => codec.decode('garbage')).toThrow(AppError);
     const other = createCursorCodec('secret-secret-secret-secret-secret', 'samples');

@@ -12,7 +12,9 @@ test('every route is mounted from the endpoint table, so the OpenAPI document co
   const direct = sources.filter(({ text }) => /\b(router|app|v1)\.(get|post|put|patch|delete)\(/.test(text));
   expect(direct.map(({ file }) => file)).toEqual([]);
   const mounted = new Set(
-    sources.flatMap(({ text }) => [...text.matchAll(/mount\(\w+, endpoints\.(\w+)/g)].map((match) => match[1])),
+    sources.flatMap(({ text }) =>
+      [...text.matchAll(/mount\(\w+, endpoints\.(\w+)/g)].map((match) => match[1]),
+    ),
   );
   expect([...mounted].sort()).toEqual(Object.keys(endpoints).sort());
 });

@@ -9,12 +9,17 @@ describe('parseContentRange', () => {
   ])('%s', (header, expected) => {
     expect(parseContentRange(header)).toEqual(expected);
   });
-  test.each([undefined, '', 'bytes 10-5/100', 'bytes 0-100/100', 'items 0-1/2', 'bytes 0-1/*', 'bytes -1-2/3'])(
-    'refuses %p',
-    (header) => {
-      expect(() => parseContentRange(header)).toThrow(/Content-Range/);
-    },
-  );
+  test.each([
+    undefined,
+    '',
+    'bytes 10-5/100',
+    'bytes 0-100/100',
+    'items 0-1/2',
+    'bytes 0-1/*',
+    'bytes -1-2/3',
+  ])('refuses %p', (header) => {
+    expect(() => parseContentRange(header)).toThrow(/Content-Range/);
+  });
 });
 
 describe('parseRange', () => {

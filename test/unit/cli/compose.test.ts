@@ -17,13 +17,16 @@ const deployEnv: Record<string, string> = {
 };
 
 function interpolate(text: string, env: Record<string, string>): string {
-  return text.replace(/\$\$|\$\{([A-Z0-9_]+)(?::([?-])([^}]*))?\}/g, (all, name?: string, kind?: string, rest?: string) => {
-    if (all === '$$') return '$';
-    const value = env[name!];
-    if (value !== undefined && value !== '') return value;
-    if (kind === '-') return rest ?? '';
-    throw new Error(`compose: ${name} is required (${rest})`);
-  });
+  return text.replace(
+    /\$\$|\$\{([A-Z0-9_]+)(?::([?-])([^}]*))?\}/g,
+    (all, name?: string, kind?: string, rest?: string) => {
+      if (all === '$$') return '$';
+      const value = env[name!];
+      if (value !== undefined && value !== '') return value;
+      if (kind === '-') return rest ?? '';
+      throw new Error(`compose: ${name} is required (${rest})`);
+    },
+  );
 }
 
 type Service = {
@@ -50,14 +53,18 @@ test('every service has an image or a build, and depends only on services that e
   );
   for (const [name, service] of Object.entries(services)) {
     expect(`${name}: ${Boolean(service.image || service.build)}`).toBe(`${name}: true`);
-    const dependencies = Array.isArray(service.depends_on) ? service.depends_on : Object.keys(service.depends_on ?? {});
+    const dependencies = Array.isArray(service.depends_on)
+      ? service.depends_on
+      : Object.keys(service.depends_on ?? {});
     for (const dependency of dependencies) expect(Object.keys(services)).toContain(dependency);
   }
 });
 
 test.each(['api', 'worker', 'migrate'])('%s: its environment is a valid production configuration', (name) => {
   const service = load(deployEnv).services[name]!;
-  const environment = Object.fromEntries(Object.entries(service.environment ?? {}).map(([k, v]) => [k, String(v)]));
+  const environment = Object.fromEntries(
+    Object.entries(service.environment ?? {}).map(([k, v]) => [k, String(v)]),
+  );
   for (const variable of Object.keys(environment)) expect(configVariables).toContain(variable);
   const config = loadConfig(environment);
   requireProductionConfig(config);

@@ -3,7 +3,11 @@ import { ConfigError, loadConfig, requireProductionConfig } from '../../../cli/c
 describe('loadConfig', () => {
   test('embedded defaults', () => {
     const config = loadConfig({});
-    expect(config.http).toMatchObject({ host: '127.0.0.1', port: 8080, publicBaseUrl: 'http://127.0.0.1:8080' });
+    expect(config.http).toMatchObject({
+      host: '127.0.0.1',
+      port: 8080,
+      publicBaseUrl: 'http://127.0.0.1:8080',
+    });
     expect(config.storage.backend).toBe('fs');
     expect(config.limits).toMatchObject({ ratePerSecond: 20, rateBurst: 100, signedUrlTtlSeconds: 3600 });
     expect(config.limits.uploadSessionTtlSeconds).toBe(7 * 24 * 3600);
@@ -11,9 +15,9 @@ describe('loadConfig', () => {
   });
 
   test('one clear line for each bad value', () => {
-    expect(() => loadConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x', LOG_LEVEL: 'loud', STORAGE_BACKEND: 'ftp' })).toThrow(
-      ConfigError,
-    );
+    expect(() =>
+      loadConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x', LOG_LEVEL: 'loud', STORAGE_BACKEND: 'ftp' }),
+    ).toThrow(ConfigError);
     try {
       loadConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x', SIGNING_SECRET: 'short' });
     } catch (err) {
@@ -31,6 +35,8 @@ describe('loadConfig', () => {
   });
 
   test('production entry points name every missing dependency', () => {
-    expect(() => requireProductionConfig(loadConfig({}))).toThrow(/DATABASE_URL: required\n {2}TEMPORAL_ADDRESS: required\n {2}SIGNING_SECRET: required/);
+    expect(() => requireProductionConfig(loadConfig({}))).toThrow(
+      /DATABASE_URL: required\n {2}TEMPORAL_ADDRESS: required\n {2}SIGNING_SECRET: required/,
+    );
   });
 });
