@@ -9,7 +9,7 @@ import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { runAdminCommand } from '../cli/admin-commands';
-import { freePort } from '../cli/local-services';
+import { freePort } from '../cli/ports';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 

