@@ -1,5 +1,6 @@
 import type { Sql } from '../db';
 import type { ObjectStore } from '../storage';
+import { createRetentionActivities } from './retention';
 import { createUploadActivities } from './uploads';
 
 export interface ActivityDeps {
@@ -11,6 +12,7 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createUploadActivities(deps),
+    ...createRetentionActivities(deps),
   };
 }
 

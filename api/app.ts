@@ -11,12 +11,18 @@ import { rateLimit } from './rate-limit';
 import { mount } from './route';
 import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
+import { sampleRoutes } from './routes/samples';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
+import { createCatalogService } from './services/catalog';
+import { createSampleListService } from './services/sample-list';
+import { createSampleService } from './services/samples';
 import { createUploadService } from './services/uploads';
 import type { WorkflowEngine } from './workflow-engine';
 
 export interface ApiSettings {
   publicBaseUrl: string;
+  /** Root of the web application, for `appUrl` fields. */
+  appUrl: string;
   signingSecret: string;
   limits: {
     ratePerSecond: number;
@@ -51,6 +57,13 @@ export function createApp(deps: ApiDeps): Express {
     limits: settings.limits,
     onBytesStored: (count) => metrics.uploadedBytes.inc(count),
   });
+  const samples = createSampleService({ sql, workflows, appUrl: settings.appUrl });
+  const lists = createSampleListService({
+    sql,
+    appUrl: settings.appUrl,
+    signingSecret: settings.signingSecret,
+  });
+  const catalog = createCatalogService({ sql });
   const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`);
 
   const v1 = Router();
@@ -62,6 +75,7 @@ export function createApp(deps: ApiDeps): Express {
   v1.use(authenticate(sql));
   v1.use(rateLimit(sql, { ratePerSecond: settings.limits.ratePerSecond, burst: settings.limits.rateBurst }));
   v1.use(uploadRoutes(uploads));
+  v1.use(sampleRoutes({ samples, lists, catalog }));
   v1.use((_req, _res, next) => next(notFound('endpoint')));
 
   const app = express();

@@ -5,6 +5,7 @@ import type { Sql } from '../db';
 import { insertApiKey, revokeApiKey } from '../db/api-keys';
 import { grantCredits } from '../db/credits';
 import { insertOrganization } from '../db/organizations';
+import { insertFieldDefinition, retireFieldDefinition } from '../db/sample-fields';
 import { upsertMembership, upsertUser } from '../db/users';
 import { Role } from '../schemas/enums';
 
@@ -13,7 +14,9 @@ export const ADMIN_USAGE = `Usage: npm run admin -- <command> [options]
   user create    --email EMAIL --org ORG_ID --role owner|admin|member [--platform-admin]
   key create     --org ORG_ID --user USER_ID [--name NAME]     (prints the key once)
   key revoke     --id KEY_ID
-  credits grant  --org ORG_ID --amount N [--note TEXT]`;
+  credits grant  --org ORG_ID --amount N [--note TEXT]
+  field create   --org ORG_ID --key KEY --label LABEL --type text|number|date|boolean|select|multi_select [--options a,b,c]
+  field retire   --org ORG_ID --key KEY`;
 
 const options = {
   name: { type: 'string' },
@@ -28,6 +31,10 @@ const options = {
   id: { type: 'string' },
   amount: { type: 'string' },
   note: { type: 'string' },
+  key: { type: 'string' },
+  label: { type: 'string' },
+  type: { type: 'string' },
+  options: { type: 'string' },
 } as const;
 
 const count = z.coerce.number().int().positive();
@@ -47,6 +54,25 @@ const schemas = {
   'key create': z.object({ org: z.uuid(), user: z.uuid(), name: z.string().min(1).optional() }),
   'key revoke': z.object({ id: z.uuid() }),
   'credits grant': z.object({ org: z.uuid(), amount: count, note: z.string().optional() }),
+  'field create': z
+    .object({
+      org: z.uuid(),
+      key: z
+        .string()
+        .regex(/^[a-z][a-z0-9_]{0,62}$/, 'lowercase letters, digits and _, starting with a letter'),
+      label: z.string().min(1).max(200),
+      type: z.enum(['text', 'number', 'date', 'boolean', 'select', 'multi_select']),
+      options: z.string().optional(),
+    })
+    .refine((v) => !['tags', 'public'].includes(v.key), {
+      message: 'tags and public are system fields',
+      path: ['key'],
+    })
+    .refine((v) => (v.type === 'select' || v.type === 'multi_select') === Boolean(v.options), {
+      message: 'select and multi_select need --options; other types take none',
+      path: ['options'],
+    }),
+  'field retire': z.object({ org: z.uuid(), key: z.string().min(1) }),
 };
 type Command = keyof typeof schemas;
 
@@ -112,6 +138,36 @@ export async function runAdminCommand(sql: Sql, argv: string[]): Promise<Record<
     case 'key revoke': {
       const input = v as z.infer<(typeof schemas)['key revoke']>;
       return { keyId: input.id, revoked: await revokeApiKey(sql, input.id) };
+    }
+    case 'field create': {
+      const input = v as z.infer<(typeof schemas)['field create']>;
+      const options = input.options
+        ? [
+            ...new Set(
+              input.options
+                .split(',')
+                .map((option) => option.trim())
+                .filter(Boolean),
+            ),
+          ]
+        : [];
+      const definition = await insertFieldDefinition(sql, {
+        organizationId: input.org,
+        key: input.key,
+        label: input.label,
+        valueType: input.type,
+        options,
+      });
+      return {
+        fieldId: definition.id,
+        key: definition.key,
+        valueType: definition.valueType,
+        options: definition.options,
+      };
+    }
+    case 'field retire': {
+      const input = v as z.infer<(typeof schemas)['field retire']>;
+      return { key: input.key, retired: await retireFieldDefinition(sql, input.org, input.key) };
     }
     case 'credits grant': {
       const input = v as z.infer<(typeof schemas)['credits grant']>;

@@ -14,6 +14,7 @@ import {
   connectClient,
   createLogger,
   createStore,
+  ensureRetentionSchedules,
   loadWorkflowBundle,
   resolveSigningSecret,
   startApi,
@@ -124,6 +125,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     temporal: { ...config.temporal, address: config.temporal.address! },
   });
   services.push({ stop: () => client.connection.close() });
+  await ensureRetentionSchedules(client, config.temporal.taskQueuePrefix);
   const workers = await startWorkers({
     address: config.temporal.address!,
     namespace: config.temporal.namespace,

@@ -3,14 +3,14 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { createApp } from '../api/app';
 import { createWorkflowEngine } from '../api/workflow-engine';
 import type { Sql } from '../db';
-import { taskQueueKinds, taskQueueName } from '../schemas/temporal';
+import { taskQueueKinds, taskQueueName, workflowIds } from '../schemas/temporal';
 import { createObjectStore, type ObjectStore } from '../storage';
 import type { Config } from './config';
 
@@ -65,6 +65,31 @@ function installTemporalRuntime(logger: Logger): void {
       logger[entry.level === 'ERROR' ? 'error' : 'warn']({ ...entry.meta, sdk: 'temporal' }, entry.message),
     ),
   });
+}
+
+/**
+ * The retention Schedules: expired samples into Trash every 15 minutes, and samples past the
+ * 7-day Trash window purged every hour. Creating them again is a no-op, so every worker may.
+ */
+export async function ensureRetentionSchedules(client: Client, taskQueuePrefix: string): Promise<void> {
+  const taskQueue = taskQueueName(taskQueuePrefix, 'io');
+  const schedules = [
+    { id: workflowIds.retentionSweep, workflowType: 'retentionSweepWorkflow', every: '15 minutes' },
+    { id: workflowIds.trashPurge, workflowType: 'trashPurgeWorkflow', every: '1 hour' },
+  ] as const;
+  for (const schedule of schedules) {
+    const scheduleId = taskQueuePrefix === '' ? schedule.id : `${taskQueuePrefix}-${schedule.id}`;
+    try {
+      await client.schedule.create({
+        scheduleId,
+        spec: { intervals: [{ every: schedule.every }] },
+        policies: { overlap: ScheduleOverlapPolicy.SKIP },
+        action: { type: 'startWorkflow', workflowType: schedule.workflowType, taskQueue, args: [{}] },
+      });
+    } catch (err) {
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+    }
+  }
 }
 
 export interface RunningWorkers {
@@ -131,6 +156,7 @@ export async function startApi(options: {
     workflows: createWorkflowEngine(options.client, { taskQueuePrefix: config.temporal.taskQueuePrefix }),
     settings: {
       publicBaseUrl: config.http.publicBaseUrl,
+      appUrl: config.http.appUrl,
       signingSecret: options.signingSecret,
       limits: config.limits,
     },

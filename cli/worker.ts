@@ -1,7 +1,14 @@
 import { createSql } from '../db';
 import { loadConfig, requireProductionConfig } from './config';
 import { runMain, untilSignal } from './main';
-import { createLogger, createStore, loadWorkflowBundle, startWorkers } from './runtime';
+import {
+  connectClient,
+  createLogger,
+  createStore,
+  ensureRetentionSchedules,
+  loadWorkflowBundle,
+  startWorkers,
+} from './runtime';
 
 /** Production worker process: polls every task queue with one workflow bundle. */
 runMain(async () => {
@@ -19,6 +26,9 @@ runMain(async () => {
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
     logger,
   });
+  const client = await connectClient(config);
+  await ensureRetentionSchedules(client, config.temporal.taskQueuePrefix);
+  await client.connection.close();
   logger.info({ namespace: config.temporal.namespace }, 'worker polling');
   await Promise.race([untilSignal(), workers.done]);
   await workers.shutdown();

@@ -6,6 +6,8 @@ export interface Organization {
   defaultExpirationDays: number | null;
   autoSegmentDefault: boolean | null;
   activeJobCap: number;
+  /** null: the full marker panel. */
+  markerEntitlement: string[] | null;
   createdAt: Date;
 }
 
@@ -17,7 +19,8 @@ export async function insertOrganization(
     INSERT INTO organizations (name, default_expiration_days, auto_segment_default)
     VALUES (${input.name}, ${input.defaultExpirationDays ?? null}, ${input.autoSegmentDefault ?? null})
     RETURNING id, name, default_expiration_days AS "defaultExpirationDays",
-      auto_segment_default AS "autoSegmentDefault", active_job_cap AS "activeJobCap", created_at AS "createdAt"`;
+      auto_segment_default AS "autoSegmentDefault", active_job_cap AS "activeJobCap",
+      marker_entitlement AS "markerEntitlement", created_at AS "createdAt"`;
   return row!;
 }
 
@@ -27,7 +30,8 @@ export async function findOrganization(
 ): Promise<Organization | undefined> {
   const [row] = await sql<Organization[]>`
     SELECT id, name, default_expiration_days AS "defaultExpirationDays",
-      auto_segment_default AS "autoSegmentDefault", active_job_cap AS "activeJobCap", created_at AS "createdAt"
+      auto_segment_default AS "autoSegmentDefault", active_job_cap AS "activeJobCap",
+      marker_entitlement AS "markerEntitlement", created_at AS "createdAt"
     FROM organizations WHERE id = ${organizationId}`;
   return row;
 }

@@ -1,6 +1,22 @@
 import { z } from 'zod';
 import { ErrorBody } from './errors';
 import {
+  BulkExpirationChange,
+  BulkExpirationResult,
+  ExpirationChange,
+  ExpirationResult,
+  FieldDefinitionList,
+  MarkerList,
+  PatchSampleRequest,
+  RestoreResult,
+  SampleDetail,
+  SampleIdParams,
+  SampleListPage,
+  SampleListQuery,
+  TrashPage,
+  TrashQuery,
+} from './samples';
+import {
   CreatedUpload,
   CreateUploadRequest,
   Upload,
@@ -174,6 +190,139 @@ export const endpoints = {
       404: error('No such upload (`not_found`)'),
       413: error('Chunk over the limit (`payload_too_large`)'),
     },
+  },
+  listSamples: {
+    method: 'get',
+    path: '/samples',
+    auth: 'bearer',
+    summary:
+      'Samples of the organization, newest first, in cursor pages; facets compose with AND. Until the public cohort exists, every scope answers with owned rows',
+    request: { query: SampleListQuery },
+    responses: {
+      200: { description: 'A page', schema: SampleListPage },
+      400: error(
+        'Unknown or retired parameter (`tag`), unknown value, malformed clause, over-cap array (`invalid_request`)',
+      ),
+      ...bearerErrors,
+    },
+  },
+  listTrash: {
+    method: 'get',
+    path: '/samples/trash',
+    auth: 'bearer',
+    summary: 'Trashed samples of the organization, most recently trashed first, with trashedAt and purgeAt',
+    request: { query: TrashQuery },
+    responses: {
+      200: { description: 'A page', schema: TrashPage },
+      400: error('Bad query (`invalid_request`)'),
+      ...bearerErrors,
+    },
+  },
+  bulkExpiration: {
+    method: 'patch',
+    path: '/samples/expiration',
+    auth: 'bearer',
+    summary: 'Set, pin or clear the expiration of up to 500 samples, all or nothing',
+    request: { body: BulkExpirationChange },
+    responses: {
+      200: { description: 'Updated', schema: BulkExpirationResult },
+      400: error('Not JSON, empty, unknown property (`invalid_request`)'),
+      403: error('A sample fails the permission gate; nothing was written (`forbidden`)'),
+      404: error('A sample is not in this organization; nothing was written (`not_found`)'),
+      422: error(
+        'Not exactly one of expiresAt, neverExpire, useOrgDefault; over 500 ids (`validation_failed`)',
+      ),
+      ...bearerErrors,
+    },
+  },
+  getSample: {
+    method: 'get',
+    path: '/samples/{id}',
+    auth: 'bearer',
+    summary: 'The owned sample detail',
+    request: { params: SampleIdParams },
+    responses: {
+      200: { description: 'The sample', schema: SampleDetail },
+      404: error('Not in this organization (`not_found`)'),
+      ...bearerErrors,
+    },
+  },
+  patchSample: {
+    method: 'patch',
+    path: '/samples/{id}',
+    auth: 'bearer',
+    summary: 'Update name, fields (each value replaces the whole field; null clears) and mpp, atomically',
+    request: { params: SampleIdParams, body: PatchSampleRequest },
+    responses: {
+      200: { description: 'The updated sample', schema: SampleDetail },
+      400: error(
+        'Not JSON, empty, unknown or retired property such as a top-level `tags` (`invalid_request`)',
+      ),
+      403: error('`fields.public` or the reserved public tag (`read_only_field`)'),
+      404: error('Not in this organization (`not_found`)'),
+      409: error('The sample is in Trash (`sample_not_ready`)'),
+      422: error('A provided value is invalid (`validation_failed`)'),
+      500: error(
+        'Saved, but the tissue recount could not be queued: repeat the request (`recount_enqueue_failed`)',
+      ),
+      ...bearerErrors,
+    },
+  },
+  deleteSample: {
+    method: 'delete',
+    path: '/samples/{id}',
+    auth: 'bearer',
+    summary: 'Move the sample to Trash now (restorable for 7 days)',
+    request: { params: SampleIdParams },
+    responses: {
+      200: { description: 'The trashed sample', schema: SampleDetail },
+      403: error('Permission gate (`forbidden`)'),
+      404: error('Not in this organization (`not_found`)'),
+      ...bearerErrors,
+    },
+  },
+  restoreSample: {
+    method: 'post',
+    path: '/samples/{id}/restore',
+    auth: 'bearer',
+    summary: 'Restore a trashed sample within the 7-day window; a passed expiration is extended',
+    request: { params: SampleIdParams },
+    responses: {
+      200: { description: 'Restored', schema: RestoreResult },
+      403: error('Permission gate (`forbidden`)'),
+      404: error('Not in this organization (`not_found`)'),
+      409: error('Permanent deletion has started (`deletion_in_progress`)'),
+      ...bearerErrors,
+    },
+  },
+  setExpiration: {
+    method: 'patch',
+    path: '/samples/{id}/expiration',
+    auth: 'bearer',
+    summary: 'Set a date, pin never-expire, or return to the organization default',
+    request: { params: SampleIdParams, body: ExpirationChange },
+    responses: {
+      200: { description: 'The new expiration', schema: ExpirationResult },
+      400: error('Not JSON, empty, unknown property (`invalid_request`)'),
+      403: error('Permission gate (`forbidden`)'),
+      404: error('Not in this organization (`not_found`)'),
+      422: error('Not exactly one of expiresAt, neverExpire, useOrgDefault (`validation_failed`)'),
+      ...bearerErrors,
+    },
+  },
+  listFields: {
+    method: 'get',
+    path: '/sample-fields',
+    auth: 'bearer',
+    summary: "The organization's field definitions (ids that field facets bind to)",
+    responses: { 200: { description: 'Definitions', schema: FieldDefinitionList }, ...bearerErrors },
+  },
+  listMarkers: {
+    method: 'get',
+    path: '/markers',
+    auth: 'bearer',
+    summary: 'The markers this organization may request',
+    responses: { 200: { description: 'The catalog', schema: MarkerList }, ...bearerErrors },
   },
 } satisfies Record<string, Endpoint>;
 

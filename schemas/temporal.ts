@@ -12,4 +12,7 @@ export function taskQueueName(prefix: string, kind: TaskQueueKind): string {
 /** Workflow ids are derived from domain ids so that starts are idempotent. */
 export const workflowIds = {
   ingest: (sampleId: string) => `ingest-${sampleId}`,
+  recount: (sampleId: string) => `recount-${sampleId}`,
+  retentionSweep: 'retention-sweep',
+  trashPurge: 'trash-purge',
 } as const;

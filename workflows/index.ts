@@ -1,1 +1,2 @@
 export { ingestWorkflow } from './ingest';
+export { recountWorkflow, retentionSweepWorkflow, trashPurgeWorkflow } from './samples';

@@ -136,11 +136,14 @@ describe('operations endpoints', () => {
       startIngest: async () => {
         throw new Error('unreachable');
       },
+      startRecount: async () => {
+        throw new Error('unreachable');
+      },
       ping: async () => {
         throw new Error('connection refused');
       },
     };
-    const degraded = await startStack({ workflows: broken });
+    const degraded = await startStack({ workflows: () => broken });
     try {
       const response = await fetch(`${degraded.baseUrl}/readyz`);
       expect(response.status).toBe(503);

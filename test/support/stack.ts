@@ -58,7 +58,7 @@ export async function createTenant(
   };
 }
 
-export const defaultTestSettings: Omit<ApiSettings, 'publicBaseUrl' | 'signingSecret'> = {
+export const defaultTestSettings: Omit<ApiSettings, 'publicBaseUrl' | 'appUrl' | 'signingSecret'> = {
   limits: {
     ratePerSecond: 1000,
     rateBurst: 10_000,
@@ -77,6 +77,7 @@ export interface TestStack {
   store: ObjectStore;
   client: Client;
   workflows: WorkflowEngine;
+  taskQueuePrefix: string;
   tenant: Tenant;
   signingSecret: string;
   close(): Promise<void>;
@@ -105,7 +106,12 @@ async function workflowBundle(): Promise<{ code: string }> {
  * Temporal dev server (with task queues of its own), a filesystem store, real HTTP.
  */
 export async function startStack(
-  options: { limits?: Partial<ApiSettings['limits']>; worker?: boolean; workflows?: WorkflowEngine } = {},
+  options: {
+    limits?: Partial<ApiSettings['limits']>;
+    worker?: boolean;
+    /** Replaces the workflow engine, given the real one (to make it fail, or to observe it). */
+    workflows?: (real: WorkflowEngine) => WorkflowEngine;
+  } = {},
 ): Promise<TestStack> {
   const env = testEnv();
   const db = await createTestDatabase();
@@ -118,7 +124,8 @@ export async function startStack(
   const connection = await Connection.connect({ address: env.temporalAddress });
   const client = new Client({ connection });
   const taskQueuePrefix = `t${randomBytes(4).toString('hex')}`;
-  const workflows = options.workflows ?? createWorkflowEngine(client, { taskQueuePrefix });
+  const realEngine = createWorkflowEngine(client, { taskQueuePrefix });
+  const workflows = options.workflows ? options.workflows(realEngine) : realEngine;
   const app = createApp({
     sql: db.sql,
     store,
@@ -126,6 +133,7 @@ export async function startStack(
     logger: pino({ level: 'silent' }),
     settings: {
       publicBaseUrl: baseUrl,
+      appUrl: 'https://app.example.test',
       signingSecret,
       limits: { ...defaultTestSettings.limits, ...options.limits },
     },
@@ -152,6 +160,7 @@ export async function startStack(
     store,
     client,
     workflows,
+    taskQueuePrefix,
     tenant,
     signingSecret,
     async close() {

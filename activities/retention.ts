@@ -1,0 +1,59 @@
+import { ApplicationFailure, heartbeat } from '@temporalio/activity';
+import type { Sql } from '../db';
+import { claimSamplesToPurge, deleteSampleRow, trashExpiredSamples } from '../db/sample-details';
+import type { ObjectStore } from '../storage';
+import { objectKeys } from '../storage/locator';
+
+const PURGE_BATCH = 100;
+
+export function createRetentionActivities(deps: { sql: Sql; store: ObjectStore }) {
+  const { sql, store } = deps;
+
+  /** Moves every sample whose expiration has passed at `asOf` into Trash. Idempotent. */
+  async function trashExpired(input: { asOf: string }): Promise<{ trashed: number }> {
+    return { trashed: await trashExpiredSamples(sql, new Date(input.asOf)) };
+  }
+
+  /**
+   * Permanently deletes samples whose Trash window ended at `asOf`: first marks them (restore
+   * then answers 409), then deletes every stored object under the sample, then the row. A
+   * crash part-way leaves marked samples that the next run finishes.
+   */
+  async function purgeTrashed(input: { asOf: string; trashWindowDays: number }): Promise<{ purged: number }> {
+    let purged = 0;
+    for (;;) {
+      const batch = await claimSamplesToPurge(sql, {
+        now: new Date(input.asOf),
+        trashWindowDays: input.trashWindowDays,
+        limit: PURGE_BATCH,
+      });
+      if (batch.length === 0) return { purged };
+      for (const sample of batch) {
+        for await (const key of store.list(objectKeys.samplePrefix(sample.organizationId, sample.id))) {
+          await store.delete(key);
+        }
+        await deleteSampleRow(sql, sample.id);
+        purged += 1;
+        heartbeat({ purged });
+      }
+    }
+  }
+
+  /**
+   * The tissue patch count for the sample's current effective mpp. Tissue masks are made by
+   * preprocessing, which arrives with the ingest issue: until then no sample has a mask and
+   * the answer says so plainly instead of inventing a count.
+   */
+  async function recountTissuePatches(input: {
+    sampleId: string;
+  }): Promise<{ patchCount: number | null; reason?: string }> {
+    const [sample] = await sql`SELECT id FROM samples WHERE id = ${input.sampleId}`;
+    if (!sample) throw ApplicationFailure.nonRetryable(`sample ${input.sampleId} not found`, 'not_found');
+    return {
+      patchCount: null,
+      reason: 'the sample has no tissue mask yet (preprocessing arrives with ingest)',
+    };
+  }
+
+  return { trashExpired, purgeTrashed, recountTissuePatches };
+}

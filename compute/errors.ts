@@ -1,0 +1,26 @@
+/**
+ * Tagged compute errors with one narrowing guard (zarrita style). Activities map the tag to an
+ * `ApplicationFailure` type; every tag here is a fault of the input, so none is worth a retry.
+ */
+export type ComputeErrorTag =
+  /** The bytes are not a TIFF at all (wrong magic, empty file). */
+  | 'NotTiff'
+  /** A read reached past the end of the source: the file is truncated or an offset is wrong. */
+  | 'Truncated'
+  /** The TIFF structure is inconsistent: loops, absurd counts or sizes, missing required tags. */
+  | 'MalformedTiff'
+  /** A valid TIFF that uses a feature this code does not handle. */
+  | 'UnsupportedTiff';
+
+export class ComputeError extends Error {
+  readonly _tag: ComputeErrorTag;
+  constructor(tag: ComputeErrorTag, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this._tag = tag;
+    this.name = `ComputeError(${tag})`;
+  }
+}
+
+export function isComputeError(err: unknown, tag?: ComputeErrorTag): err is ComputeError {
+  return err instanceof ComputeError && (tag === undefined || err._tag === tag);
+}

@@ -1,0 +1,289 @@
+import { z } from 'zod';
+import { ByteCount, Cursor, DateTime, DisplayNameInput, MppInput, PageLimit, Uuid } from './common';
+import { ExpirationSource, JobStatus, SampleStatus } from './enums';
+
+export const TAG_RULES = { maxRawItems: 1000, maxDistinct: 50, maxLength: 50 } as const;
+/** A tag that only the public cohort may carry; writing it is 403 like `fields.public`. */
+export const RESERVED_PUBLIC_TAG = 'public';
+
+export const SampleJob = z
+  .strictObject({
+    id: Uuid,
+    status: JobStatus,
+    progress: z.number().nullable(),
+    reservedCredits: z.number().int().nullable(),
+    markers: z.array(z.string()),
+    createdAt: DateTime.nullable(),
+    startedAt: DateTime.nullable(),
+    completedAt: DateTime.nullable(),
+    errorMessage: z.string().nullable(),
+    resultsAvailable: z.boolean(),
+  })
+  .meta({ id: 'SampleJob' });
+
+export const segmentationStatuses = [
+  'not_started',
+  'queued',
+  'running',
+  'postprocessing',
+  'completed',
+  'failed',
+  'cancelled',
+] as const;
+
+export const SegmentationState = z
+  .strictObject({
+    status: z.enum(segmentationStatuses),
+    retryable: z.boolean(),
+    creditCost: z.literal(0),
+    job: z.record(z.string(), z.unknown()).nullable(),
+    layer: z.record(z.string(), z.unknown()).nullable(),
+  })
+  .meta({ id: 'SegmentationState' });
+
+export const FieldValues = z
+  .record(z.string(), z.unknown())
+  .meta({
+    description: 'Field values keyed by definition key; `tags` is a sorted string array, `public` a boolean',
+  });
+
+export const SampleDetail = z
+  .strictObject({
+    ownership: z.literal('mine'),
+    id: Uuid,
+    appUrl: z.string(),
+    name: z.string().nullable(),
+    filename: z.string(),
+    status: SampleStatus,
+    fileSize: ByteCount,
+    widthPx: z.number().int().nullable(),
+    heightPx: z.number().int().nullable(),
+    mpp: z.number().nullable(),
+    fields: FieldValues,
+    tags: z.array(z.string()),
+    createdAt: DateTime.nullable(),
+    expiresAt: DateTime.nullable(),
+    expiresAtSource: ExpirationSource.nullable(),
+    expiresInDays: z.number().int().min(0).nullable(),
+    willExpire: z.boolean(),
+    trashedAt: DateTime.nullable(),
+    jobs: z.array(SampleJob).max(50),
+    jobCount: z.number().int().min(0),
+    segmentation: SegmentationState,
+  })
+  .meta({ id: 'SampleDetail' });
+export type SampleDetail = z.infer<typeof SampleDetail>;
+
+export const SampleIdParams = z.strictObject({ id: Uuid });
+
+/** Tag set rules: trim, lowercase, 1..50 characters, no comma or NUL, dedupe, at most 50. */
+export const TagSet = z
+  .array(z.string())
+  .max(TAG_RULES.maxRawItems)
+  .transform((raw) => [...new Set(raw.map((tag) => tag.trim().toLowerCase()))].sort())
+  .pipe(
+    z
+      .array(
+        z
+          .string()
+          .min(1, 'a tag must have 1 to 50 characters')
+          .max(TAG_RULES.maxLength, 'a tag must have 1 to 50 characters')
+          .refine((tag) => !tag.includes(','), 'a tag must not contain a comma')
+          .refine((tag) => !tag.includes('\0'), 'a tag must not contain NUL'),
+      )
+      .max(TAG_RULES.maxDistinct, `at most ${TAG_RULES.maxDistinct} distinct tags`),
+  );
+
+export const PatchSampleRequest = z
+  .strictObject({
+    name: DisplayNameInput.optional(),
+    fields: z.record(z.string(), z.unknown()).optional(),
+    mpp: MppInput.optional(),
+  })
+  .meta({ id: 'PatchSampleRequest' });
+export type PatchSampleRequest = z.infer<typeof PatchSampleRequest>;
+
+export const SampleListItem = z
+  .strictObject({
+    ownership: z.enum(['mine', 'public']),
+    id: z.string(),
+    name: z.string().nullable(),
+    filename: z.string(),
+    status: SampleStatus,
+    fileSize: ByteCount,
+    fields: FieldValues,
+    createdAt: DateTime,
+    appUrl: z.string(),
+  })
+  .meta({ id: 'SampleListItem' });
+
+export const SampleListPage = z
+  .strictObject({ items: z.array(SampleListItem), nextCursor: z.string().nullable(), appUrl: z.string() })
+  .meta({ id: 'SampleListPage' });
+export type SampleListPage = z.infer<typeof SampleListPage>;
+
+export const TrashItem = SampleListItem.extend({ trashedAt: DateTime, purgeAt: DateTime }).meta({
+  id: 'TrashItem',
+});
+export const TrashPage = z
+  .strictObject({ items: z.array(TrashItem), nextCursor: z.string().nullable() })
+  .meta({ id: 'TrashPage' });
+
+export const TrashQuery = z.strictObject({ limit: PageLimit(100, 48), cursor: Cursor.optional() });
+
+const oneOrMany = <T extends z.ZodType>(item: T) =>
+  z
+    .union([item, z.array(item)])
+    .transform((value) => (Array.isArray(value) ? value : [value]) as z.output<T>[]);
+
+const utcDay = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a UTC day YYYY-MM-DD')
+  .refine((day) => {
+    const year = Number(day.slice(0, 4));
+    const date = new Date(`${day}T00:00:00Z`);
+    return year >= 1 && !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === day;
+  }, 'must be a real calendar day from 0001 to 9999');
+
+export const listStatuses = [
+  'ready',
+  'preprocessing',
+  'uploading',
+  'upload_failed',
+  'preprocess_failed',
+] as const;
+export const workflowFacets = ['ready_no_job', 'in_flight', 'has_results'] as const;
+
+export const SampleListQuery = z
+  .strictObject({
+    scope: z.enum(['mine', 'public', 'all']).default('mine'),
+    q: z.string().min(1).max(200).optional(),
+    limit: PageLimit(100, 48),
+    cursor: Cursor.optional(),
+    uploaded_from: utcDay.optional(),
+    uploaded_to: utcDay.optional(),
+    status: oneOrMany(z.enum(listStatuses))
+      .pipe(z.array(z.enum(listStatuses)).max(5))
+      .optional(),
+    workflow: oneOrMany(z.enum(workflowFacets))
+      .pipe(z.array(z.enum(workflowFacets)).max(3))
+      .optional(),
+    marker: oneOrMany(
+      z.string().regex(/^[^:,]{1,100}:(requested|completed)$/, 'must be NAME:requested or NAME:completed'),
+    )
+      .pipe(z.array(z.string()).max(20))
+      .optional(),
+    field: oneOrMany(z.string().min(1)).pipe(z.array(z.string()).max(20)).optional(),
+  })
+  .refine((query) => !query.uploaded_from || !query.uploaded_to || query.uploaded_from <= query.uploaded_to, {
+    message: 'uploaded_from must not be later than uploaded_to',
+    path: ['uploaded_from'],
+  })
+  .refine((query) => query.scope !== 'public' || Object.keys(facetsOf(query)).every((name) => name === 'q'), {
+    message: 'scope=public supports only the q facet',
+    path: ['scope'],
+  });
+export type SampleListQuery = z.infer<typeof SampleListQuery>;
+
+/** The facet parameters of a list query (everything but scope, paging). */
+export function facetsOf(query: Partial<Record<string, unknown>>): Record<string, unknown> {
+  const { scope: _scope, limit: _limit, cursor: _cursor, ...facets } = query;
+  return Object.fromEntries(Object.entries(facets).filter(([, value]) => value !== undefined));
+}
+
+export const ExpirationChange = z
+  .strictObject({
+    expiresAt: DateTime.optional(),
+    neverExpire: z.literal(true).optional(),
+    useOrgDefault: z.literal(true).optional(),
+    reason: z.string().max(1000).optional(),
+  })
+  .refine(
+    (body) =>
+      [body.expiresAt, body.neverExpire, body.useOrgDefault].filter((value) => value !== undefined).length ===
+      1,
+    { message: 'exactly one of expiresAt, neverExpire, useOrgDefault is required' },
+  )
+  .meta({ id: 'ExpirationChange' });
+export type ExpirationChange = z.infer<typeof ExpirationChange>;
+
+export const BulkExpirationChange = z
+  .strictObject({
+    sampleIds: z.array(Uuid).min(1).max(500),
+    expiresAt: DateTime.optional(),
+    neverExpire: z.literal(true).optional(),
+    useOrgDefault: z.literal(true).optional(),
+    reason: z.string().max(1000).optional(),
+  })
+  .refine(
+    (body) =>
+      [body.expiresAt, body.neverExpire, body.useOrgDefault].filter((value) => value !== undefined).length ===
+      1,
+    { message: 'exactly one of expiresAt, neverExpire, useOrgDefault is required' },
+  )
+  .meta({ id: 'BulkExpirationChange' });
+export type BulkExpirationChange = z.infer<typeof BulkExpirationChange>;
+
+export const ExpirationResult = z
+  .strictObject({
+    id: Uuid,
+    expiresAt: DateTime.nullable(),
+    expiresAtSource: ExpirationSource.nullable(),
+    expirationChangedAt: DateTime,
+    expirationChangedBy: z.string(),
+    batchId: Uuid,
+  })
+  .meta({ id: 'ExpirationResult' });
+export const BulkExpirationResult = z
+  .strictObject({ updated: z.number().int(), batchId: Uuid })
+  .meta({ id: 'BulkExpirationResult' });
+export const RestoreResult = z
+  .strictObject({ id: Uuid, trashedAt: z.null(), expiresAt: DateTime.nullable() })
+  .meta({ id: 'RestoreResult' });
+
+export const fieldValueTypes = [
+  'text',
+  'number',
+  'date',
+  'boolean',
+  'select',
+  'multi_select',
+  'tags',
+] as const;
+export const FieldDefinition = z
+  .strictObject({
+    id: Uuid,
+    key: z.string(),
+    label: z.string(),
+    valueType: z.enum(fieldValueTypes),
+    origin: z.enum(['system', 'organization']),
+    storage: z.enum(['value_table', 'tag_table', 'column']),
+    writable: z.boolean(),
+    options: z.array(z.string()),
+  })
+  .meta({ id: 'SampleFieldDefinition' });
+export type FieldDefinition = z.infer<typeof FieldDefinition>;
+export const FieldDefinitionList = z
+  .strictObject({ count: z.number().int(), fields: z.array(FieldDefinition) })
+  .meta({ id: 'SampleFieldDefinitionList' });
+
+export const MarkerList = z
+  .strictObject({
+    fullPanel: z.boolean(),
+    count: z.number().int(),
+    markers: z.array(z.strictObject({ name: z.string(), publicPanel: z.boolean() })),
+  })
+  .meta({ id: 'MarkerList' });
+
+/** `DEFINITION_UUID:op[:VALUE]` */
+export const fieldOperators = ['eq', 'contains', 'gte', 'lte', 'is_empty', 'is_not_empty'] as const;
+export type FieldOperator = (typeof fieldOperators)[number];
+export const operatorsByType: Record<(typeof fieldValueTypes)[number], readonly FieldOperator[]> = {
+  text: ['eq', 'contains', 'is_empty', 'is_not_empty'],
+  number: ['eq', 'gte', 'lte', 'is_empty', 'is_not_empty'],
+  date: ['eq', 'gte', 'lte', 'is_empty', 'is_not_empty'],
+  boolean: ['eq', 'is_empty', 'is_not_empty'],
+  select: ['eq', 'is_empty', 'is_not_empty'],
+  multi_select: ['contains', 'is_empty', 'is_not_empty'],
+  tags: ['contains', 'is_empty', 'is_not_empty'],
+};

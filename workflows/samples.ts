@@ -1,0 +1,32 @@
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+
+const io = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '2 minutes',
+  retry: { maximumAttempts: 5, initialInterval: '2 seconds' },
+});
+
+/** Recounts tissue patches after a change of mpp (`recount-{sampleId}`). */
+export async function recountWorkflow(input: { sampleId: string }): Promise<{ patchCount: number | null }> {
+  const { patchCount } = await io.recountTissuePatches({ sampleId: input.sampleId });
+  return { patchCount };
+}
+
+/**
+ * Run by a Schedule: moves expired samples into Trash. `asOf` replaces the clock in tests and
+ * operator re-runs; otherwise the workflow's own (deterministic) start time is used.
+ */
+export async function retentionSweepWorkflow(input: { asOf?: string } = {}): Promise<{ trashed: number }> {
+  return io.trashExpired({ asOf: input.asOf ?? new Date().toISOString() });
+}
+
+/** Run by a Schedule: permanently deletes samples whose 7-day Trash window has ended. */
+export async function trashPurgeWorkflow(
+  input: { asOf?: string; trashWindowDays?: number } = {},
+): Promise<{ purged: number }> {
+  return io.purgeTrashed({
+    asOf: input.asOf ?? new Date().toISOString(),
+    trashWindowDays: input.trashWindowDays ?? 7,
+  });
+}
