@@ -1,0 +1,229 @@
+import { runAdminCommand } from '../../cli/admin-commands';
+import { ensureRetentionSchedules } from '../../cli/runtime';
+import { apiClient } from '../support/http';
+import { insertSample } from '../support/samples';
+import { createTenant, startStack, type Tenant, type TestStack } from '../support/stack';
+
+let stack: TestStack;
+let owner: Tenant;
+let call: ReturnType<typeof apiClient>;
+let member: { userId: string; call: ReturnType<typeof apiClient> };
+const DAY = 24 * 3600 * 1000;
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+  owner = await createTenant(stack.sql, { expirationDays: 30 });
+  call = apiClient(stack.api, owner.apiKey);
+  const user = await runAdminCommand(stack.sql, [
+    'user',
+    'create',
+    '--email',
+    'member@lab.org',
+    '--org',
+    owner.organizationId,
+    '--role',
+    'member',
+  ]);
+  const key = await runAdminCommand(stack.sql, [
+    'key',
+    'create',
+    '--org',
+    owner.organizationId,
+    '--user',
+    String(user.userId),
+  ]);
+  member = { userId: String(user.userId), call: apiClient(stack.api, String(key.apiKey)) };
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+const sampleOf = (createdBy: string, extra: Partial<Parameters<typeof insertSample>[1]> = {}) =>
+  insertSample(stack.sql, { organizationId: owner.organizationId, createdBy, ...extra });
+
+async function runWorkflow(type: 'retentionSweepWorkflow' | 'trashPurgeWorkflow', asOf: Date) {
+  return stack.client.workflow.execute(type, {
+    workflowId: `${type}-${asOf.getTime()}-${Math.random()}`,
+    taskQueue: `${stack.taskQueuePrefix}-io`,
+    args: [{ asOf: asOf.toISOString() }],
+  });
+}
+
+describe('expiration', () => {
+  test('an upload takes the organization default (org_default)', async () => {
+    const created = await call('POST', '/uploads', {
+      filename: 'a.svs',
+      fileSize: 10,
+      contentType: 'image/tiff',
+    });
+    const detail = (await call('GET', `/samples/${created.json.id}`)).json;
+    expect(detail).toMatchObject({ expiresAtSource: 'org_default', willExpire: true });
+    expect(detail.expiresInDays).toBeGreaterThanOrEqual(29);
+  });
+
+  test('set a date, pin never-expire, return to the default; each audited with its batch', async () => {
+    const id = await sampleOf(owner.userId, { createdAt: new Date(Date.now() - 10 * DAY) });
+    const date = new Date(Date.now() + 5 * DAY).toISOString();
+    const set = await call('PATCH', `/samples/${id}/expiration`, { expiresAt: date, reason: 'study ends' });
+    expect(set.status).toBe(200);
+    expect(set.json).toMatchObject({
+      id,
+      expiresAt: date,
+      expiresAtSource: 'custom',
+      expirationChangedBy: owner.userId,
+    });
+    expect(Object.keys(set.json).sort()).toEqual([
+      'batchId',
+      'expirationChangedAt',
+      'expirationChangedBy',
+      'expiresAt',
+      'expiresAtSource',
+      'id',
+    ]);
+    const never = await call('PATCH', `/samples/${id}/expiration`, { neverExpire: true });
+    expect(never.json).toMatchObject({ expiresAt: null, expiresAtSource: 'custom' });
+    expect((await call('GET', `/samples/${id}`)).json).toMatchObject({
+      willExpire: false,
+      expiresInDays: null,
+      expiresAtSource: 'custom',
+    });
+    const back = await call('PATCH', `/samples/${id}/expiration`, { useOrgDefault: true });
+    expect(back.json.expiresAtSource).toBe('org_default');
+    expect(Math.round((new Date(back.json.expiresAt).getTime() - Date.now()) / DAY)).toBe(20);
+    const audit =
+      await stack.sql`SELECT batch_id, new_source, reason FROM sample_expiration_audit WHERE sample_id = ${id} ORDER BY id`;
+    expect(audit.map((row) => row.new_source)).toEqual(['custom', 'custom', 'org_default']);
+    expect(audit[0]!.reason).toBe('study ends');
+    expect(audit[0]!.batch_id).toBe(set.json.batchId);
+  });
+
+  test.each([
+    ['none of the three', { reason: 'x' }],
+    ['two of the three', { neverExpire: true, useOrgDefault: true }],
+    ['a bad date', { expiresAt: 'tomorrow' }],
+    ['neverExpire false', { neverExpire: false }],
+  ])('%s is 422', async (_name, body) => {
+    const id = await sampleOf(owner.userId);
+    expect((await call('PATCH', `/samples/${id}/expiration`, body)).status).toBe(422);
+  });
+
+  test('the gate: the creator, an owner or admin; another member is 403', async () => {
+    const mine = await sampleOf(member.userId);
+    const theirs = await sampleOf(owner.userId);
+    expect((await member.call('PATCH', `/samples/${mine}/expiration`, { neverExpire: true })).status).toBe(
+      200,
+    );
+    const refused = await member.call('PATCH', `/samples/${theirs}/expiration`, { neverExpire: true });
+    expect(refused.status).toBe(403);
+    expect(refused.json.error).toBe('forbidden');
+    expect((await member.call('POST', `/samples/${theirs}/restore`)).status).toBe(403);
+    expect((await member.call('DELETE', `/samples/${theirs}`)).status).toBe(403);
+    expect((await call('PATCH', `/samples/${mine}/expiration`, { neverExpire: true })).status).toBe(200);
+  });
+
+  test('bulk: one batch for all; all or nothing when one sample fails the gate', async () => {
+    const a = await sampleOf(member.userId);
+    const b = await sampleOf(member.userId);
+    const ok = await member.call('PATCH', '/samples/expiration', { sampleIds: [a, b], neverExpire: true });
+    expect(ok.json).toEqual({ updated: 2, batchId: expect.any(String) });
+    const batches =
+      await stack.sql`SELECT DISTINCT batch_id FROM sample_expiration_audit WHERE sample_id IN (${a}, ${b})`;
+    expect(batches.map((row) => row.batch_id)).toEqual([ok.json.batchId]);
+
+    const foreignToMember = await sampleOf(owner.userId);
+    const refused = await member.call('PATCH', '/samples/expiration', {
+      sampleIds: [a, foreignToMember],
+      useOrgDefault: true,
+    });
+    expect(refused.status).toBe(403);
+    expect((await call('GET', `/samples/${a}`)).json.expiresAtSource).toBe('custom');
+
+    const other = await createTenant(stack.sql);
+    const foreign = await insertSample(stack.sql, { organizationId: other.organizationId });
+    expect(
+      (await call('PATCH', '/samples/expiration', { sampleIds: [a, foreign], neverExpire: true })).status,
+    ).toBe(404);
+  });
+
+  test('bulk takes at most 500 ids', async () => {
+    const ids = Array.from({ length: 501 }, () => crypto.randomUUID());
+    expect((await call('PATCH', '/samples/expiration', { sampleIds: ids, neverExpire: true })).status).toBe(
+      422,
+    );
+  });
+});
+
+describe('Trash and restore', () => {
+  test('DELETE moves to Trash now; the sample leaves the list and enters the Trash', async () => {
+    const id = await sampleOf(owner.userId);
+    const deleted = await call('DELETE', `/samples/${id}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.json.trashedAt).not.toBeNull();
+    expect(
+      (await call('GET', '/samples?limit=100')).json.items.map((i: { id: string }) => i.id),
+    ).not.toContain(id);
+    expect(
+      (await call('GET', '/samples/trash?limit=100')).json.items.map((i: { id: string }) => i.id),
+    ).toContain(id);
+    expect((await call('PATCH', `/samples/${id}`, { name: 'x' })).status).toBe(409);
+    const restored = await call('POST', `/samples/${id}/restore`);
+    expect(restored.json).toEqual({ id, trashedAt: null, expiresAt: null });
+  });
+
+  test('restore extends a passed expiration to now + the organization default', async () => {
+    const id = await sampleOf(owner.userId, { expiresAt: new Date(Date.now() - DAY) });
+    await stack.sql`UPDATE samples SET trashed_at = now() - interval '1 day' WHERE id = ${id}`;
+    const restored = (await call('POST', `/samples/${id}/restore`)).json;
+    expect(restored.trashedAt).toBeNull();
+    expect(Math.round((new Date(restored.expiresAt).getTime() - Date.now()) / DAY)).toBe(30);
+  });
+
+  test('the sweep schedule workflow trashes expired samples, idempotently, with an injected clock', async () => {
+    const asOf = new Date(Date.now() + 400 * DAY);
+    const id = await sampleOf(owner.userId, { expiresAt: new Date(Date.now() + 365 * DAY) });
+    const first = await runWorkflow('retentionSweepWorkflow', asOf);
+    expect(first.trashed).toBeGreaterThanOrEqual(1);
+    const [row] = await stack.sql`SELECT trashed_at FROM samples WHERE id = ${id}`;
+    expect(row!.trashed_at.toISOString()).toBe(asOf.toISOString());
+    expect((await runWorkflow('retentionSweepWorkflow', asOf)).trashed).toBe(0);
+  });
+
+  test('the purge workflow deletes stored objects and the row 7 days after trashedAt; restore is then 409 or 404', async () => {
+    const id = await sampleOf(owner.userId);
+    const prefix = `orgs/${owner.organizationId}/samples/${id}/`;
+    await stack.store.put(`${prefix}original/slide.svs`, new Uint8Array([1, 2, 3]));
+    await stack.store.put(`${prefix}he/zarr.json`, new Uint8Array([4]));
+    const trashedAt = new Date(Date.now() + 500 * DAY);
+    await stack.sql`UPDATE samples SET trashed_at = ${trashedAt} WHERE id = ${id}`;
+    await runWorkflow('trashPurgeWorkflow', new Date(trashedAt.getTime() + 6 * DAY));
+    expect(await stack.sql`SELECT id FROM samples WHERE id = ${id}`).toHaveLength(1);
+    expect(await stack.store.get(`${prefix}he/zarr.json`)).toBeDefined();
+
+    const purged = await runWorkflow('trashPurgeWorkflow', new Date(trashedAt.getTime() + 7 * DAY + 1000));
+    expect(purged.purged).toBeGreaterThanOrEqual(1);
+    expect(await stack.sql`SELECT id FROM samples WHERE id = ${id}`).toHaveLength(0);
+    const left: string[] = [];
+    for await (const key of stack.store.list(prefix)) left.push(key);
+    expect(left).toEqual([]);
+    expect((await call('POST', `/samples/${id}/restore`)).status).toBe(404);
+  });
+
+  test('restore once permanent deletion has started is 409 deletion_in_progress', async () => {
+    const id = await sampleOf(owner.userId);
+    await stack.sql`UPDATE samples SET trashed_at = now() - interval '8 days', purge_started_at = now() WHERE id = ${id}`;
+    const response = await call('POST', `/samples/${id}/restore`);
+    expect(response.status).toBe(409);
+    expect(response.json.error).toBe('deletion_in_progress');
+  });
+
+  test('the worker creates both retention Schedules, once', async () => {
+    await ensureRetentionSchedules(stack.client, stack.taskQueuePrefix);
+    await ensureRetentionSchedules(stack.client, stack.taskQueuePrefix);
+    const sweep = await stack.client.schedule
+      .getHandle(`${stack.taskQueuePrefix}-retention-sweep`)
+      .describe();
+    const purge = await stack.client.schedule.getHandle(`${stack.taskQueuePrefix}-trash-purge`).describe();
+    expect(sweep.action).toMatchObject({ type: 'startWorkflow', workflowType: 'retentionSweepWorkflow' });
+    expect(purge.action).toMatchObject({ type: 'startWorkflow', workflowType: 'trashPurgeWorkflow' });
+  });
+});
