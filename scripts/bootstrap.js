@@ -147,6 +147,9 @@ function main() {
   const dev = path.join(ROOT, 'dist', 'cli', 'dev.js');
   if (mode === 'start') return handOver(process.execPath, [dev, 'start'], env);
   if (mode === 'test') {
+    if (!onPath('openslide-show-properties')) {
+      throw new Error('the tests check slides with OpenSlide: install it first (Debian: apt-get install openslide-tools)');
+    }
     env.MINIO_BIN = ensureMinio();
     log('lint and format check (biome)');
     run(process.execPath, [path.join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '.']);

@@ -65,7 +65,9 @@ export function scrubDescription(description: string, options: ScrubOptions): Sc
 function scrubAperio(description: string): ScrubbedDescription {
   const parsed = parseAperioDescription(description);
   const kept = parsed.properties.filter(({ key }) => aperioSafeKeys.has(key));
-  const removed = parsed.properties.filter(({ key }) => !aperioSafeKeys.has(key)).map(({ key }) => `aperio.${key}`);
+  const removed = parsed.properties
+    .filter(({ key }) => !aperioSafeKeys.has(key))
+    .map(({ key }) => `aperio.${key}`);
   return { text: formatAperioDescription({ header: parsed.header, properties: kept }), removed };
 }
 
@@ -93,7 +95,11 @@ function scrubOme(xml: string, renumbering: ReadonlyMap<number, number>): Scrubb
  * An OME `<Image>` whose planes lived in a dropped IFD (a label, a macro) goes with it, and the
  * `TiffData IFD` numbers of the others follow the IFDs' new places in the main chain.
  */
-function dropOmeImagesOfDroppedIfds(xml: string, renumbering: ReadonlyMap<number, number>, removed: string[]): string {
+function dropOmeImagesOfDroppedIfds(
+  xml: string,
+  renumbering: ReadonlyMap<number, number>,
+  removed: string[],
+): string {
   const withoutDropped = xml.replace(/<((?:\w+:)?Image)\b[^>]*>[\s\S]*?<\/\1>/g, (image) => {
     const ifd = Number(image.match(/<(?:\w+:)?TiffData\b[^>]*\bIFD\s*=\s*"(\d+)"/)?.[1] ?? 0);
     if (renumbering.has(ifd)) return image;

@@ -126,7 +126,12 @@ function entrySpecs(plan: PlannedIfd, kind: OutputKind): EntrySpec[] {
   );
   const description = plan.description;
   if (description !== undefined) {
-    specs.push({ tag: Tag.ImageDescription, type: FieldType.ASCII, count: description.length, value: () => description });
+    specs.push({
+      tag: Tag.ImageDescription,
+      type: FieldType.ASCII,
+      count: description.length,
+      value: () => description,
+    });
   }
   if (plan.children.length > 0) {
     const type = kind.bigTiff ? FieldType.IFD8 : FieldType.IFD;
@@ -134,11 +139,12 @@ function entrySpecs(plan: PlannedIfd, kind: OutputKind): EntrySpec[] {
       tag: Tag.SubIFDs,
       type,
       count: plan.children.length,
-      value: (placed) => encodeNumbers(
-        placed.children.map((child) => child.offset),
-        type,
-        kind.littleEndian,
-      ),
+      value: (placed) =>
+        encodeNumbers(
+          placed.children.map((child) => child.offset),
+          type,
+          kind.littleEndian,
+        ),
     });
   }
   // TIFF requires entries sorted by tag.
@@ -151,7 +157,8 @@ function encodeNumbers(values: readonly number[], type: number, littleEndian: bo
   const view = new DataView(bytes.buffer);
   values.forEach((value, i) => {
     if (size === 8) view.setBigUint64(i * size, BigInt(value), littleEndian);
-    else if (value > classicLimit) throw new ComputeError('MalformedTiff', `value ${value} does not fit in 32 bits`);
+    else if (value > classicLimit)
+      throw new ComputeError('MalformedTiff', `value ${value} does not fit in 32 bits`);
     else view.setUint32(i * size, value, littleEndian);
   });
   return bytes;
@@ -178,16 +185,25 @@ function writeOffset(view: DataView, at: number, value: number, bigTiff: boolean
 }
 
 /** Writes one IFD, its values and (recursively) its SubIFDs, which end their own chains. */
-function writeIfd(bytes: Uint8Array, view: DataView, placed: PlacedIfd, next: number, kind: OutputKind): void {
+function writeIfd(
+  bytes: Uint8Array,
+  view: DataView,
+  placed: PlacedIfd,
+  next: number,
+  kind: OutputKind,
+): void {
   const { bigTiff, littleEndian: le } = kind;
   let at = placed.offset;
-  writeOffset(view, at, placed.specs.length, bigTiff, le);
-  if (!bigTiff) view.setUint16(at, placed.specs.length, le);
+  if (bigTiff) view.setBigUint64(at, BigInt(placed.specs.length), le);
+  else view.setUint16(at, placed.specs.length, le);
   at += bigTiff ? 8 : 2;
   placed.specs.forEach((spec, i) => {
     const value = spec.value(placed);
     if (value.length !== byteLengthOf(spec)) {
-      throw new ComputeError('MalformedTiff', `tag ${spec.tag}: ${value.length} bytes for ${spec.count} values`);
+      throw new ComputeError(
+        'MalformedTiff',
+        `tag ${spec.tag}: ${value.length} bytes for ${spec.count} values`,
+      );
     }
     view.setUint16(at, spec.tag, le);
     view.setUint16(at + 2, spec.type, le);

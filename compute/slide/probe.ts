@@ -79,7 +79,11 @@ export function detectVendor(tiff: TiffFile): SlideVendor {
 
 export function slideLayout(tiff: TiffFile, vendor: SlideVendor): SlideLayout {
   const layout =
-    vendor === 'aperio' ? aperioLayout(tiff) : vendor === 'hamamatsu' ? ndpiLayout(tiff) : pyramidLayout(tiff);
+    vendor === 'aperio'
+      ? aperioLayout(tiff)
+      : vendor === 'hamamatsu'
+        ? ndpiLayout(tiff)
+        : pyramidLayout(tiff);
   layout.levels.sort((a, b) => b.width * b.height - a.width * a.height);
   return layout;
 }
@@ -205,11 +209,13 @@ function metadataOf(base: TiffIfd, vendor: SlideVendor): Record<string, string> 
   put('tiff.YResolution', base.yResolution);
   put('tiff.ResolutionUnit', base.resolutionUnit);
   if (vendor === 'aperio') {
-    for (const { key, value } of parseAperioDescription(base.description ?? '').properties) put(`aperio.${key}`, value);
+    for (const { key, value } of parseAperioDescription(base.description ?? '').properties)
+      put(`aperio.${key}`, value);
   }
   if (vendor === 'hamamatsu') put('hamamatsu.SourceLens', base.number(Tag.NdpiSourceLens));
   if (vendor === 'ome') {
-    for (const [key, value] of Object.entries(omePixels(base.description ?? '') ?? {})) put(`ome.Pixels.${key}`, value);
+    for (const [key, value] of Object.entries(omePixels(base.description ?? '') ?? {}))
+      put(`ome.Pixels.${key}`, value);
   }
   return metadata;
 }

@@ -79,7 +79,8 @@ class Walker {
   private async readEntries(offset: number): Promise<{ entries: Map<number, TiffEntry>; next: number }> {
     const { source, littleEndian: le, bigTiff } = this.context;
     const countSize = bigTiff ? 8 : 2;
-    const head = new DataView((await source.read(offset, countSize, this.signal)).slice().buffer);
+    const countBytes = await source.read(offset, countSize, this.signal);
+    const head = new DataView(countBytes.buffer, countBytes.byteOffset, countBytes.byteLength);
     const count = bigTiff ? Number(head.getBigUint64(0, le)) : head.getUint16(0, le);
     if (count === 0 || count > limits.entriesPerIfd) {
       throw new ComputeError('MalformedTiff', `IFD at ${offset} claims ${count} entries`);
@@ -96,10 +97,8 @@ class Walker {
     const at = count * entrySize;
     const next = bigTiff ? Number(view.getBigUint64(at, le)) : view.getUint32(at, le);
     if (!Number.isSafeInteger(next) || next >= source.size) {
-      throw new ComputeError(
-        'MalformedTiff',
-        `IFD at ${offset} points to a next IFD at ${next}, past the end`,
-      );
+      // Most often the file was cut short: the IFDs of an SVS come after its tiles.
+      throw new ComputeError('Truncated', `IFD at ${offset} points to a next IFD at ${next}, past the end`);
     }
     return { entries, next };
   }
