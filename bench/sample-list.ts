@@ -6,7 +6,7 @@ import pino from 'pino';
 import postgres from 'postgres';
 import { createApp } from '../api/app';
 import { createWorkflowEngine } from '../api/workflow-engine';
-import { runAdminCommand } from '../cli/admin-commands';
+import { createOrganizationWithOwner, runAdminCommand } from '../cli/admin-commands';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { explainListSamples } from '../db/sample-list';
@@ -16,11 +16,11 @@ import { createObjectStore } from '../storage';
  * GET /samples over real HTTP with 100,000 samples and 20 custom fields in one organization:
  * p50/p95 of a faceted call (q + 2 field facets + status) and of paging through 10 pages,
  * beside an unfaceted first page as the reference. Prints the EXPLAIN of the faceted query.
- * Run with `npm run bench:sample-list`.
+ * Run with `npm run bench:sample-list [-- RUNS]` (200 runs of each call by default).
  */
 const SAMPLES = 100_000;
 const FIELDS = 20;
-const RUNS = 200;
+const RUNS = Number(process.argv[2] ?? 200);
 
 async function seed(sql: ReturnType<typeof createSql>, organizationId: string, userId: string) {
   const fieldIds: string[] = [];
@@ -95,22 +95,11 @@ async function main() {
   url.pathname = '/bench_sample_list';
   const sql = createSql(url.toString(), { max: 10 });
   await migrate(sql);
-  const org = String((await runAdminCommand(sql, ['org', 'create', '--name', 'bench'])).organizationId);
-  const user = await runAdminCommand(sql, [
-    'user',
-    'create',
-    '--email',
-    'b@bench.org',
-    '--org',
-    org,
-    '--role',
-    'owner',
-  ]);
-  const key = String(
-    (await runAdminCommand(sql, ['key', 'create', '--org', org, '--user', String(user.userId)])).apiKey,
-  );
+  const owner = await createOrganizationWithOwner(sql, { name: 'bench', email: 'b@bench.org' });
+  const org = owner.organizationId;
+  const key = owner.apiKey;
   const seeding = performance.now();
-  const fieldIds = await seed(sql, org, String(user.userId));
+  const fieldIds = await seed(sql, org, owner.userId);
   console.log(
     `seeded ${SAMPLES} samples, ${FIELDS} fields in ${((performance.now() - seeding) / 1000).toFixed(1)} s`,
   );

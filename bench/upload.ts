@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { runAdminCommand } from '../cli/admin-commands';
+import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
@@ -163,25 +163,7 @@ async function main() {
   url.pathname = '/bench_upload';
   const sql = createSql(url.toString(), { max: 2 });
   await migrate(sql);
-  const org = await runAdminCommand(sql, ['org', 'create', '--name', 'bench']);
-  const user = await runAdminCommand(sql, [
-    'user',
-    'create',
-    '--email',
-    'bench@example.com',
-    '--org',
-    String(org.organizationId),
-    '--role',
-    'owner',
-  ]);
-  const key = await runAdminCommand(sql, [
-    'key',
-    'create',
-    '--org',
-    String(org.organizationId),
-    '--user',
-    String(user.userId),
-  ]);
+  const key = await createOrganizationWithOwner(sql, { name: 'bench', email: 'bench@example.com' });
   await sql.end();
 
   const rows = [];

@@ -176,3 +176,39 @@ export async function runAdminCommand(sql: Sql, argv: string[]): Promise<Record<
     }
   }
 }
+
+/** An organization with one owner and an API key, through the commands above (dev, tests, benchmarks). */
+export async function createOrganizationWithOwner(
+  sql: Sql,
+  input: { name: string; email: string; credits?: number; expirationDays?: number },
+): Promise<{ organizationId: string; userId: string; apiKey: string; keyId: string }> {
+  const orgArgs = ['org', 'create', '--name', input.name];
+  if (input.credits) orgArgs.push('--credits', String(input.credits));
+  if (input.expirationDays) orgArgs.push('--expiration-days', String(input.expirationDays));
+  const organizationId = String((await runAdminCommand(sql, orgArgs)).organizationId);
+  const userId = String(
+    (
+      await runAdminCommand(sql, [
+        'user',
+        'create',
+        '--email',
+        input.email,
+        '--org',
+        organizationId,
+        '--role',
+        'owner',
+      ])
+    ).userId,
+  );
+  const key = await runAdminCommand(sql, [
+    'key',
+    'create',
+    '--org',
+    organizationId,
+    '--user',
+    userId,
+    '--name',
+    'owner',
+  ]);
+  return { organizationId, userId, apiKey: String(key.apiKey), keyId: String(key.keyId) };
+}

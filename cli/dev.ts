@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
-import { runAdminCommand } from './admin-commands';
+import { createOrganizationWithOwner } from './admin-commands';
 import { type Config, ConfigError, loadConfig } from './config';
 import { type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
 import { runMain, untilSignal } from './main';
@@ -43,39 +43,14 @@ function stack() {
 async function demoApiKey(config: Config, sql: ReturnType<typeof createSql>): Promise<string> {
   const file = path.join(config.dataDir, 'demo-api-key');
   if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
-  const org = await runAdminCommand(sql, [
-    'org',
-    'create',
-    '--name',
-    'Demo organization',
-    '--credits',
-    '100000',
-    '--expiration-days',
-    '90',
-  ]);
-  const organizationId = String(org.organizationId);
-  const user = await runAdminCommand(sql, [
-    'user',
-    'create',
-    '--email',
-    'demo@example.com',
-    '--org',
-    organizationId,
-    '--role',
-    'owner',
-  ]);
-  const key = await runAdminCommand(sql, [
-    'key',
-    'create',
-    '--org',
-    organizationId,
-    '--user',
-    String(user.userId),
-    '--name',
-    'demo',
-  ]);
-  await writeFile(file, String(key.apiKey), { mode: 0o600 });
-  return String(key.apiKey);
+  const { apiKey } = await createOrganizationWithOwner(sql, {
+    name: 'Demo organization',
+    email: 'demo@example.com',
+    credits: 100_000,
+    expirationDays: 90,
+  });
+  await writeFile(file, apiKey, { mode: 0o600 });
+  return apiKey;
 }
 
 async function start(): Promise<void> {

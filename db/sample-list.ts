@@ -119,10 +119,7 @@ function filterConditions(sql: Queryable, filter: SampleListFilter): Fragment {
     sql`s.trashed_at IS NULL`,
     sql`s.archived_at IS NULL`,
   ];
-  if (filter.q) {
-    const pattern = likePattern(filter.q);
-    parts.push(sql`(s.name ILIKE ${pattern} OR s.filename ILIKE ${pattern})`);
-  }
+  if (filter.q) parts.push(sql`s.search_text LIKE lower(${likePattern(filter.q)})`);
   if (filter.uploadedFrom)
     parts.push(sql`s.created_at >= (${filter.uploadedFrom}::date)::timestamp AT TIME ZONE 'UTC'`);
   if (filter.uploadedTo)

@@ -42,7 +42,6 @@ export const CURRENT_MODEL = 'v0.7';
 /** The marker catalog: the channels of the current default model. */
 export function markerCatalog(): readonly MarkerChannel[] {
   const current = modelRegistry.find((entry) => entry.version === CURRENT_MODEL);
-  if (!current || current.state !== 'dispatchable')
-    throw new Error(`model ${CURRENT_MODEL} is not dispatchable`);
+  if (current?.state !== 'dispatchable') throw new Error(`model ${CURRENT_MODEL} is not dispatchable`);
   return current.channels;
 }

@@ -41,11 +41,9 @@ export const SegmentationState = z
   })
   .meta({ id: 'SegmentationState' });
 
-export const FieldValues = z
-  .record(z.string(), z.unknown())
-  .meta({
-    description: 'Field values keyed by definition key; `tags` is a sorted string array, `public` a boolean',
-  });
+export const FieldValues = z.record(z.string(), z.unknown()).meta({
+  description: 'Field values keyed by definition key; `tags` is a sorted string array, `public` a boolean',
+});
 
 export const SampleDetail = z
   .strictObject({
@@ -116,6 +114,7 @@ export const SampleListItem = z
     appUrl: z.string(),
   })
   .meta({ id: 'SampleListItem' });
+export type SampleListItem = z.infer<typeof SampleListItem>;
 
 export const SampleListPage = z
   .strictObject({ items: z.array(SampleListItem), nextCursor: z.string().nullable(), appUrl: z.string() })
@@ -157,7 +156,12 @@ export const workflowFacets = ['ready_no_job', 'in_flight', 'has_results'] as co
 export const SampleListQuery = z
   .strictObject({
     scope: z.enum(['mine', 'public', 'all']).default('mine'),
-    q: z.string().min(1).max(200).optional(),
+    q: z
+      .string()
+      .min(1)
+      .max(200)
+      .refine((q) => !/[\u0000-\u001f\u007f]/.test(q), 'must not contain control characters')
+      .optional(),
     limit: PageLimit(100, 48),
     cursor: Cursor.optional(),
     uploaded_from: utcDay.optional(),
@@ -191,36 +195,28 @@ export function facetsOf(query: Partial<Record<string, unknown>>): Record<string
   return Object.fromEntries(Object.entries(facets).filter(([, value]) => value !== undefined));
 }
 
+const expirationFields = {
+  expiresAt: DateTime.optional(),
+  neverExpire: z.literal(true).optional(),
+  useOrgDefault: z.literal(true).optional(),
+  reason: z.string().max(1000).optional(),
+};
+const exactlyOneExpiration = [
+  (body: { expiresAt?: string; neverExpire?: true; useOrgDefault?: true }) =>
+    [body.expiresAt, body.neverExpire, body.useOrgDefault].filter((value) => value !== undefined).length ===
+    1,
+  { message: 'exactly one of expiresAt, neverExpire, useOrgDefault is required' },
+] as const;
+
 export const ExpirationChange = z
-  .strictObject({
-    expiresAt: DateTime.optional(),
-    neverExpire: z.literal(true).optional(),
-    useOrgDefault: z.literal(true).optional(),
-    reason: z.string().max(1000).optional(),
-  })
-  .refine(
-    (body) =>
-      [body.expiresAt, body.neverExpire, body.useOrgDefault].filter((value) => value !== undefined).length ===
-      1,
-    { message: 'exactly one of expiresAt, neverExpire, useOrgDefault is required' },
-  )
+  .strictObject(expirationFields)
+  .refine(...exactlyOneExpiration)
   .meta({ id: 'ExpirationChange' });
 export type ExpirationChange = z.infer<typeof ExpirationChange>;
 
 export const BulkExpirationChange = z
-  .strictObject({
-    sampleIds: z.array(Uuid).min(1).max(500),
-    expiresAt: DateTime.optional(),
-    neverExpire: z.literal(true).optional(),
-    useOrgDefault: z.literal(true).optional(),
-    reason: z.string().max(1000).optional(),
-  })
-  .refine(
-    (body) =>
-      [body.expiresAt, body.neverExpire, body.useOrgDefault].filter((value) => value !== undefined).length ===
-      1,
-    { message: 'exactly one of expiresAt, neverExpire, useOrgDefault is required' },
-  )
+  .strictObject({ sampleIds: z.array(Uuid).min(1).max(500), ...expirationFields })
+  .refine(...exactlyOneExpiration)
   .meta({ id: 'BulkExpirationChange' });
 export type BulkExpirationChange = z.infer<typeof BulkExpirationChange>;
 

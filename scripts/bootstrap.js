@@ -148,7 +148,9 @@ function main() {
   if (mode === 'start') return handOver(process.execPath, [dev, 'start'], env);
   if (mode === 'test') {
     if (!onPath('openslide-show-properties')) {
-      throw new Error('the tests check slides with OpenSlide: install it first (Debian: apt-get install openslide-tools)');
+      throw new Error(
+        'the tests check slides with OpenSlide: install it first (Debian: apt-get install openslide-tools)',
+      );
     }
     env.MINIO_BIN = ensureMinio();
     log('lint and format check (biome)');

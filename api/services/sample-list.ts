@@ -1,11 +1,18 @@
 import type { Sql } from '../../db';
 import { fieldValuesOf, listFieldDefinitions } from '../../db/sample-fields';
-import { type FieldClause, listSamples, listTrash, type SampleListFilter } from '../../db/sample-list';
+import {
+  type FieldClause,
+  listSamples,
+  listTrash,
+  type SampleListFilter,
+  type SampleListRow,
+} from '../../db/sample-list';
 import {
   type FieldDefinition,
   facetsOf,
   fieldOperators,
   operatorsByType,
+  type SampleListItem,
   type SampleListPage,
   type SampleListQuery,
 } from '../../schemas/samples';
@@ -74,6 +81,24 @@ function listAppUrl(appUrl: string, query: SampleListQuery): string {
   return `${appUrl}/samples${search ? `?${search}` : ''}`;
 }
 
+function toListItem(
+  appUrl: string,
+  row: SampleListRow,
+  fields: Map<string, Record<string, unknown>>,
+): SampleListItem {
+  return {
+    ownership: 'mine',
+    id: row.id,
+    name: row.name,
+    filename: row.filename,
+    status: row.status as SampleListItem['status'],
+    fileSize: row.fileSize,
+    fields: fields.get(row.id) ?? {},
+    createdAt: row.createdAt.toISOString(),
+    appUrl: `${appUrl}/samples/${row.id}`,
+  };
+}
+
 export function createSampleListService(deps: { sql: Sql; appUrl: string; signingSecret: string }) {
   const { sql } = deps;
   const cursors = createCursorCodec(deps.signingSecret, 'samples');
@@ -113,17 +138,7 @@ export function createSampleListService(deps: { sql: Sql; appUrl: string; signin
     );
     const last = page.at(-1);
     return {
-      items: page.map((row) => ({
-        ownership: 'mine',
-        id: row.id,
-        name: row.name,
-        filename: row.filename,
-        status: row.status as SampleListPage['items'][number]['status'],
-        fileSize: row.fileSize,
-        fields: fields.get(row.id) ?? {},
-        createdAt: row.createdAt.toISOString(),
-        appUrl: `${deps.appUrl}/samples/${row.id}`,
-      })),
+      items: page.map((row) => toListItem(deps.appUrl, row, fields)),
       nextCursor: rows.length > query.limit && last ? cursors.encode(last.position) : null,
       appUrl: listAppUrl(deps.appUrl, query),
     };
@@ -140,15 +155,7 @@ export function createSampleListService(deps: { sql: Sql; appUrl: string; signin
     const last = items.at(-1);
     return {
       items: items.map((row) => ({
-        ownership: 'mine' as const,
-        id: row.id,
-        name: row.name,
-        filename: row.filename,
-        status: row.status as SampleListPage['items'][number]['status'],
-        fileSize: row.fileSize,
-        fields: fields.get(row.id) ?? {},
-        createdAt: row.createdAt.toISOString(),
-        appUrl: `${deps.appUrl}/samples/${row.id}`,
+        ...toListItem(deps.appUrl, row, fields),
         trashedAt: row.trashedAt!.toISOString(),
         purgeAt: new Date(row.trashedAt!.getTime() + TRASH_WINDOW_DAYS * DAY_MS).toISOString(),
       })),

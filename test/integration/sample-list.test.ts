@@ -128,6 +128,8 @@ describe('GET /samples', () => {
     expect(await listIds('?q=mamma')).toEqual(names('breast'));
     expect(await listIds('?q=100%25')).toEqual(names('lungReady'));
     expect(await listIds('?q=_')).toEqual(names('uploading', 'lungPre', 'lungReady'));
+    // A match never spans the display name and the filename.
+    expect(await listIds(`?q=${encodeURIComponent('100% lung')}`)).toEqual([]);
   });
 
   test('uploaded_from and uploaded_to: inclusive UTC days', async () => {
@@ -212,6 +214,7 @@ describe('GET /samples', () => {
     ['from after to', '?uploaded_from=2026-06-12&uploaded_to=2026-06-11', 'uploaded_from'],
     ['q over 200 characters', `?q=${'x'.repeat(201)}`, 'q'],
     ['an empty q', '?q=', 'q'],
+    ['a control character in q', '?q=a%0Ab', 'q'],
     ['limit 0', '?limit=0', 'limit'],
     ['limit 101', '?limit=101', 'limit'],
     ['an empty cursor', '?cursor=', 'cursor'],

@@ -7,7 +7,7 @@ import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import pino from 'pino';
 import { type ApiSettings, createApp } from '../../api/app';
 import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
-import { runAdminCommand } from '../../cli/admin-commands';
+import { createOrganizationWithOwner } from '../../cli/admin-commands';
 import { type RunningWorkers, startWorkers } from '../../cli/runtime';
 import type { Sql } from '../../db';
 import { createObjectStore, type ObjectStore } from '../../storage';
@@ -27,35 +27,11 @@ export async function createTenant(
   options: { credits?: number; expirationDays?: number } = {},
 ): Promise<Tenant> {
   const tag = randomBytes(4).toString('hex');
-  const orgArgs = ['org', 'create', '--name', `org-${tag}`];
-  if (options.credits) orgArgs.push('--credits', String(options.credits));
-  if (options.expirationDays) orgArgs.push('--expiration-days', String(options.expirationDays));
-  const org = await runAdminCommand(sql, orgArgs);
-  const organizationId = String(org.organizationId);
-  const user = await runAdminCommand(sql, [
-    'user',
-    'create',
-    '--email',
-    `owner-${tag}@example.com`,
-    '--org',
-    organizationId,
-    '--role',
-    'owner',
-  ]);
-  const key = await runAdminCommand(sql, [
-    'key',
-    'create',
-    '--org',
-    organizationId,
-    '--user',
-    String(user.userId),
-  ]);
-  return {
-    organizationId,
-    userId: String(user.userId),
-    apiKey: String(key.apiKey),
-    keyId: String(key.keyId),
-  };
+  return createOrganizationWithOwner(sql, {
+    name: `org-${tag}`,
+    email: `owner-${tag}@example.com`,
+    ...options,
+  });
 }
 
 export const defaultTestSettings: Omit<ApiSettings, 'publicBaseUrl' | 'appUrl' | 'signingSecret'> = {
