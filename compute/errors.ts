@@ -10,7 +10,17 @@ export type ComputeErrorTag =
   /** The TIFF structure is inconsistent: loops, absurd counts or sizes, missing required tags. */
   | 'MalformedTiff'
   /** A valid TIFF that uses a feature this code does not handle. */
-  | 'UnsupportedTiff';
+  | 'UnsupportedTiff'
+  /** The bytes are not a DICOM Part 10 file (no `DICM` preamble). */
+  | 'NotDicom'
+  /** The DICOM structure is inconsistent or lacks what a whole-slide image needs. */
+  | 'MalformedDicom'
+  /** A valid DICOM object this code does not handle (another SOP class, transfer syntax). */
+  | 'UnsupportedDicom'
+  /** A tile or frame whose compressed bytes do not decode to the size the file declares. */
+  | 'CorruptTile'
+  /** Declared dimensions beyond what the service ingests (a decompression bomb). */
+  | 'TooLarge';
 
 export class ComputeError extends Error {
   readonly _tag: ComputeErrorTag;

@@ -160,7 +160,7 @@ export const SampleListQuery = z
       .string()
       .min(1)
       .max(200)
-      .refine((q) => !/[\u0000-\u001f\u007f]/.test(q), 'must not contain control characters')
+      .refine((q) => !/\p{Cc}/u.test(q), 'must not contain control characters')
       .optional(),
     limit: PageLimit(100, 48),
     cursor: Cursor.optional(),

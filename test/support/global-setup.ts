@@ -7,9 +7,11 @@ import { TEMPLATE_DATABASE, testEnv } from './env';
 
 /**
  * Once per run: a migrated template database that each test file clones, and one workflow
- * bundle that every test worker loads.
+ * bundle that every test worker loads. Skipped when run without services (unit tests only).
  */
 export default async function globalSetup(): Promise<void> {
+  // `npx jest test/unit/...` needs no services; integration files then fail at testEnv().
+  if (!process.env.TEST_DATABASE_URL) return;
   const env = testEnv();
   const admin = postgres(env.databaseUrl, { max: 1, onnotice: () => {} });
   try {
