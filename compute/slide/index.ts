@@ -17,3 +17,4 @@ export {
   type SlideVendor,
   slideLayout,
 } from './probe';
+export { openTiffSlide, type TiffSlide, type TiffSlideOptions } from './tiff-image';
