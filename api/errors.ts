@@ -1,6 +1,8 @@
 import type { ErrorRequestHandler } from 'express';
 import type { Logger } from 'pino';
+import { isConnectionError } from '../db';
 import { type ErrorBody, type ErrorCode, errorStatus } from '../schemas/errors';
+import { isEngineUnavailable } from './workflow-engine';
 
 /** The one error value of the API: a code from DECISIONS.md, a message, optional extra fields. */
 export class AppError extends Error {
@@ -42,6 +44,9 @@ export class AppError extends Error {
   }
 }
 
+/** How long a client should wait before retrying while a dependency is unreachable. */
+export const OUTAGE_RETRY_AFTER_SECONDS = 5;
+
 export const notFound = (what = 'resource') => new AppError('not_found', `${what} not found`);
 
 /** Errors thrown by body parsers and the like, before our handlers run. */
@@ -56,13 +61,28 @@ function fromFrameworkError(err: { type?: string; status?: number; message?: str
   return undefined;
 }
 
+/**
+ * An unreachable database or workflow engine is an outage the caller can wait out (503), not
+ * a fault of ours (500). Only errors that reach this handler unhandled are mapped: a service
+ * that chose a code for such a failure (`recount_enqueue_failed`) keeps it.
+ */
+function fromOutage(err: unknown): AppError | undefined {
+  const options = { retryAfterSeconds: OUTAGE_RETRY_AFTER_SECONDS, cause: err };
+  if (isConnectionError(err)) return new AppError('unavailable', 'the database is unreachable', options);
+  if (isEngineUnavailable(err))
+    return new AppError('unavailable', 'the workflow engine is unreachable', options);
+  return undefined;
+}
+
 /** Renders every failure as the contract's error body; the status always agrees with the code. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const appError =
       err instanceof AppError
         ? err
-        : (fromFrameworkError(err) ?? new AppError('internal', 'internal error', { cause: err }));
+        : (fromFrameworkError(err) ??
+          fromOutage(err) ??
+          new AppError('internal', 'internal error', { cause: err }));
     if (appError.code === 'internal' || appError.code === 'unavailable') {
       logger.error({ err, requestId: res.locals.requestId, path: req.path }, 'request failed');
     }

@@ -1,4 +1,4 @@
-import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { type Client, isGrpcServiceError, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { taskQueueName, workflowIds } from '../schemas/temporal';
 import type { ingestWorkflow, recountWorkflow } from '../workflows';
 
@@ -8,6 +8,24 @@ export interface WorkflowEngine {
   /** Recounts tissue patches for the sample's current mpp; a newer request replaces a running one. */
   startRecount(sampleId: string): Promise<void>;
   ping(): Promise<void>;
+}
+
+/**
+ * gRPC status codes (grpc-js `status`) that mean the engine could not be reached in time, as
+ * opposed to a refusal of the call itself: DEADLINE_EXCEEDED and UNAVAILABLE.
+ */
+const UNREACHABLE_CODES: ReadonlySet<number> = new Set([4, 14]);
+
+/**
+ * True when a call to the workflow engine failed because the engine is not there. The client
+ * wraps the gRPC error in a `ServiceError`, so the cause chain is searched.
+ */
+export function isEngineUnavailable(err: unknown): boolean {
+  for (let current = err, depth = 0; current instanceof Error && depth < 5; depth += 1) {
+    if (isGrpcServiceError(current) && UNREACHABLE_CODES.has(current.code)) return true;
+    current = current.cause;
+  }
+  return false;
 }
 
 export function createWorkflowEngine(client: Client, options: { taskQueuePrefix: string }): WorkflowEngine {

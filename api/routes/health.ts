@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { Sql } from '../../db';
 import { endpoints } from '../../schemas/endpoints';
-import { AppError } from '../errors';
+import { AppError, OUTAGE_RETRY_AFTER_SECONDS } from '../errors';
 import type { ApiMetrics } from '../observability';
 import { mount } from '../route';
 import type { WorkflowEngine } from '../workflow-engine';
@@ -33,7 +33,7 @@ export function healthRoutes(deps: { sql: Sql; workflows: WorkflowEngine; metric
         'unavailable',
         `not ready: ${failing.map(([name, state]) => `${name} (${state})`).join(', ')}`,
         {
-          retryAfterSeconds: 5,
+          retryAfterSeconds: OUTAGE_RETRY_AFTER_SECONDS,
           details: { checks },
         },
       );

@@ -1,8 +1,16 @@
-import type { WorkflowEngine } from '../../api/workflow-engine';
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client, Connection } from '@temporalio/client';
+import pino from 'pino';
+import { createApp } from '../../api/app';
+import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
 import { runAdminCommand } from '../../cli/admin-commands';
+import { createSql } from '../../db';
 import { endpoints } from '../../schemas/endpoints';
 import { apiClient } from '../support/http';
-import { startStack, type TestStack } from '../support/stack';
+import { insertSample } from '../support/samples';
+import { defaultTestSettings, startStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -182,6 +190,90 @@ describe('OpenAPI document', () => {
     for (const endpoint of Object.values(endpoints)) {
       const path = 'root' in endpoint && endpoint.root ? endpoint.path : `/api/v1${endpoint.path}`;
       expect(document.paths[path]?.[endpoint.method]).toBeDefined();
+    }
+  });
+});
+
+async function listenOn(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+/** A port nothing listens on: bound once, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  const port = await listenOn(server);
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const unavailableBody = {
+  error: 'unavailable',
+  message: expect.any(String),
+  required: null,
+  retryAfterSeconds: 5,
+};
+
+describe('outages', () => {
+  test('database unreachable: an ordinary request is 503 unavailable with Retry-After', async () => {
+    const sql = createSql(`postgres://nobody:nothing@127.0.0.1:${await closedPort()}/none`, { max: 1 });
+    const app = createApp({
+      sql,
+      store: stack.store,
+      workflows: stack.workflows,
+      logger: pino({ level: 'silent' }),
+      settings: {
+        ...defaultTestSettings,
+        publicBaseUrl: 'http://127.0.0.1',
+        appUrl: 'https://app.example.test',
+        signingSecret: stack.signingSecret,
+      },
+    });
+    const server = createServer(app);
+    try {
+      const broken = apiClient(`http://127.0.0.1:${await listenOn(server)}/api/v1`, stack.tenant.apiKey);
+      for (const path of ['/uploads', `/samples/${randomUUID()}`]) {
+        const response = await broken('GET', path);
+        expect(`${path} ${response.status}`).toBe(`${path} 503`);
+        expect(response.json).toEqual(unavailableBody);
+        expect(response.headers.get('retry-after')).toBe('5');
+        expect(response.json.message).not.toContain('ECONNREFUSED');
+      }
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await sql.end();
+    }
+  });
+
+  test('workflow engine unreachable: starting ingest is 503 unavailable; a PATCH recount keeps its own 500', async () => {
+    // A client whose server does not exist, without the retry interceptor so it gives up at once.
+    const connection = Connection.lazy({ address: '127.0.0.1:1', connectTimeout: 500, interceptors: [] });
+    const dead = createWorkflowEngine(new Client({ connection }), { taskQueuePrefix: 'none' });
+    const degraded = await startStack({ workflows: () => dead });
+    try {
+      const client = apiClient(degraded.api, degraded.tenant.apiKey);
+      const stored = await insertSample(degraded.sql, {
+        organizationId: degraded.tenant.organizationId,
+        createdBy: degraded.tenant.userId,
+        status: 'deid_running',
+      });
+      const complete = await client('POST', `/uploads/${stored}/complete`);
+      expect(complete.status).toBe(503);
+      expect(complete.json).toEqual(unavailableBody);
+      expect(complete.headers.get('retry-after')).toBe('5');
+
+      const ready = await insertSample(degraded.sql, {
+        organizationId: degraded.tenant.organizationId,
+        createdBy: degraded.tenant.userId,
+        mppCalibrated: 0.5,
+      });
+      const patched = await client('PATCH', `/samples/${ready}`, { mpp: 0.25 });
+      expect(patched.status).toBe(500);
+      expect(patched.json.error).toBe('recount_enqueue_failed');
+    } finally {
+      await degraded.close();
+      await connection.close().catch(() => {});
     }
   });
 });
