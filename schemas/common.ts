@@ -33,6 +33,21 @@ export const DisplayNameInput = z
   .nullable()
   .transform((value) => (value === '' ? null : value));
 
+/**
+ * A real calendar day `YYYY-MM-DD` from 0001 to 9999: the regex alone lets `2026-02-30`
+ * through, which PostgreSQL's `::date` then refuses.
+ */
+export function isCalendarDay(day: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(day) || Number(day.slice(0, 4)) < 1) return false;
+  const date = new Date(`${day}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === day;
+}
+
+/** NUL, which PostgreSQL text cannot hold, and the other C0/C1 controls that no filter needs. */
+export function hasControlCharacter(text: string): boolean {
+  return /\p{Cc}/u.test(text);
+}
+
 export const PageLimit = (max: number, fallback: number) =>
   z.coerce.number().int().min(1).max(max).default(fallback);
 export const Cursor = z.string().min(1).max(512);

@@ -1,5 +1,15 @@
 import { z } from 'zod';
-import { ByteCount, Cursor, DateTime, DisplayNameInput, MppInput, PageLimit, Uuid } from './common';
+import {
+  ByteCount,
+  Cursor,
+  DateTime,
+  DisplayNameInput,
+  hasControlCharacter,
+  isCalendarDay,
+  MppInput,
+  PageLimit,
+  Uuid,
+} from './common';
 import { ExpirationSource, JobStatus, SampleStatus } from './enums';
 
 export const TAG_RULES = { maxRawItems: 1000, maxDistinct: 50, maxLength: 50 } as const;
@@ -138,11 +148,7 @@ const oneOrMany = <T extends z.ZodType>(item: T) =>
 const utcDay = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a UTC day YYYY-MM-DD')
-  .refine((day) => {
-    const year = Number(day.slice(0, 4));
-    const date = new Date(`${day}T00:00:00Z`);
-    return year >= 1 && !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === day;
-  }, 'must be a real calendar day from 0001 to 9999');
+  .refine(isCalendarDay, 'must be a real calendar day from 0001 to 9999');
 
 export const listStatuses = [
   'ready',
@@ -160,7 +166,7 @@ export const SampleListQuery = z
       .string()
       .min(1)
       .max(200)
-      .refine((q) => !/\p{Cc}/u.test(q), 'must not contain control characters')
+      .refine((q) => !hasControlCharacter(q), 'must not contain control characters')
       .optional(),
     limit: PageLimit(100, 48),
     cursor: Cursor.optional(),
@@ -173,7 +179,10 @@ export const SampleListQuery = z
       .pipe(z.array(z.enum(workflowFacets)).max(3))
       .optional(),
     marker: oneOrMany(
-      z.string().regex(/^[^:,]{1,100}:(requested|completed)$/, 'must be NAME:requested or NAME:completed'),
+      z
+        .string()
+        .regex(/^[^:,]{1,100}:(requested|completed)$/, 'must be NAME:requested or NAME:completed')
+        .refine((clause) => !hasControlCharacter(clause), 'must not contain control characters'),
     )
       .pipe(z.array(z.string()).max(20))
       .optional(),

@@ -1,14 +1,9 @@
 import type { StoredFieldValue } from '../../db/sample-fields';
+import { isCalendarDay } from '../../schemas/common';
 import { type FieldDefinition, RESERVED_PUBLIC_TAG, TagSet } from '../../schemas/samples';
 import { AppError } from '../errors';
 
 const invalid = (key: string, why: string) => new AppError('validation_failed', `fields.${key}: ${why}`);
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
-
-function isRealDay(value: string): boolean {
-  const date = new Date(`${value}T00:00:00Z`);
-  return DAY.test(value) && !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === value;
-}
 
 /** Checks one supplied value against its definition and gives the column it is stored in. */
 export function toStoredValue(definition: FieldDefinition, value: unknown): StoredFieldValue {
@@ -23,7 +18,8 @@ export function toStoredValue(definition: FieldDefinition, value: unknown): Stor
       if (typeof value !== 'number' || !Number.isFinite(value)) throw invalid(key, 'must be a finite number');
       return { kind: 'number', value };
     case 'date':
-      if (typeof value !== 'string' || !isRealDay(value)) throw invalid(key, 'must be a date YYYY-MM-DD');
+      if (typeof value !== 'string' || !isCalendarDay(value))
+        throw invalid(key, 'must be a date YYYY-MM-DD from 0001 to 9999');
       return { kind: 'date', value };
     case 'boolean':
       if (typeof value !== 'boolean') throw invalid(key, 'must be true or false');

@@ -7,6 +7,7 @@ import {
   type SampleListFilter,
   type SampleListRow,
 } from '../../db/sample-list';
+import { hasControlCharacter, isCalendarDay } from '../../schemas/common';
 import {
   type FieldDefinition,
   facetsOf,
@@ -32,7 +33,7 @@ function expectedJsonType(definition: FieldDefinition): (value: unknown) => bool
     case 'boolean':
       return (value) => typeof value === 'boolean';
     case 'date':
-      return (value) => typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value);
+      return (value) => typeof value === 'string' && isCalendarDay(value);
     default:
       return (value) => typeof value === 'string';
   }
@@ -67,6 +68,8 @@ export function parseFieldClause(clause: string, definitions: Map<string, FieldD
   }
   if (!expectedJsonType(definition)(value))
     throw badField(clause, `the value does not fit a ${definition.valueType} field`);
+  if (typeof value === 'string' && hasControlCharacter(value))
+    throw badField(clause, 'the value must not contain control characters');
   return { definition, operator: op, value: value as string | number | boolean };
 }
 

@@ -208,6 +208,8 @@ describe('GET /samples', () => {
     ['a malformed marker', '?marker=CD3', 'marker'],
     ['a marker with a comma', '?marker=CD3,CD8:requested', 'marker'],
     ['21 markers', `?${'marker=CD3:requested&'.repeat(21)}`, 'marker'],
+    ['a NUL in a marker name', '?marker=CD%003:requested', 'marker'],
+    ['a control character in a marker name', '?marker=CD%0A3:completed', 'marker'],
     ['a malformed date', '?uploaded_from=2026-6-1', 'uploaded_from'],
     ['an impossible date', '?uploaded_to=2026-02-30', 'uploaded_to'],
     ['year 0000', '?uploaded_from=0000-01-01', 'uploaded_from'],
@@ -240,9 +242,18 @@ describe('GET /samples', () => {
     ['a missing value', () => field('site', 'eq')],
     ['a value on is_empty', () => `field=${encodeURIComponent(`${fieldIds.site}:is_empty:"x"`)}`],
     ['21 field clauses', () => Array.from({ length: 21 }, () => field('site', 'is_empty')).join('&')],
+    ['an impossible date', () => field('collected', 'eq', '2026-02-30')],
+    ['year 0000', () => field('collected', 'gte', '0000-01-01')],
+    ['a NUL in a text value', () => field('site', 'eq', 'a\u0000b')],
+    ['a NUL in a contains value', () => field('site', 'contains', '\u0000')],
+    ['a control character in a text value', () => field('site', 'eq', 'a\u0007b')],
+    ['a NUL in a select value', () => field('stain', 'eq', 'HE\u0000')],
+    ['a NUL in a multi_select value', () => field('panels', 'contains', 'a\u0000')],
+    ['a NUL in a tag', () => tagsField('contains', 'tumor\u0000')],
   ])('a field clause with %s is 400', async (_name, clause) => {
     const response = await call('GET', `/samples?${clause()}`);
     expect(response.status).toBe(400);
+    expect(response.json.error).toBe('invalid_request');
     expect(response.json.message).toContain('field');
   });
 
