@@ -115,8 +115,9 @@ export function createSampleService(deps: SampleServiceDeps) {
     );
     const writes = Object.entries(fields).map(([key, value]) => {
       const definition = definitions.get(key);
+      // An unknown property, like one at the top level: the request's shape is wrong (400).
       if (!definition)
-        throw new AppError('validation_failed', `fields.${key}: no such field in this organization`);
+        throw new AppError('invalid_request', `fields has unknown property '${key}' in this organization`);
       if (!definition.writable) throw new AppError('read_only_field', `fields.${key} is read-only`);
       if (definition.storage === 'tag_table')
         return () => replaceTags(tx, sampleId, value === null ? [] : toTagSet(value));

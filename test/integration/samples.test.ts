@@ -270,11 +270,19 @@ describe('PATCH /samples/{id}', () => {
       { stain: 'PAS' },
       { panels: ['d'] },
       { site: 5 },
-      { nosuch: 1 },
+      { collected: '0000-01-01' },
     ]) {
       const response = await call('PATCH', `/samples/${id}`, { fields: bad });
       expect(`${JSON.stringify(bad)} ${response.status}`).toBe(`${JSON.stringify(bad)} 422`);
     }
+  });
+
+  test('an unknown key inside fields is 400 invalid_request naming it, like an unknown property', async () => {
+    const id = await sample();
+    const response = await call('PATCH', `/samples/${id}`, { fields: { nosuch: 1 } });
+    expect(response.status).toBe(400);
+    expect(response.json.error).toBe('invalid_request');
+    expect(response.json.message).toContain("'nosuch'");
   });
 
   test('atomic: one invalid property and nothing is written', async () => {
@@ -293,6 +301,44 @@ describe('PATCH /samples/{id}', () => {
     });
   });
 
+  test('atomic after a first write: a field is written, the tags after it are refused, nothing changed', async () => {
+    await runAdminCommand(stack.sql, [
+      'field',
+      'create',
+      '--org',
+      orgId(),
+      '--key',
+      'atomic_note',
+      '--label',
+      'Note',
+      '--type',
+      'text',
+    ]);
+    const id = await sample({ mppCalibrated: 0.5 });
+    await call('PATCH', `/samples/${id}`, {
+      name: 'before',
+      fields: { atomic_note: 'before', tags: ['kept'] },
+    });
+    // Tag sets are checked as they are written, after the field before them: the refusal
+    // comes from inside the transaction, after a write that must be rolled back.
+    for (const [tags, status] of [
+      [['bad,tag'], 422],
+      [['public'], 403],
+    ] as const) {
+      const refused = await call('PATCH', `/samples/${id}`, {
+        name: 'after',
+        mpp: 0.25,
+        fields: { atomic_note: 'after', tags },
+      });
+      expect(refused.status).toBe(status);
+    }
+    expect((await call('GET', `/samples/${id}`)).json).toMatchObject({
+      name: 'before',
+      mpp: 0.5,
+      fields: { atomic_note: 'before', tags: ['kept'] },
+    });
+  });
+
   test('mpp: a number or equal {x, y} in (0, 100]; anisotropic and out of range are 422', async () => {
     const id = await sample();
     expect((await call('PATCH', `/samples/${id}`, { mpp: { x: 0.5, y: 0.5 } })).json.mpp).toBe(0.5);
@@ -305,13 +351,14 @@ describe('PATCH /samples/{id}', () => {
   test('a supplied mpp on a ready sample enqueues recount-{sampleId}, even if unchanged', async () => {
     const id = await sample({ mppCalibrated: 0.5 });
     expect((await call('PATCH', `/samples/${id}`, { mpp: 0.5 })).status).toBe(200);
-    const handle = stack.client.workflow.getHandle(workflowIds.recount(id));
-    expect(await handle.result()).toEqual({ patchCount: null });
+    // A handle without a run id always names the newest run of recount-{id}.
+    const recount = stack.client.workflow.getHandle(workflowIds.recount(id));
+    expect(await recount.result()).toEqual({ patchCount: null });
+    const first = (await recount.describe()).runId;
     expect((await call('PATCH', `/samples/${id}`, { mpp: 0.5 })).status).toBe(200);
-    const runs = stack.client.workflow.list({ query: `WorkflowId = '${workflowIds.recount(id)}'` });
-    let count = 0;
-    for await (const _run of runs) count += 1;
-    expect(count).toBeGreaterThanOrEqual(1);
+    const second = (await recount.describe()).runId;
+    expect(second).not.toBe(first);
+    expect(await recount.result()).toEqual({ patchCount: null });
   });
 
   test('workflow engine unreachable: 500 recount_enqueue_failed, the update stands; repeating enqueues it', async () => {
