@@ -48,6 +48,9 @@ export function hasControlCharacter(text: string): boolean {
   return /\p{Cc}/u.test(text);
 }
 
+/** For endpoints that take no query parameters: any parameter is unknown, hence 400. */
+export const EmptyQuery = z.strictObject({});
+
 export const PageLimit = (max: number, fallback: number) =>
   z.coerce.number().int().min(1).max(max).default(fallback);
 export const Cursor = z.string().min(1).max(512);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EmptyQuery } from './common';
 import { ErrorBody } from './errors';
 import {
   BulkExpirationChange,
@@ -223,10 +224,10 @@ export const endpoints = {
     path: '/samples/expiration',
     auth: 'bearer',
     summary: 'Set, pin or clear the expiration of up to 500 samples, all or nothing',
-    request: { body: BulkExpirationChange },
+    request: { query: EmptyQuery, body: BulkExpirationChange },
     responses: {
       200: { description: 'Updated', schema: BulkExpirationResult },
-      400: error('Not JSON, empty, unknown property (`invalid_request`)'),
+      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
       403: error('A sample fails the permission gate; nothing was written (`forbidden`)'),
       404: error('A sample is not in this organization; nothing was written (`not_found`)'),
       422: error(
@@ -240,9 +241,10 @@ export const endpoints = {
     path: '/samples/{id}',
     auth: 'bearer',
     summary: 'The owned sample detail',
-    request: { params: SampleIdParams },
+    request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
       200: { description: 'The sample', schema: SampleDetail },
+      400: error('Unknown query parameter (`invalid_request`)'),
       404: error('Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
@@ -252,11 +254,11 @@ export const endpoints = {
     path: '/samples/{id}',
     auth: 'bearer',
     summary: 'Update name, fields (each value replaces the whole field; null clears) and mpp, atomically',
-    request: { params: SampleIdParams, body: PatchSampleRequest },
+    request: { params: SampleIdParams, query: EmptyQuery, body: PatchSampleRequest },
     responses: {
       200: { description: 'The updated sample', schema: SampleDetail },
       400: error(
-        'Not JSON, empty, unknown or retired property such as a top-level `tags` (`invalid_request`)',
+        'Not JSON, empty, unknown or retired property such as a top-level `tags`, an unknown key of `fields`, an unknown query parameter (`invalid_request`)',
       ),
       403: error('`fields.public` or the reserved public tag (`read_only_field`)'),
       404: error('Not in this organization (`not_found`)'),
@@ -273,9 +275,10 @@ export const endpoints = {
     path: '/samples/{id}',
     auth: 'bearer',
     summary: 'Move the sample to Trash now (restorable for 7 days)',
-    request: { params: SampleIdParams },
+    request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
       200: { description: 'The trashed sample', schema: SampleDetail },
+      400: error('Unknown query parameter (`invalid_request`)'),
       403: error('Permission gate (`forbidden`)'),
       404: error('Not in this organization (`not_found`)'),
       ...bearerErrors,
@@ -286,9 +289,10 @@ export const endpoints = {
     path: '/samples/{id}/restore',
     auth: 'bearer',
     summary: 'Restore a trashed sample within the 7-day window; a passed expiration is extended',
-    request: { params: SampleIdParams },
+    request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
       200: { description: 'Restored', schema: RestoreResult },
+      400: error('Unknown query parameter (`invalid_request`)'),
       403: error('Permission gate (`forbidden`)'),
       404: error('Not in this organization (`not_found`)'),
       409: error('Permanent deletion has started (`deletion_in_progress`)'),
@@ -300,10 +304,10 @@ export const endpoints = {
     path: '/samples/{id}/expiration',
     auth: 'bearer',
     summary: 'Set a date, pin never-expire, or return to the organization default',
-    request: { params: SampleIdParams, body: ExpirationChange },
+    request: { params: SampleIdParams, query: EmptyQuery, body: ExpirationChange },
     responses: {
       200: { description: 'The new expiration', schema: ExpirationResult },
-      400: error('Not JSON, empty, unknown property (`invalid_request`)'),
+      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
       403: error('Permission gate (`forbidden`)'),
       404: error('Not in this organization (`not_found`)'),
       422: error('Not exactly one of expiresAt, neverExpire, useOrgDefault (`validation_failed`)'),
@@ -315,14 +319,24 @@ export const endpoints = {
     path: '/sample-fields',
     auth: 'bearer',
     summary: "The organization's field definitions (ids that field facets bind to)",
-    responses: { 200: { description: 'Definitions', schema: FieldDefinitionList }, ...bearerErrors },
+    request: { query: EmptyQuery },
+    responses: {
+      200: { description: 'Definitions', schema: FieldDefinitionList },
+      400: error('Unknown query parameter (`invalid_request`)'),
+      ...bearerErrors,
+    },
   },
   listMarkers: {
     method: 'get',
     path: '/markers',
     auth: 'bearer',
     summary: 'The markers this organization may request',
-    responses: { 200: { description: 'The catalog', schema: MarkerList }, ...bearerErrors },
+    request: { query: EmptyQuery },
+    responses: {
+      200: { description: 'The catalog', schema: MarkerList },
+      400: error('Unknown query parameter (`invalid_request`)'),
+      ...bearerErrors,
+    },
   },
 } satisfies Record<string, Endpoint>;
 

@@ -1,4 +1,5 @@
 import { Router } from 'express';
+import { EmptyQuery } from '../../schemas/common';
 import { endpoints } from '../../schemas/endpoints';
 import {
   BulkExpirationChange,
@@ -30,6 +31,7 @@ export function sampleRoutes(services: {
     res.json(await lists.trash(principalOf(res.locals), parse(TrashQuery, req.query, 'query')));
   });
   mount(router, endpoints.bulkExpiration, async (req, res) => {
+    parse(EmptyQuery, req.query, 'query');
     res.json(
       await samples.setExpirationInBulk(
         principalOf(res.locals),
@@ -39,30 +41,37 @@ export function sampleRoutes(services: {
   });
   mount(router, endpoints.getSample, async (req, res) => {
     const { id } = parse(SampleIdParams, req.params, 'params');
+    parse(EmptyQuery, req.query, 'query');
     res.json(await samples.get(principalOf(res.locals), id));
   });
   mount(router, endpoints.patchSample, async (req, res) => {
     const { id } = parse(SampleIdParams, req.params, 'params');
+    parse(EmptyQuery, req.query, 'query');
     res.json(await samples.patch(principalOf(res.locals), id, parse(PatchSampleRequest, req.body, 'body')));
   });
   mount(router, endpoints.deleteSample, async (req, res) => {
     const { id } = parse(SampleIdParams, req.params, 'params');
+    parse(EmptyQuery, req.query, 'query');
     res.json(await samples.moveToTrash(principalOf(res.locals), id));
   });
   mount(router, endpoints.restoreSample, async (req, res) => {
     const { id } = parse(SampleIdParams, req.params, 'params');
+    parse(EmptyQuery, req.query, 'query');
     res.json(await samples.restore(principalOf(res.locals), id));
   });
   mount(router, endpoints.setExpiration, async (req, res) => {
     const { id } = parse(SampleIdParams, req.params, 'params');
+    parse(EmptyQuery, req.query, 'query');
     res.json(
       await samples.setExpiration(principalOf(res.locals), id, parse(ExpirationChange, req.body, 'body')),
     );
   });
-  mount(router, endpoints.listFields, async (_req, res) => {
+  mount(router, endpoints.listFields, async (req, res) => {
+    parse(EmptyQuery, req.query, 'query');
     res.json(await catalog.fields(principalOf(res.locals)));
   });
-  mount(router, endpoints.listMarkers, async (_req, res) => {
+  mount(router, endpoints.listMarkers, async (req, res) => {
+    parse(EmptyQuery, req.query, 'query');
     res.json(await catalog.markers(principalOf(res.locals)));
   });
   return router;

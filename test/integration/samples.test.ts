@@ -389,6 +389,33 @@ describe('PATCH /samples/{id}', () => {
   });
 });
 
+describe('query parameters', () => {
+  test('endpoints that take none refuse an unknown one with 400, naming it, before acting', async () => {
+    const id = await sample({ name: 'unchanged' });
+    for (const [method, path, body] of [
+      ['GET', '/sample-fields?x=1'],
+      ['GET', '/markers?x=1'],
+      ['GET', `/samples/${id}?x=1`],
+      ['PATCH', `/samples/${id}?x=1`, { name: 'changed' }],
+      ['DELETE', `/samples/${id}?x=1`],
+      ['POST', `/samples/${id}/restore?x=1`],
+      ['PATCH', `/samples/${id}/expiration?x=1`, { neverExpire: true }],
+      ['PATCH', '/samples/expiration?x=1', { sampleIds: [id], neverExpire: true }],
+    ] as const) {
+      const response = await call(method, path, body);
+      expect(`${method} ${path} ${response.status} ${response.json.error}`).toBe(
+        `${method} ${path} 400 invalid_request`,
+      );
+      expect(response.json.message).toContain("'x'");
+    }
+    expect((await call('GET', `/samples/${id}`)).json).toMatchObject({
+      name: 'unchanged',
+      trashedAt: null,
+      expiresAtSource: null,
+    });
+  });
+});
+
 describe('catalog', () => {
   test('GET /sample-fields lists tags and public first, then organization fields', async () => {
     const response = await call('GET', '/sample-fields');
