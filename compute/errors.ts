@@ -20,7 +20,11 @@ export type ComputeErrorTag =
   /** A tile or frame whose compressed bytes do not decode to the size the file declares. */
   | 'CorruptTile'
   /** Declared dimensions beyond what the service ingests (a decompression bomb). */
-  | 'TooLarge';
+  | 'TooLarge'
+  /** A Zarr object that does not decode: a shard index out of bounds, a bad checksum or chunk. */
+  | 'CorruptZarr'
+  /** A Zarr array whose metadata asks for something our reader does not handle. */
+  | 'UnsupportedZarr';
 
 export class ComputeError extends Error {
   readonly _tag: ComputeErrorTag;

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // `npm start`, `npm test` and the benchmarks begin here, on whatever Node runs npm. With no
 // dependencies of its own, it provides what the project needs on a fresh machine (Node 22,
-// the npm dependencies, a build, the Temporal CLI and, for tests, MinIO), each cached
-// outside the checkout, then hands over to dist/cli/dev.js under Node 22.
+// the npm dependencies, a build, the Temporal CLI and, for tests, MinIO and a Python virtual
+// environment of reference checkers), each cached outside the checkout, then hands over to
+// dist/cli/dev.js under Node 22.
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -125,6 +127,35 @@ function ensureMinio() {
   return cached;
 }
 
+/**
+ * The Python tools that check our outputs in tests (zarr, ome-zarr, jsonschema, tifffile, ...):
+ * a virtual environment from PyPI, recreated whenever the requirements file changes.
+ */
+function ensurePythonVenv() {
+  if (process.env.SPS_TEST_PYTHON) return process.env.SPS_TEST_PYTHON;
+  const requirements = path.join(ROOT, 'test', 'support', 'python-requirements.txt');
+  const wanted = crypto.createHash('sha256').update(fs.readFileSync(requirements)).digest('hex');
+  const dir = path.join(CACHE, 'venv');
+  const python = path.join(dir, 'bin', 'python');
+  const stamp = path.join(dir, '.requirements-sha256');
+  if (fs.existsSync(python) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === wanted) {
+    return python;
+  }
+  log(`creating the Python test environment in ${dir}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  try {
+    run('python3', ['-m', 'venv', dir]);
+  } catch (err) {
+    throw new Error(
+      `python3 -m venv failed (${err.message}): the tests need Python 3.11+ with venv (Debian: apt-get install python3-venv)`,
+    );
+  }
+  run(python, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '-r', requirements]);
+  // Written last: an interrupted install is redone on the next run.
+  fs.writeFileSync(stamp, wanted);
+  return python;
+}
+
 function handOver(node, args, env) {
   const child = spawn(node, args, { stdio: 'inherit', cwd: ROOT, env });
   for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
@@ -153,6 +184,7 @@ function main() {
       );
     }
     env.MINIO_BIN = ensureMinio();
+    env.SPS_TEST_PYTHON = ensurePythonVenv();
     log('lint and format check (biome)');
     run(process.execPath, [path.join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '.']);
     log('type check');

@@ -1,0 +1,122 @@
+/**
+ * The shape of a pyramid and the order its shards are made in. Pure arithmetic, shared by the
+ * builder, the resume check and the tests.
+ */
+
+export interface PyramidLevel {
+  /** The array's folder in the store: `"0"` is level 0. */
+  path: string;
+  widthPx: number;
+  heightPx: number;
+  /** Level-0 pixels per pixel of this level along each axis: `2 ** level`. */
+  downsample: number;
+}
+
+/** Levels stop once the smaller side is under this many pixels. */
+export const SMALLEST_SIDE_PX = 512;
+
+/** Level 0, then halvings (rounded down) until the smaller side is under `SMALLEST_SIDE_PX`. */
+export function pyramidLevels(widthPx: number, heightPx: number): PyramidLevel[] {
+  const levels: PyramidLevel[] = [];
+  let width = widthPx;
+  let height = heightPx;
+  for (let k = 0; ; k++) {
+    levels.push({ path: String(k), widthPx: width, heightPx: height, downsample: 2 ** k });
+    if (Math.min(width, height) < SMALLEST_SIDE_PX) return levels;
+    width = Math.floor(width / 2);
+    height = Math.floor(height / 2);
+  }
+}
+
+export interface ShardAddress {
+  level: number;
+  y: number;
+  x: number;
+}
+
+/**
+ * The quadtree over the shards of every level. Shard `(y, x)` of level `k` is made from shards
+ * `(2y + a, 2x + b)` of level `k - 1`. The tree is addressed through a covering grid (level-0
+ * shards halved, rounded up) that can hold nodes outside a level's own shard grid, or above the
+ * last level: those are virtual, passed through but never written. A node's post-order rank
+ * among written shards (children in Z-order, then the node) is the traversal order that
+ * progress counts.
+ */
+export class ShardTree {
+  readonly levels: readonly PyramidLevel[];
+  /** Level of the single root node: at least the last level. */
+  readonly rootLevel: number;
+  /** Written shards in all. */
+  readonly total: number;
+  private readonly shardsY: number[];
+  private readonly shardsX: number[];
+
+  constructor(
+    levels: readonly PyramidLevel[],
+    readonly shardSize: number,
+  ) {
+    this.levels = levels;
+    this.shardsY = levels.map((l) => Math.ceil(l.heightPx / shardSize));
+    this.shardsX = levels.map((l) => Math.ceil(l.widthPx / shardSize));
+    let root = 0;
+    while (this.coverY(root) > 1 || this.coverX(root) > 1) root++;
+    this.rootLevel = Math.max(root, levels.length - 1);
+    this.total = this.shardsY.reduce((n, rows, k) => n + rows * this.shardsX[k]!, 0);
+  }
+
+  isWritten({ level, y, x }: ShardAddress): boolean {
+    return level < this.levels.length && y < this.shardsY[level]! && x < this.shardsX[level]!;
+  }
+
+  /** Children in Z-order, within the covering grid. */
+  children({ level, y, x }: ShardAddress): ShardAddress[] {
+    if (level === 0) return [];
+    const below = level - 1;
+    const out: ShardAddress[] = [];
+    for (const [a, b] of [
+      [0, 0],
+      [0, 1],
+      [1, 0],
+      [1, 1],
+    ] as const) {
+      const child = { level: below, y: 2 * y + a, x: 2 * x + b };
+      if (child.y < this.coverY(below) && child.x < this.coverX(below)) out.push(child);
+    }
+    return out;
+  }
+
+  /** Written shards in the subtree under (and including) `node`. */
+  subtreeSize({ level, y, x }: ShardAddress): number {
+    let n = 0;
+    for (let m = Math.min(level, this.levels.length - 1); m >= 0; m--) {
+      const span = 2 ** (level - m);
+      const rows = Math.max(0, Math.min((y + 1) * span, this.shardsY[m]!) - y * span);
+      const cols = Math.max(0, Math.min((x + 1) * span, this.shardsX[m]!) - x * span);
+      n += rows * cols;
+    }
+    return n;
+  }
+
+  /** Level-0 shards in traversal order, from rank `from` on: what is left to read from the slide. */
+  levelZeroShards(from: number): ShardAddress[] {
+    const out: ShardAddress[] = [];
+    const walk = (node: ShardAddress, rank: number): number => {
+      if (rank + this.subtreeSize(node) <= from) return rank + this.subtreeSize(node);
+      let next = rank;
+      for (const child of this.children(node)) next = walk(child, next);
+      if (!this.isWritten(node)) return next;
+      if (node.level === 0 && next >= from) out.push(node);
+      return next + 1;
+    };
+    walk({ level: this.rootLevel, y: 0, x: 0 }, 0);
+    return out;
+  }
+
+  private coverY(level: number): number {
+    return Math.ceil(this.shardsY[0]! / 2 ** level);
+  }
+
+  private coverX(level: number): number {
+    return Math.ceil(this.shardsX[0]! / 2 ** level);
+  }
+}

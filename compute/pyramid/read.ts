@@ -1,0 +1,63 @@
+import { ComputeError } from '../errors';
+import type { ImageLevel, Region, RgbImage, SlideImage } from '../image';
+import { type KeyValueSink, openArray, parseJson, type ShardedArray } from '../zarr';
+import { planarToRgb } from './kernels';
+
+/**
+ * A pyramid written by `buildHePyramid`, seen through the same `SlideImage` contract as the
+ * slide it came from, so later steps (tissue detection, thumbnails, tiling) read either alike.
+ * Regions decode only the inner chunks they touch.
+ */
+export async function openHePyramid(sink: KeyValueSink, signal?: AbortSignal): Promise<SlideImage> {
+  const group = await sink.get('zarr.json', signal);
+  if (group === undefined)
+    throw new ComputeError('UnsupportedZarr', 'no group zarr.json: the pyramid is incomplete');
+  const arrays: ShardedArray[] = [];
+  for (const path of datasetPaths(parseJson(group, 'zarr.json'))) {
+    const array = await openArray(sink, path, signal);
+    if (array.spec.dataType !== 'uint8' || array.spec.shape[0] !== 3) {
+      throw new ComputeError('UnsupportedZarr', `${path} is not a 3-channel uint8 array`);
+    }
+    arrays.push(array);
+  }
+  const base = arrays[0]!.spec.shape;
+  const levels: ImageLevel[] = arrays.map(({ spec: { shape } }) => ({
+    widthPx: shape[2],
+    heightPx: shape[1],
+    downsample: (base[2] / shape[2] + base[1] / shape[1]) / 2,
+  }));
+  return {
+    widthPx: base[2],
+    heightPx: base[1],
+    levels,
+    async readRegion(region: Region, regionSignal?: AbortSignal): Promise<RgbImage> {
+      const array = arrays[region.level];
+      if (array === undefined) throw new RangeError(`no level ${region.level}`);
+      const planar = await array.readRegion(sink, region, regionSignal);
+      return planarToRgb(planar as Uint8Array, region.width, region.height);
+    },
+  };
+}
+
+/** A whole level as one RGB image: for the small levels that tissue detection and thumbnails use. */
+export async function readPyramidLevel(
+  sink: KeyValueSink,
+  level: number,
+  signal?: AbortSignal,
+): Promise<RgbImage> {
+  const image = await openHePyramid(sink, signal);
+  const size = image.levels[level];
+  if (size === undefined) throw new RangeError(`no level ${level}`);
+  return image.readRegion({ level, x: 0, y: 0, width: size.widthPx, height: size.heightPx }, signal);
+}
+
+function datasetPaths(group: Record<string, unknown>): string[] {
+  const ome = group.attributes as
+    | { ome?: { multiscales?: { datasets?: { path?: unknown }[] }[] } }
+    | undefined;
+  const paths = (ome?.ome?.multiscales?.[0]?.datasets ?? []).map((d) => d.path);
+  if (paths.length === 0 || !paths.every((p): p is string => typeof p === 'string')) {
+    throw new ComputeError('UnsupportedZarr', 'group zarr.json has no multiscales datasets');
+  }
+  return paths;
+}

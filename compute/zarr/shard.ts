@@ -1,0 +1,231 @@
+import { promisify } from 'node:util';
+import { constants, ZstdCompress, zstdDecompress } from 'node:zlib';
+import { ComputeError } from '../errors';
+import { crc32c } from './crc32c';
+import { allocate, bytesOf, type DataType, type TypedArray } from './dtype';
+
+const decompress = promisify(zstdDecompress);
+
+/** Offset and size of an inner chunk that was left out because it holds only the fill value. */
+const MISSING = 0xffff_ffff_ffff_ffffn;
+const ENTRY_BYTES = 16;
+const CRC_BYTES = 4;
+
+/**
+ * The inside of one shard: a grid of `chunksY x chunksX` inner chunks, each holding every
+ * channel (`[channels, chunkHeight, chunkWidth]`, C order).
+ *
+ * A shard in memory is chunk-major: inner chunk `k = cy * chunksX + cx` occupies elements
+ * `[k * chunkLength, (k + 1) * chunkLength)` in exactly the layout the `bytes` codec writes, so
+ * every chunk is compressed from a view of the shard buffer, with no copy.
+ */
+export interface ShardGeometry {
+  readonly dataType: DataType;
+  readonly fillValue: number;
+  readonly channels: number;
+  readonly chunkHeight: number;
+  readonly chunkWidth: number;
+  readonly chunksY: number;
+  readonly chunksX: number;
+  /** Elements in one inner chunk. */
+  readonly chunkLength: number;
+}
+
+/** How much of a shard lies inside the array, in pixels from its top-left corner. */
+export interface ShardExtent {
+  readonly height: number;
+  readonly width: number;
+}
+
+/** Where each inner chunk's bytes are in an encoded shard; `undefined` for a missing chunk. */
+export type ShardIndex = ReadonlyArray<{ offset: number; size: number } | undefined>;
+
+export function chunkCount(g: ShardGeometry): number {
+  return g.chunksY * g.chunksX;
+}
+
+export function indexBytes(g: ShardGeometry): number {
+  return chunkCount(g) * ENTRY_BYTES + CRC_BYTES;
+}
+
+/** A chunk-major shard buffer, every element the fill value. */
+export function allocateShard<D extends DataType>(g: ShardGeometry & { dataType: D }): TypedArray<D> {
+  const data = allocate(g.dataType, chunkCount(g) * g.chunkLength);
+  if (g.fillValue !== 0) data.fill(g.fillValue);
+  return data;
+}
+
+/**
+ * Encodes a chunk-major shard buffer: each inner chunk through `bytes` and `zstd`, then the
+ * index (`bytes` little-endian, `crc32c`) at the end. Chunks past `extent` are left out and the
+ * part of an edge chunk past it is overwritten with the fill value in `data`, so the bytes do
+ * not depend on what the buffer held there. Resolves `undefined` when every chunk is missing.
+ */
+export async function encodeShard(
+  g: ShardGeometry,
+  data: TypedArray,
+  extent: ShardExtent,
+  level: number,
+): Promise<Uint8Array | undefined> {
+  const chunks = await Promise.all(
+    Array.from({ length: chunkCount(g) }, (_, k) => encodeChunk(g, data, extent, k, level)),
+  );
+  if (chunks.every((pieces) => pieces === undefined)) return undefined;
+  return assemble(g, chunks);
+}
+
+function encodeChunk(
+  g: ShardGeometry,
+  data: TypedArray,
+  extent: ShardExtent,
+  k: number,
+  level: number,
+): Promise<Uint8Array[]> | undefined {
+  const validY = Math.min(g.chunkHeight, extent.height - Math.floor(k / g.chunksX) * g.chunkHeight);
+  const validX = Math.min(g.chunkWidth, extent.width - (k % g.chunksX) * g.chunkWidth);
+  if (validY <= 0 || validX <= 0) return undefined;
+  const chunk = data.subarray(k * g.chunkLength, (k + 1) * g.chunkLength);
+  if (validY < g.chunkHeight || validX < g.chunkWidth) padChunk(g, chunk, validY, validX);
+  if (holdsOnly(chunk, g.fillValue)) return undefined;
+  return compress(bytesOf(chunk), level);
+}
+
+/**
+ * A zstd frame in the pieces the compressor emitted. `zstdCompress` would concatenate them, a
+ * copy of every byte on the main thread that `assemble` makes anyway; an output buffer that
+ * fits the worst case (ZSTD_compressBound) keeps the pieces to two (the data, then the frame end).
+ */
+function compress(bytes: Uint8Array, level: number): Promise<Uint8Array[]> {
+  const chunkSize = bytes.byteLength + (bytes.byteLength >> 7) + 1024;
+  const stream = new ZstdCompress({ chunkSize, params: { [constants.ZSTD_c_compressionLevel]: level } });
+  const parts: Uint8Array[] = [];
+  return new Promise((resolve, reject) => {
+    stream.on('data', (part: Uint8Array) => parts.push(part));
+    stream.on('error', reject);
+    stream.on('end', () => resolve(parts));
+    stream.end(bytes);
+  });
+}
+
+/** Sets the elements of `chunk` past `validY` rows or `validX` columns to the fill value. */
+function padChunk(g: ShardGeometry, chunk: TypedArray, validY: number, validX: number): void {
+  const plane = g.chunkHeight * g.chunkWidth;
+  for (let c = 0; c < g.channels; c++) {
+    const base = c * plane;
+    if (validX < g.chunkWidth) {
+      for (let y = 0; y < validY; y++) {
+        const row = base + y * g.chunkWidth;
+        chunk.fill(g.fillValue, row + validX, row + g.chunkWidth);
+      }
+    }
+    chunk.fill(g.fillValue, base + validY * g.chunkWidth, base + plane);
+  }
+}
+
+function holdsOnly(chunk: TypedArray, value: number): boolean {
+  if (Number.isNaN(value)) {
+    for (let i = 0; i < chunk.length; i++) if (!Number.isNaN(chunk[i])) return false;
+    return true;
+  }
+  for (let i = 0; i < chunk.length; i++) if (chunk[i] !== value) return false;
+  return true;
+}
+
+function assemble(g: ShardGeometry, chunks: ReadonlyArray<Uint8Array[] | undefined>): Uint8Array {
+  const sizes = chunks.map((pieces) => pieces?.reduce((n, piece) => n + piece.byteLength, 0));
+  const payload = sizes.reduce((n: number, size) => n + (size ?? 0), 0);
+  const out = new Uint8Array(payload + indexBytes(g));
+  const index = new DataView(out.buffer, payload, chunkCount(g) * ENTRY_BYTES);
+  let offset = 0;
+  chunks.forEach((pieces, k) => {
+    const entry = k * ENTRY_BYTES;
+    if (pieces === undefined) {
+      index.setBigUint64(entry, MISSING, true);
+      index.setBigUint64(entry + 8, MISSING, true);
+      return;
+    }
+    index.setBigUint64(entry, BigInt(offset), true);
+    index.setBigUint64(entry + 8, BigInt(sizes[k]!), true);
+    for (const piece of pieces) {
+      out.set(piece, offset);
+      offset += piece.byteLength;
+    }
+  });
+  const indexView = out.subarray(payload, payload + chunkCount(g) * ENTRY_BYTES);
+  new DataView(out.buffer).setUint32(out.byteLength - CRC_BYTES, crc32c(indexView), true);
+  return out;
+}
+
+/** Reads and checks the index at the end of an encoded shard. */
+export function parseShardIndex(g: ShardGeometry, shard: Uint8Array): ShardIndex {
+  const size = indexBytes(g);
+  if (shard.byteLength < size) {
+    throw new ComputeError('CorruptZarr', `shard of ${shard.byteLength} bytes is shorter than its index`);
+  }
+  const payload = shard.byteLength - size;
+  const entries = shard.subarray(payload, shard.byteLength - CRC_BYTES);
+  const view = new DataView(shard.buffer, shard.byteOffset, shard.byteLength);
+  if (view.getUint32(shard.byteLength - CRC_BYTES, true) !== crc32c(entries)) {
+    throw new ComputeError('CorruptZarr', 'shard index checksum does not match');
+  }
+  return Array.from({ length: chunkCount(g) }, (_, k) => {
+    const offset = view.getBigUint64(payload + k * ENTRY_BYTES, true);
+    const nbytes = view.getBigUint64(payload + k * ENTRY_BYTES + 8, true);
+    if (offset === MISSING && nbytes === MISSING) return undefined;
+    if (offset + nbytes > BigInt(payload)) {
+      throw new ComputeError('CorruptZarr', `shard chunk ${k} lies outside the shard`);
+    }
+    return { offset: Number(offset), size: Number(nbytes) };
+  });
+}
+
+/** Decodes inner chunk `k` of `shard` into `into` (one chunk's elements); a missing one is fill. */
+export async function decodeChunk(
+  g: ShardGeometry,
+  shard: Uint8Array,
+  index: ShardIndex,
+  k: number,
+  into: TypedArray,
+): Promise<void> {
+  const entry = index[k];
+  if (entry === undefined) {
+    into.fill(g.fillValue);
+    return;
+  }
+  let bytes: Uint8Array;
+  try {
+    const expected = into.byteLength;
+    bytes = await decompress(shard.subarray(entry.offset, entry.offset + entry.size), {
+      chunkSize: Math.max(expected, 64),
+      maxOutputLength: expected,
+    });
+  } catch (err) {
+    throw new ComputeError('CorruptZarr', `shard chunk ${k} does not decompress`, { cause: err });
+  }
+  const target = bytesOf(into);
+  if (bytes.byteLength !== target.byteLength) {
+    throw new ComputeError(
+      'CorruptZarr',
+      `shard chunk ${k} decodes to ${bytes.byteLength} bytes, not ${target.byteLength}`,
+    );
+  }
+  target.set(bytes);
+}
+
+/** Decodes a whole encoded shard into a chunk-major buffer (`undefined`: the shard is missing). */
+export async function decodeShard(
+  g: ShardGeometry,
+  shard: Uint8Array | undefined,
+  into: TypedArray,
+): Promise<void> {
+  if (shard === undefined) {
+    into.fill(g.fillValue);
+    return;
+  }
+  const index = parseShardIndex(g, shard);
+  await Promise.all(
+    index.map((_, k) =>
+      decodeChunk(g, shard, index, k, into.subarray(k * g.chunkLength, (k + 1) * g.chunkLength)),
+    ),
+  );
+}

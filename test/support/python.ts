@@ -1,0 +1,40 @@
+import { execFile } from 'node:child_process';
+
+/**
+ * The interpreter of the test virtual environment (zarr, ome-zarr, jsonschema, tifffile, ...)
+ * that `npm test` creates. Tests that need it fail, never skip, when it is missing: a checker
+ * that silently does not run checks nothing.
+ */
+export function testPython(): string {
+  const python = process.env.SPS_TEST_PYTHON;
+  if (!python) {
+    throw new Error(
+      'SPS_TEST_PYTHON is unset: run the suite with `npm test` (scripts/bootstrap.js creates the ' +
+        'Python environment), or set it to the python of a venv made from ' +
+        'test/support/python-requirements.txt, e.g. SPS_TEST_PYTHON=~/.cache/sps/venv/bin/python',
+    );
+  }
+  return python;
+}
+
+/** Runs a Python snippet with `args` as `sys.argv[1:]`; resolves its stdout. */
+export function runPython(script: string, args: readonly string[] = []): Promise<string> {
+  const python = testPython();
+  return new Promise((resolve, reject) => {
+    execFile(python, ['-c', script, ...args], { maxBuffer: 256 << 20 }, (err, stdout) => {
+      // The message already ends with stderr (the traceback).
+      if (err) reject(new Error(`python failed: ${err.message}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** Runs a Python snippet that prints one JSON document; resolves it parsed. */
+export async function runPythonJson<T>(script: string, args: readonly string[] = []): Promise<T> {
+  const out = await runPython(script, args);
+  try {
+    return JSON.parse(out) as T;
+  } catch {
+    throw new Error(`python printed no JSON:\n${out}`);
+  }
+}

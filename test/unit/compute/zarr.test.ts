@@ -1,0 +1,235 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  type ArraySpec,
+  crc32c,
+  type DataType,
+  folderSink,
+  memorySink,
+  openArray,
+  readMaskArray,
+  ShardedArray,
+  type TypedArray,
+  writeMaskArray,
+} from '../../../compute/zarr';
+import { runPythonJson } from '../../support/python';
+import { readWithZarrita } from '../../support/zarrita';
+
+function spec<D extends DataType>(dataType: D, overrides: Partial<ArraySpec<D>> = {}): ArraySpec<D> {
+  return {
+    dataType,
+    shape: [2, 70, 45],
+    shardShape: [32, 32],
+    chunkShape: [8, 16],
+    fillValue: 0,
+    dimensionNames: ['c', 'y', 'x'],
+    compressionLevel: 1,
+    ...overrides,
+  };
+}
+
+/** A value per element from its coordinates, so a misplaced element shows. */
+function valueAt(c: number, y: number, x: number): number {
+  return (c * 97 + y * 31 + x * 7) % 251;
+}
+
+/** Writes every shard of `array` from `valueAt`, going through chunk-major buffers. */
+async function fill<D extends DataType>(
+  array: ShardedArray<D>,
+  sink: ReturnType<typeof memorySink> | ReturnType<typeof folderSink>,
+  value: (c: number, y: number, x: number) => number = valueAt,
+): Promise<void> {
+  await array.writeMetadata(sink);
+  const g = array.geometry;
+  const [shardHeight, shardWidth] = array.spec.shardShape;
+  for (let sy = 0; sy < array.shardsY; sy++) {
+    for (let sx = 0; sx < array.shardsX; sx++) {
+      const data = array.allocateShard();
+      for (let k = 0; k < g.chunksY * g.chunksX; k++) {
+        const top = sy * shardHeight + Math.floor(k / g.chunksX) * g.chunkHeight;
+        const left = sx * shardWidth + (k % g.chunksX) * g.chunkWidth;
+        for (let c = 0; c < g.channels; c++) {
+          for (let y = 0; y < g.chunkHeight; y++) {
+            for (let x = 0; x < g.chunkWidth; x++) {
+              data[k * g.chunkLength + (c * g.chunkHeight + y) * g.chunkWidth + x] = value(
+                c,
+                top + y,
+                left + x,
+              );
+            }
+          }
+        }
+      }
+      await array.writeShard(sink, sy, sx, data);
+    }
+  }
+}
+
+function expected(shape: readonly number[], region: { y: number; x: number; height: number; width: number }) {
+  const out: number[] = [];
+  for (let c = 0; c < shape[0]!; c++) {
+    for (let y = region.y; y < region.y + region.height; y++) {
+      for (let x = region.x; x < region.x + region.width; x++) out.push(valueAt(c, y, x));
+    }
+  }
+  return out;
+}
+
+describe('crc32c', () => {
+  it('matches the Castagnoli check value', () => {
+    expect(crc32c(new TextEncoder().encode('123456789'))).toBe(0xe3069283);
+    expect(crc32c(new Uint8Array(0))).toBe(0);
+  });
+});
+
+describe('ShardedArray', () => {
+  it('reads back what it wrote, across shard and chunk edges', async () => {
+    const sink = memorySink();
+    const array = new ShardedArray('a', spec('uint8'));
+    await fill(array, sink);
+    expect([...sink.map.keys()].sort()).toEqual([
+      'a/c/0/0/0',
+      'a/c/0/0/1',
+      'a/c/0/1/0',
+      'a/c/0/1/1',
+      'a/c/0/2/0',
+      'a/c/0/2/1',
+      'a/zarr.json',
+    ]);
+    const whole = { y: 0, x: 0, height: 70, width: 45 };
+    expect([...(await array.readRegion(sink, whole))]).toEqual(expected([2, 70, 45], whole));
+    const inner = { y: 13, x: 29, height: 40, width: 9 };
+    expect([...(await array.readRegion(sink, inner))]).toEqual(expected([2, 70, 45], inner));
+  });
+
+  it('keeps float32 and uint32 values exactly', async () => {
+    for (const dataType of ['float32', 'uint32'] as const) {
+      const sink = memorySink();
+      const array = new ShardedArray(
+        '',
+        spec(dataType, { fillValue: dataType === 'float32' ? Number.NaN : 0 }),
+      );
+      await fill(array, sink, (c, y, x) =>
+        dataType === 'float32' ? valueAt(c, y, x) / 7 : valueAt(c, y, x) * 1e6,
+      );
+      const opened = await openArray(sink, '');
+      expect(opened.spec).toEqual(array.spec);
+      const read = (await opened.readRegion(sink, { y: 30, x: 10, height: 5, width: 30 })) as TypedArray;
+      expect(read).toBeInstanceOf(dataType === 'float32' ? Float32Array : Uint32Array);
+      const want = expected([2, 70, 45], { y: 30, x: 10, height: 5, width: 30 }).map((v) =>
+        dataType === 'float32' ? Math.fround(v / 7) : v * 1e6,
+      );
+      expect([...read]).toEqual(want);
+    }
+  });
+
+  it('leaves out chunks and shards that hold only the fill value, and pads edge chunks with it', async () => {
+    const sink = memorySink();
+    const array = new ShardedArray('m', spec('uint8', { fillValue: 9 }));
+    // Only rows 40..47 hold data: shard row 1, one chunk row of it.
+    await fill(array, sink, (c, y, x) => (y >= 40 && y < 48 ? 1 + ((c + x) % 5) : 9));
+    expect([...sink.map.keys()].filter((k) => k.includes('/c/')).sort()).toEqual(['m/c/0/1/0', 'm/c/0/1/1']);
+    const shard = sink.map.get('m/c/0/1/1')!;
+    // 4 x 2 chunks per shard; the edge shard's last chunk column lies wholly outside the array.
+    const index = new DataView(shard.buffer, shard.byteOffset + shard.byteLength - 8 * 16 - 4, 8 * 16);
+    const missing = 0xffff_ffff_ffff_ffffn;
+    const entries = Array.from({ length: 8 }, (_, k) => index.getBigUint64(k * 16, true) !== missing);
+    expect(entries).toEqual([false, false, true, false, false, false, false, false]);
+    const decoded = array.allocateShard();
+    await array.readShard(sink, 1, 1, decoded);
+    // Chunk 2, channel 0, row 0: columns 32..44 are data, 45..47 the fill value (padding).
+    const row = [...decoded.subarray(2 * 256, 2 * 256 + 16)];
+    expect(row.slice(13)).toEqual([9, 9, 9]);
+    expect(row.slice(0, 13)).toEqual(Array.from({ length: 13 }, (_, x) => 1 + ((32 + x) % 5)));
+  });
+
+  it('refuses a shard whose index checksum or chunk is damaged', async () => {
+    const sink = memorySink();
+    const array = new ShardedArray('d', spec('uint8'));
+    await fill(array, sink);
+    const into = array.allocateShard();
+    const shard = sink.map.get('d/c/0/0/0')!;
+    const badIndex = shard.slice();
+    badIndex[badIndex.byteLength - 10] = badIndex[badIndex.byteLength - 10]! ^ 1;
+    await sink.put('d/c/0/0/0', badIndex);
+    await expect(array.readShard(sink, 0, 0, into)).rejects.toMatchObject({ _tag: 'CorruptZarr' });
+    const badChunk = shard.slice();
+    badChunk[2] = badChunk[2]! ^ 0xff;
+    await sink.put('d/c/0/0/0', badChunk);
+    await expect(array.readShard(sink, 0, 0, into)).rejects.toMatchObject({ _tag: 'CorruptZarr' });
+  });
+
+  it('refuses shapes where shards are not a multiple of chunks', () => {
+    expect(() => new ShardedArray('x', spec('uint8', { shardShape: [32, 30] }))).toThrow(RangeError);
+  });
+});
+
+describe('writeMaskArray', () => {
+  it('round-trips a mask that crosses shard and chunk edges', async () => {
+    const width = 4100;
+    const height = 530;
+    const mask = new Uint8Array(width * height).map((_, i) =>
+      ((i % width) * (Math.floor(i / width) + 1)) % 3 === 0 ? 1 : 0,
+    );
+    const sink = memorySink();
+    await writeMaskArray(sink, { mask, width, height });
+    const read = await readMaskArray(sink);
+    expect({ width: read.width, height: read.height }).toEqual({ width, height });
+    expect(Buffer.compare(read.mask, mask)).toBe(0);
+  });
+});
+
+describe('ShardedArray read by zarrita and zarr-python', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sps-zarr-'));
+    const sink = folderSink(dir);
+    await fill(new ShardedArray('u8', spec('uint8')), sink);
+    await fill(new ShardedArray('f32', spec('float32')), sink, (c, y, x) => valueAt(c, y, x) / 7);
+    await fill(new ShardedArray('u32', spec('uint32', { fillValue: 7 })), sink, (c, y, x) =>
+      y < 32 ? 7 : valueAt(c, y, x) * 1e6,
+    );
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it('zarrita reads the same values', async () => {
+    const u8 = await readWithZarrita(dir, 'u8', [null, [5, 66], [3, 44]]);
+    expect(u8.shape).toEqual([2, 61, 41]);
+    expect([...u8.data]).toEqual(expected([2], { y: 5, x: 3, height: 61, width: 41 }));
+    const f32 = await readWithZarrita(dir, 'f32', [null, null, null]);
+    const floats = new Float32Array(
+      f32.data.buffer.slice(f32.data.byteOffset, f32.data.byteOffset + f32.data.byteLength),
+    );
+    expect([...floats]).toEqual(
+      expected([2], { y: 0, x: 0, height: 70, width: 45 }).map((v) => Math.fround(v / 7)),
+    );
+  });
+
+  it('zarr-python reads the same values and verifies the index checksums', async () => {
+    const result = await runPythonJson<{ u8: number[]; f32: number[]; u32: number[]; shape: number[] }>(
+      `
+import json, sys, zarr
+u8, f32, u32 = (zarr.open_array(f'{sys.argv[1]}/{name}', mode='r') for name in ('u8', 'f32', 'u32'))
+print(json.dumps({
+  'shape': list(u8.shape),
+  'u8': u8[:, 5:66, 3:44].ravel().tolist(),
+  'f32': f32[:].ravel().tolist(),
+  'u32': u32[:, 28:36, 40:45].ravel().tolist(),
+}))
+`,
+      [dir],
+    );
+    expect(result.shape).toEqual([2, 70, 45]);
+    expect(result.u8).toEqual(expected([2], { y: 5, x: 3, height: 61, width: 41 }));
+    expect(result.f32).toEqual(
+      expected([2], { y: 0, x: 0, height: 70, width: 45 }).map((v) => Math.fround(v / 7)),
+    );
+    const u32: number[] = [];
+    for (let c = 0; c < 2; c++) {
+      for (let y = 28; y < 36; y++)
+        for (let x = 40; x < 45; x++) u32.push(y < 32 ? 7 : valueAt(c, y, x) * 1e6);
+    }
+    expect(result.u32).toEqual(u32);
+  });
+});
