@@ -148,23 +148,27 @@ export async function trashSample(
 }
 
 /**
- * Takes a sample out of Trash; if its expiration has passed, extends it to now plus the
- * organization default (30 days without one) so the sweep does not trash it again at once.
+ * Takes a trashed sample out of Trash unless its purge has started; undefined when nothing
+ * was restored. If its expiration has passed, extends it to now plus the organization default
+ * (30 days without one) so the sweep does not trash it again at once. One statement: a
+ * concurrent purge claim holds the row lock, and PostgreSQL re-checks the conditions on the
+ * row it committed, so restore and purge never both succeed.
  */
 export async function restoreSample(
   sql: Queryable,
   organizationId: string,
   id: string,
   now: Date,
-): Promise<{ expiresAt: Date | null }> {
+): Promise<{ expiresAt: Date | null } | undefined> {
   const [row] = await sql<{ expiresAt: Date | null }[]>`
     UPDATE samples s SET trashed_at = NULL, updated_at = now(),
       expires_at = CASE WHEN s.expires_at IS NOT NULL AND s.expires_at <= ${now}
         THEN ${now}::timestamptz + make_interval(days => coalesce(o.default_expiration_days, 30)) ELSE s.expires_at END
     FROM organizations o
     WHERE s.organization_id = ${organizationId} AND s.id = ${id} AND o.id = s.organization_id
+      AND s.trashed_at IS NOT NULL AND s.purge_started_at IS NULL
     RETURNING s.expires_at AS "expiresAt"`;
-  return row!;
+  return row;
 }
 
 /** Moves every active sample whose expiration has passed into Trash. Idempotent. */
@@ -174,20 +178,27 @@ export async function trashExpiredSamples(sql: Queryable, now: Date): Promise<nu
   return rows.count;
 }
 
-/** Marks up to `limit` samples past the Trash window as being purged, and returns them. */
+/**
+ * Marks up to `limit` samples past the Trash window as being purged, and returns them. The
+ * Trash condition is repeated outside the subquery: a row restored while this statement waited
+ * for its lock is re-checked there, but the subquery's snapshot would still call it trashed.
+ */
 export async function claimSamplesToPurge(
   sql: Queryable,
   input: { now: Date; trashWindowDays: number; limit: number },
 ): Promise<{ id: string; organizationId: string }[]> {
+  const { now, trashWindowDays } = input;
   return sql<{ id: string; organizationId: string }[]>`
-    UPDATE samples SET purge_started_at = coalesce(purge_started_at, ${input.now})
-    WHERE id IN (
-      SELECT id FROM samples
-      WHERE trashed_at IS NOT NULL AND trashed_at <= ${input.now}::timestamptz - make_interval(days => ${input.trashWindowDays})
-      ORDER BY trashed_at LIMIT ${input.limit})
+    UPDATE samples SET purge_started_at = coalesce(purge_started_at, ${now})
+    WHERE trashed_at IS NOT NULL AND trashed_at <= ${now}::timestamptz - make_interval(days => ${trashWindowDays})
+      AND id IN (
+        SELECT id FROM samples
+        WHERE trashed_at IS NOT NULL AND trashed_at <= ${now}::timestamptz - make_interval(days => ${trashWindowDays})
+        ORDER BY trashed_at LIMIT ${input.limit})
     RETURNING id, organization_id AS "organizationId"`;
 }
 
+/** Deletes a claimed sample's row; one that is no longer in Trash is kept, whatever claimed it. */
 export async function deleteSampleRow(sql: Queryable, id: string): Promise<void> {
-  await sql`DELETE FROM samples WHERE id = ${id} AND purge_started_at IS NOT NULL`;
+  await sql`DELETE FROM samples WHERE id = ${id} AND purge_started_at IS NOT NULL AND trashed_at IS NOT NULL`;
 }

@@ -173,13 +173,19 @@ export function createSampleService(deps: SampleServiceDeps) {
     return get(principal, id);
   }
 
+  /**
+   * The restore itself is one conditional UPDATE, so a purge claiming the sample at the same
+   * moment either wins (409) or finds it restored; a read-then-write could lose it to both.
+   */
   async function restore(principal: Principal, id: string) {
-    const record = await gate(principal, id);
-    if (record.purgeStartedAt)
-      throw new AppError('deletion_in_progress', 'permanent deletion of this sample has started');
-    if (!record.trashedAt) return { id, trashedAt: null, expiresAt: iso(record.expiresAt) };
+    await gate(principal, id);
     const restored = await details.restoreSample(sql, principal.organizationId, id, now());
-    return { id, trashedAt: null, expiresAt: iso(restored.expiresAt) };
+    if (restored) return { id, trashedAt: null, expiresAt: iso(restored.expiresAt) };
+    const current = await owned(principal, id);
+    if (current.purgeStartedAt)
+      throw new AppError('deletion_in_progress', 'permanent deletion of this sample has started');
+    // Not in Trash: restoring is idempotent.
+    return { id, trashedAt: null, expiresAt: iso(current.expiresAt) };
   }
 
   /** All-or-nothing: every sample passes the gate before anything is written. */

@@ -1,5 +1,8 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { runAdminCommand } from '../../cli/admin-commands';
 import { ensureRetentionSchedules } from '../../cli/runtime';
+import type { TransactionSql } from '../../db';
+import { restoreSample } from '../../db/sample-details';
 import { apiClient } from '../support/http';
 import { insertSample } from '../support/samples';
 import { createTenant, startStack, type Tenant, type TestStack } from '../support/stack';
@@ -47,6 +50,41 @@ async function runWorkflow(type: 'retentionSweepWorkflow' | 'trashPurgeWorkflow'
     taskQueue: `${stack.taskQueuePrefix}-io`,
     args: [{ asOf: asOf.toISOString() }],
   });
+}
+
+/** Runs `work` in a transaction and keeps it open (its row locks held) until `commit`. */
+async function holdTransaction(work: (tx: TransactionSql) => Promise<unknown>) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let worked!: () => void;
+  const done = new Promise<void>((resolve) => {
+    worked = resolve;
+  });
+  const transaction = stack.sql.begin(async (tx) => {
+    await work(tx);
+    worked();
+    await released;
+  });
+  await Promise.race([done, transaction]);
+  return {
+    async commit() {
+      release();
+      await transaction;
+    },
+  };
+}
+
+/** Resolves once some session of this database is blocked on a lock: the other side is waiting. */
+async function untilSomeoneWaitsForALock(): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const [row] = await stack.sql`SELECT count(*)::int AS waiting FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+    if (row!.waiting > 0) return;
+    await sleep(50);
+  }
+  throw new Error('no session waited for a lock within 10 s');
 }
 
 describe('expiration', () => {
@@ -199,13 +237,50 @@ describe('Trash and restore', () => {
     expect(await stack.sql`SELECT id FROM samples WHERE id = ${id}`).toHaveLength(1);
     expect(await stack.store.get(`${prefix}he/zarr.json`)).toBeDefined();
 
-    const purged = await runWorkflow('trashPurgeWorkflow', new Date(trashedAt.getTime() + 7 * DAY + 1000));
+    const asOf = new Date(trashedAt.getTime() + 7 * DAY + 1000);
+    const purged = await runWorkflow('trashPurgeWorkflow', asOf);
     expect(purged.purged).toBeGreaterThanOrEqual(1);
     expect(await stack.sql`SELECT id FROM samples WHERE id = ${id}`).toHaveLength(0);
     const left: string[] = [];
     for await (const key of stack.store.list(prefix)) left.push(key);
     expect(left).toEqual([]);
     expect((await call('POST', `/samples/${id}/restore`)).status).toBe(404);
+    // A second run for the same instant finds nothing left to do.
+    expect(await runWorkflow('trashPurgeWorkflow', asOf)).toEqual({ purged: 0 });
+  });
+
+  test('a sample restored while the purge waits for its row is not purged', async () => {
+    const id = await sampleOf(owner.userId);
+    const object = `orgs/${owner.organizationId}/samples/${id}/original/slide.svs`;
+    await stack.store.put(object, new Uint8Array([1, 2, 3]));
+    const trashedAt = new Date(Date.now() + 600 * DAY);
+    await stack.sql`UPDATE samples SET trashed_at = ${trashedAt} WHERE id = ${id}`;
+    // The restore has updated the row but not committed when the purge tries to claim it.
+    const restore = await holdTransaction((tx) => restoreSample(tx, owner.organizationId, id, new Date()));
+    const purge = runWorkflow('trashPurgeWorkflow', new Date(trashedAt.getTime() + 8 * DAY));
+    await untilSomeoneWaitsForALock();
+    await restore.commit();
+    await purge;
+    const [row] = await stack.sql`SELECT trashed_at, purge_started_at FROM samples WHERE id = ${id}`;
+    expect(row).toEqual({ trashed_at: null, purge_started_at: null });
+    expect(await stack.store.get(object)).toEqual(new Uint8Array([1, 2, 3]));
+  });
+
+  test('a restore that waits for an uncommitted purge claim answers 409 and restores nothing', async () => {
+    const id = await sampleOf(owner.userId);
+    await stack.sql`UPDATE samples SET trashed_at = now() - interval '8 days' WHERE id = ${id}`;
+    // The purge's claim, as claimSamplesToPurge writes it, for this one row and not yet committed.
+    const claim = await holdTransaction(
+      (tx) => tx`UPDATE samples SET purge_started_at = now() WHERE id = ${id}`,
+    );
+    const restoring = call('POST', `/samples/${id}/restore`);
+    await untilSomeoneWaitsForALock();
+    await claim.commit();
+    const response = await restoring;
+    expect(response.status).toBe(409);
+    expect(response.json.error).toBe('deletion_in_progress');
+    const [row] = await stack.sql`SELECT trashed_at FROM samples WHERE id = ${id}`;
+    expect(row!.trashed_at).not.toBeNull();
   });
 
   test('restore once permanent deletion has started is 409 deletion_in_progress', async () => {
