@@ -7,25 +7,31 @@ import { apiClient } from '../support/http';
 import { insertSample } from '../support/samples';
 import { createTenant, startStack, type Tenant, type TestStack } from '../support/stack';
 
+interface Caller {
+  userId: string;
+  call: ReturnType<typeof apiClient>;
+}
+
 let stack: TestStack;
 let owner: Tenant;
 let call: ReturnType<typeof apiClient>;
-let member: { userId: string; call: ReturnType<typeof apiClient> };
+let member: Caller;
+let admin: Caller;
+let platformAdmin: Caller;
 const DAY = 24 * 3600 * 1000;
 
-beforeAll(async () => {
-  stack = await startStack({ worker: true });
-  owner = await createTenant(stack.sql, { expirationDays: 30 });
-  call = apiClient(stack.api, owner.apiKey);
+/** A user of the owner's organization with an API key, made through the admin commands. */
+async function userWithKey(email: string, role: 'admin' | 'member', flags: string[] = []): Promise<Caller> {
   const user = await runAdminCommand(stack.sql, [
     'user',
     'create',
     '--email',
-    'member@lab.org',
+    email,
     '--org',
     owner.organizationId,
     '--role',
-    'member',
+    role,
+    ...flags,
   ]);
   const key = await runAdminCommand(stack.sql, [
     'key',
@@ -35,7 +41,17 @@ beforeAll(async () => {
     '--user',
     String(user.userId),
   ]);
-  member = { userId: String(user.userId), call: apiClient(stack.api, String(key.apiKey)) };
+  return { userId: String(user.userId), call: apiClient(stack.api, String(key.apiKey)) };
+}
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+  owner = await createTenant(stack.sql, { expirationDays: 30 });
+  call = apiClient(stack.api, owner.apiKey);
+  member = await userWithKey('member@lab.org', 'member');
+  admin = await userWithKey('admin@lab.org', 'admin');
+  // A plain member of this organization: only the platform flag can let it through the gate.
+  platformAdmin = await userWithKey('operator@platform.example', 'member', ['--platform-admin']);
 });
 afterAll(async () => {
   await stack?.close();
@@ -86,6 +102,8 @@ async function untilSomeoneWaitsForALock(): Promise<void> {
   }
   throw new Error('no session waited for a lock within 10 s');
 }
+
+const detailOf = async (id: string) => (await call('GET', `/samples/${id}`)).json;
 
 describe('expiration', () => {
   test('an upload takes the organization default (org_default)', async () => {
@@ -183,6 +201,75 @@ describe('expiration', () => {
     ).toBe(404);
   });
 
+  test('an organization admin and a platform administrator pass the gate on samples they did not create', async () => {
+    for (const [who, caller] of [
+      ['admin', admin],
+      ['platform admin', platformAdmin],
+    ] as const) {
+      const id = await sampleOf(owner.userId);
+      const statuses = [
+        (await caller.call('PATCH', `/samples/${id}/expiration`, { neverExpire: true })).status,
+        (await caller.call('DELETE', `/samples/${id}`)).status,
+        (await caller.call('POST', `/samples/${id}/restore`)).status,
+      ];
+      expect(`${who} ${statuses.join(' ')}`).toBe(`${who} 200 200 200`);
+      const bulk = await caller.call('PATCH', '/samples/expiration', {
+        sampleIds: [await sampleOf(owner.userId), await sampleOf(member.userId)],
+        neverExpire: true,
+      });
+      expect(`${who} ${bulk.status} ${bulk.json.updated}`).toBe(`${who} 200 2`);
+    }
+  });
+
+  test('a member who did not create the sample is 403 forbidden on expiration, delete and restore; nothing changes', async () => {
+    const expiresAt = new Date(Date.now() + 5 * DAY).toISOString();
+    const active = await sampleOf(owner.userId, { expiresAt: new Date(expiresAt) });
+    const trashed = await sampleOf(admin.userId);
+    expect((await call('DELETE', `/samples/${trashed}`)).status).toBe(200);
+    for (const [method, path, body] of [
+      ['PATCH', `/samples/${active}/expiration`, { neverExpire: true }],
+      ['DELETE', `/samples/${active}`, undefined],
+      ['POST', `/samples/${trashed}/restore`, undefined],
+    ] as const) {
+      const refused = await member.call(method, path, body);
+      expect(`${method} ${path} ${refused.status}`).toBe(`${method} ${path} 403`);
+      expect(refused.json).toEqual({
+        error: 'forbidden',
+        message: expect.any(String),
+        required: null,
+        retryAfterSeconds: null,
+      });
+    }
+    expect(await detailOf(active)).toMatchObject({ expiresAt, expiresAtSource: 'custom', trashedAt: null });
+    expect((await detailOf(trashed)).trashedAt).not.toBeNull();
+    expect(await stack.sql`SELECT 1 FROM sample_expiration_audit WHERE sample_id = ${active}`).toHaveLength(
+      0,
+    );
+  });
+
+  test('bulk with a mix of creators: all or nothing for a member, all for an admin', async () => {
+    const own = await sampleOf(member.userId);
+    const others = await sampleOf(admin.userId);
+    const refused = await member.call('PATCH', '/samples/expiration', {
+      sampleIds: [own, others],
+      neverExpire: true,
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.json.error).toBe('forbidden');
+    expect(refused.json.message).toContain(others);
+    expect(refused.json.message).not.toContain(own);
+    expect(
+      await stack.sql`SELECT 1 FROM sample_expiration_audit WHERE sample_id IN (${own}, ${others})`,
+    ).toHaveLength(0);
+    expect((await detailOf(own)).expiresAtSource).toBeNull();
+    const allowed = await admin.call('PATCH', '/samples/expiration', {
+      sampleIds: [own, others],
+      neverExpire: true,
+    });
+    expect(allowed.json.updated).toBe(2);
+    expect((await detailOf(own)).expiresAtSource).toBe('custom');
+  });
+
   test('bulk takes at most 500 ids', async () => {
     const ids = Array.from({ length: 501 }, () => crypto.randomUUID());
     expect((await call('PATCH', '/samples/expiration', { sampleIds: ids, neverExpire: true })).status).toBe(
@@ -209,11 +296,46 @@ describe('Trash and restore', () => {
   });
 
   test('restore extends a passed expiration to now + the organization default', async () => {
-    const id = await sampleOf(owner.userId, { expiresAt: new Date(Date.now() - DAY) });
+    const tenant = await createTenant(stack.sql, { expirationDays: 12 });
+    const id = await insertSample(stack.sql, {
+      organizationId: tenant.organizationId,
+      createdBy: tenant.userId,
+      expiresAt: new Date(Date.now() - DAY),
+    });
     await stack.sql`UPDATE samples SET trashed_at = now() - interval '1 day' WHERE id = ${id}`;
-    const restored = (await call('POST', `/samples/${id}/restore`)).json;
+    const restored = (await apiClient(stack.api, tenant.apiKey)('POST', `/samples/${id}/restore`)).json;
     expect(restored.trashedAt).toBeNull();
-    expect(Math.round((new Date(restored.expiresAt).getTime() - Date.now()) / DAY)).toBe(30);
+    expect(Math.round((new Date(restored.expiresAt).getTime() - Date.now()) / DAY)).toBe(12);
+  });
+
+  test('restore without an organization default extends a passed expiration to now + 30 days; a future one stays', async () => {
+    const tenant = await createTenant(stack.sql);
+    const client = apiClient(stack.api, tenant.apiKey);
+    const passed = await insertSample(stack.sql, {
+      organizationId: tenant.organizationId,
+      createdBy: tenant.userId,
+      expiresAt: new Date(Date.now() - DAY),
+    });
+    const future = new Date(Date.now() + 3 * DAY);
+    const pending = await insertSample(stack.sql, {
+      organizationId: tenant.organizationId,
+      createdBy: tenant.userId,
+      expiresAt: future,
+    });
+    await stack.sql`UPDATE samples SET trashed_at = now() - interval '1 day' WHERE id IN (${passed}, ${pending})`;
+    const restored = await client('POST', `/samples/${passed}/restore`);
+    expect(restored.status).toBe(200);
+    expect(Math.round((new Date(restored.json.expiresAt).getTime() - Date.now()) / DAY)).toBe(30);
+    expect((await client('GET', `/samples/${passed}`)).json).toMatchObject({
+      trashedAt: null,
+      expiresAt: restored.json.expiresAt,
+      expiresInDays: 29,
+    });
+    expect((await client('POST', `/samples/${pending}/restore`)).json).toEqual({
+      id: pending,
+      trashedAt: null,
+      expiresAt: future.toISOString(),
+    });
   });
 
   test('the sweep schedule workflow trashes expired samples, idempotently, with an injected clock', async () => {
