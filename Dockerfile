@@ -7,6 +7,10 @@ COPY . .
 RUN npm run build && npm prune --omit=dev
 
 FROM node:22-bookworm-slim
+# Workers read NDPI through libvips and OpenSlide (compute/slide/normalize.ts).
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends libvips-tools \
+  && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules

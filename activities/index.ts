@@ -1,5 +1,6 @@
 import type { Sql } from '../db';
 import type { ObjectStore } from '../storage';
+import { createIngestActivities } from './ingest';
 import { createRetentionActivities } from './retention';
 import { createUploadActivities } from './uploads';
 
@@ -12,6 +13,7 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createUploadActivities(deps),
+    ...createIngestActivities(deps),
     ...createRetentionActivities(deps),
   };
 }

@@ -1,4 +1,4 @@
-import { ApplicationFailure, heartbeat } from '@temporalio/activity';
+import { heartbeat } from '@temporalio/activity';
 import type { Sql } from '../db';
 import { claimSamplesToPurge, deleteSampleRow, trashExpiredSamples } from '../db/sample-details';
 import type { ObjectStore } from '../storage';
@@ -39,21 +39,5 @@ export function createRetentionActivities(deps: { sql: Sql; store: ObjectStore }
     }
   }
 
-  /**
-   * The tissue patch count for the sample's current effective mpp. Tissue masks are made by
-   * preprocessing, which arrives with the ingest issue: until then no sample has a mask and
-   * the answer says so plainly instead of inventing a count.
-   */
-  async function recountTissuePatches(input: {
-    sampleId: string;
-  }): Promise<{ patchCount: number | null; reason?: string }> {
-    const [sample] = await sql`SELECT id FROM samples WHERE id = ${input.sampleId}`;
-    if (!sample) throw ApplicationFailure.nonRetryable(`sample ${input.sampleId} not found`, 'not_found');
-    return {
-      patchCount: null,
-      reason: 'the sample has no tissue mask yet (preprocessing arrives with ingest)',
-    };
-  }
-
-  return { trashExpired, purgeTrashed, recountTissuePatches };
+  return { trashExpired, purgeTrashed };
 }

@@ -16,11 +16,10 @@ export interface AssembleUploadInput {
   sampleId: string;
 }
 
-export interface AssembleUploadResult {
-  storageKey: string;
-  sizeBytes: number;
-  contentSha256: string;
-}
+export type AssembleUploadResult =
+  | { status: 'assembled'; storageKey: string; sizeBytes: number; contentSha256: string }
+  /** The bytes do not match the declared `contentSha256`; the sample is `upload_failed`. */
+  | { status: 'upload_failed'; reason: string };
 
 /** Yields the parts' bytes in order, hashing and counting them on the way. */
 async function* concatenateParts(
@@ -52,10 +51,11 @@ export function createUploadActivities(deps: { sql: Sql; store: ObjectStore }) {
     const upload = await findUploadForSession(sql, input.sampleId);
     if (!upload) throw ApplicationFailure.nonRetryable(`sample ${input.sampleId} not found`, 'not_found');
     const parts = await listUploadParts(sql, upload.id);
-    if (parts.length === 0) {
+    if (parts.length === 0 && upload.fileSize !== '0') {
       const info = await store.stat(upload.storageKey);
       if (info && upload.contentSha256) {
         return {
+          status: 'assembled',
           storageKey: upload.storageKey,
           sizeBytes: info.sizeBytes,
           contentSha256: upload.contentSha256,
@@ -72,18 +72,20 @@ export function createUploadActivities(deps: { sql: Sql; store: ObjectStore }) {
       throw new Error(`assembled ${tally.sizeBytes} bytes, expected ${upload.fileSize}`);
     }
     if (upload.contentSha256 && upload.contentSha256 !== sha256) {
+      const reason = `the uploaded bytes have SHA-256 ${sha256}, not the declared contentSha256`;
       await store.delete(upload.storageKey);
-      await failUpload(
-        sql,
-        upload.id,
-        `the uploaded bytes have SHA-256 ${sha256}, not the declared contentSha256`,
-      );
-      throw ApplicationFailure.nonRetryable('contentSha256 mismatch', 'validation_failed');
+      await failUpload(sql, upload.id, reason);
+      return { status: 'upload_failed', reason };
     }
     await recordContentSha256(sql, upload.id, sha256);
     await Promise.all(parts.map((part) => store.delete(part.storageKey)));
     await deleteUploadParts(sql, upload.id);
-    return { storageKey: upload.storageKey, sizeBytes: tally.sizeBytes, contentSha256: sha256 };
+    return {
+      status: 'assembled',
+      storageKey: upload.storageKey,
+      sizeBytes: tally.sizeBytes,
+      contentSha256: sha256,
+    };
   }
 
   return { assembleUpload };

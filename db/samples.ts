@@ -21,7 +21,8 @@ export interface UploadRecord {
   createdAt: Date;
 }
 
-// autoSegment is resolved here: per-upload override, else organization default, else true.
+// autoSegment is resolved and stored at upload (per-upload override, else organization default,
+// else true); the coalesce covers rows inserted by other paths.
 const uploadColumns = (sql: Queryable) => sql`
   s.id, s.organization_id AS "organizationId", s.filename, s.name, s.content_type AS "contentType",
   s.file_size AS "fileSize", s.uploaded_bytes AS "uploadedBytes", s.content_sha256 AS "contentSha256",
@@ -50,7 +51,8 @@ export async function insertUpload(sql: Queryable, upload: NewUpload): Promise<U
     INSERT INTO samples (id, organization_id, created_by, filename, name, content_type, file_size,
       content_sha256, auto_segment, mpp_override, storage_key, expires_at, expires_at_source)
     SELECT ${upload.id}, o.id, ${upload.createdBy}, ${upload.filename}, ${upload.name}, ${upload.contentType},
-      ${upload.fileSize}, ${upload.contentSha256}, ${upload.autoSegment}, ${upload.mppOverride}, ${upload.storageKey},
+      ${upload.fileSize}, ${upload.contentSha256}, coalesce(${upload.autoSegment}::boolean, o.auto_segment_default, true),
+      ${upload.mppOverride}, ${upload.storageKey},
       now() + make_interval(days => o.default_expiration_days),
       CASE WHEN o.default_expiration_days IS NULL THEN NULL ELSE ${'org_default' satisfies ExpirationSource}::text END
     FROM organizations o WHERE o.id = ${upload.organizationId}`;
@@ -152,6 +154,12 @@ export async function listUploadParts(sql: Queryable, sampleId: string): Promise
 
 export async function deleteUploadParts(sql: Queryable, sampleId: string): Promise<void> {
   await sql`DELETE FROM upload_parts WHERE sample_id = ${sampleId}`;
+}
+
+/** An empty upload has all its bytes at once: it moves to `deid_running` like a last chunk. */
+export async function completeEmptyUpload(sql: Queryable, sampleId: string): Promise<void> {
+  await sql`UPDATE samples SET status = 'deid_running', updated_at = now()
+    WHERE id = ${sampleId} AND status = 'uploading' AND file_size = 0`;
 }
 
 /** Moves an upload to `upload_failed` with a reason a person can read. */

@@ -16,3 +16,21 @@ export const workflowIds = {
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
 } as const;
+
+/** The queue of `kind` beside `taskQueue` (a workflow on `p-io` sends compute work to `p-compute`). */
+export function siblingTaskQueue(taskQueue: string, kind: TaskQueueKind): string {
+  for (const own of taskQueueKinds) {
+    if (taskQueue === own) return taskQueueName('', kind);
+    if (taskQueue.endsWith(`-${own}`)) return taskQueueName(taskQueue.slice(0, -own.length - 1), kind);
+  }
+  throw new Error(`task queue ${taskQueue} is not one of ours`);
+}
+
+/**
+ * `ApplicationFailure` types that activities raise and workflows act on. `slide_rejected`: the
+ * file itself is at fault (not a slide, truncated, corrupt, too large); its message is written
+ * for the person who uploaded it and becomes the sample's status message.
+ */
+export const failureTypes = {
+  slideRejected: 'slide_rejected',
+} as const;

@@ -18,7 +18,7 @@ export const CreateUploadRequest = z
       .min(1)
       .max(255)
       .refine((value) => !/[\0/\\]/.test(value), 'must not contain NUL, slash or backslash'),
-    fileSize: ByteCountInput.pipe(z.number().min(1)),
+    fileSize: ByteCountInput.pipe(z.number().min(0)),
     contentType: z.string().min(1).max(255),
     contentSha256: z
       .string()

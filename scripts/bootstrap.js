@@ -178,9 +178,10 @@ function main() {
   const dev = path.join(ROOT, 'dist', 'cli', 'dev.js');
   if (mode === 'start') return handOver(process.execPath, [dev, 'start'], env);
   if (mode === 'test') {
-    if (!onPath('openslide-show-properties')) {
+    if (!onPath('openslide-show-properties') || !onPath('vips')) {
       throw new Error(
-        'the tests check slides with OpenSlide: install it first (Debian: apt-get install openslide-tools)',
+        'the tests read slides with OpenSlide and libvips: install them first ' +
+          '(Debian: apt-get install openslide-tools libvips-tools)',
       );
     }
     env.MINIO_BIN = ensureMinio();

@@ -5,4 +5,13 @@ export const objectKeys = {
     `orgs/${organizationId}/samples/${sampleId}/upload-parts/${String(startOffset).padStart(16, '0')}-${nonce}`,
   originalUpload: (organizationId: string, sampleId: string, filename: string) =>
     `orgs/${organizationId}/samples/${sampleId}/original/${filename}`,
+  /** The de-identified copy, which is the sample's "original upload" once ingest has run. */
+  deidentified: (organizationId: string, sampleId: string, filename: string) =>
+    `orgs/${organizationId}/samples/${sampleId}/deidentified/${filename}`,
+  /** Root of the H&E OME-Zarr pyramid (a prefix: the store's keys follow it). */
+  hePyramid: (organizationId: string, sampleId: string) => `orgs/${organizationId}/samples/${sampleId}/he/`,
+  thumbnail: (organizationId: string, sampleId: string) =>
+    `orgs/${organizationId}/samples/${sampleId}/thumbnail.jpg`,
+  /** Everything tissue detection writes: `mask.png` and the `mask.zarr/` array. */
+  tissue: (organizationId: string, sampleId: string) => `orgs/${organizationId}/samples/${sampleId}/tissue/`,
 } as const;

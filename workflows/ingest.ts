@@ -1,5 +1,7 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { SampleStatus } from '../schemas/enums';
+import { failureTypes, siblingTaskQueue } from '../schemas/temporal';
 
 const io = proxyActivities<Activities>({
   startToCloseTimeout: '2 hours',
@@ -7,18 +9,64 @@ const io = proxyActivities<Activities>({
   retry: { maximumAttempts: 5, initialInterval: '2 seconds' },
 });
 
+/** CPU-heavy steps run on the compute queue; each heartbeats at least once a shard or tile run. */
+function computeActivities() {
+  return proxyActivities<Activities>({
+    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
+    startToCloseTimeout: '12 hours',
+    heartbeatTimeout: '2 minutes',
+    retry: { maximumAttempts: 5, initialInterval: '2 seconds', maximumInterval: '1 minute' },
+  });
+}
+
 export interface IngestInput {
   sampleId: string;
 }
 
+export interface IngestResult {
+  status: SampleStatus;
+  statusMessage: string | null;
+}
+
 /**
- * Takes a sample from its last uploaded byte to `ready`. Today it assembles the uploaded
- * chunks into the original object; de-identification and preprocessing follow in the
- * ingest issue, as further steps of this same workflow.
+ * Takes a sample from its last uploaded byte to `ready`: assemble the chunks, de-identify
+ * (`deid_running`), then probe, build the H&E pyramid and find the tissue (`preprocessing`).
+ * A step that fails for good ends the sample in `deid_failed` or `preprocess_failed` with a
+ * reason, and the derived objects are removed; the workflow itself completes normally, so an
+ * operator sees the outcome in its result.
  */
-export async function ingestWorkflow(
-  input: IngestInput,
-): Promise<{ storageKey: string; contentSha256: string }> {
-  const assembled = await io.assembleUpload({ sampleId: input.sampleId });
-  return { storageKey: assembled.storageKey, contentSha256: assembled.contentSha256 };
+export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> {
+  const { sampleId } = input;
+  const compute = computeActivities();
+  const assembled = await io.assembleUpload({ sampleId });
+  if (assembled.status === 'upload_failed')
+    return { status: 'upload_failed', statusMessage: assembled.reason };
+  try {
+    await compute.deidentifySlide({ sampleId });
+  } catch (err) {
+    return fail(sampleId, 'deid_failed', err);
+  }
+  try {
+    await compute.probeSlide({ sampleId });
+    await compute.buildHePyramid({ sampleId });
+    await compute.detectTissue({ sampleId });
+    await io.finishIngest({ sampleId });
+  } catch (err) {
+    return fail(sampleId, 'preprocess_failed', err);
+  }
+  return { status: 'ready', statusMessage: null };
+}
+
+async function fail(sampleId: string, status: 'deid_failed' | 'preprocess_failed', err: unknown) {
+  const statusMessage = reasonOf(err, status);
+  await io.failIngest({ sampleId, status, message: statusMessage });
+  return { status, statusMessage };
+}
+
+/** The file's own fault is told as the activity said it; anything else without internals. */
+function reasonOf(err: unknown, status: 'deid_failed' | 'preprocess_failed'): string {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure && cause.type === failureTypes.slideRejected) return cause.message;
+  const step = status === 'deid_failed' ? 'de-identification' : 'preprocessing';
+  return `${step} failed on the service's side after several attempts; the operators can re-run it`;
 }

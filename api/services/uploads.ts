@@ -154,7 +154,7 @@ export function createUploadService(deps: UploadServiceDeps) {
       verifyToken(deps.signingSecret, token, { scope: 'upload', subject: id });
     } catch (err) {
       if (isStorageError(err))
-        throw new AppError('forbidden', 'the upload session URL is invalid or has expired');
+        throw new AppError('unauthorized', 'the upload session URL is invalid or has expired');
       throw err;
     }
     const record = await samples.findUploadForSession(sql, id);
@@ -226,6 +226,7 @@ export function createUploadService(deps: UploadServiceDeps) {
   }): Promise<ChunkOutcome> {
     const record = await sessionUpload(input.id, input.token);
     const range = parseContentRange(input.contentRange);
+    if (record.status !== 'uploading' && record.status !== 'upload_failed') return finished(record);
     if (range.total !== Number(record.fileSize)) {
       const message = `Content-Range total ${range.total} differs from the declared fileSize ${record.fileSize}`;
       await samples.failUpload(sql, record.id, message);
@@ -234,8 +235,12 @@ export function createUploadService(deps: UploadServiceDeps) {
     if (record.status === 'upload_failed') {
       throw new AppError('invalid_request', `the upload failed: ${record.statusMessage ?? 'unknown reason'}`);
     }
-    if (record.status !== 'uploading') return finished(record);
     const storedBytes = Number(record.uploadedBytes);
+    // `bytes */0` is the whole of an empty file, as in the cloud-storage protocol.
+    if (range.kind === 'query' && range.total === 0) {
+      await samples.completeEmptyUpload(sql, record.id);
+      return finished((await samples.findUploadForSession(sql, record.id)) ?? record);
+    }
     if (range.kind === 'query' || range.start !== storedBytes) return { done: false, storedBytes };
     const length = range.end - range.start + 1;
     const isLast = range.end + 1 === range.total;

@@ -167,7 +167,10 @@ export async function openTiff(source: ByteSource, options: OpenTiffOptions = {}
   if (source.size < 8) throw new ComputeError('NotTiff', `${source.size} bytes is too short for a TIFF`);
   const header = parseHeader(await source.read(0, Math.min(16, source.size), options.signal));
   if (header.firstIfd === 0 || header.firstIfd >= source.size) {
-    throw new ComputeError('MalformedTiff', `first IFD offset ${header.firstIfd} is outside the file`);
+    throw new ComputeError(
+      'MalformedTiff',
+      `first IFD offset ${header.firstIfd} is outside the file (${source.size} bytes): the file is truncated or damaged`,
+    );
   }
   const context: TiffContext = { source, littleEndian: header.littleEndian, bigTiff: header.bigTiff };
   const ifds = await new Walker(context, options.signal).chain(header.firstIfd, (n) => [n]);

@@ -51,6 +51,8 @@ export interface TestStack {
   db: TestDatabase;
   sql: Sql;
   store: ObjectStore;
+  /** The filesystem store's root folder: a key is a file below it (for external readers). */
+  fsRoot: string;
   client: Client;
   workflows: WorkflowEngine;
   taskQueuePrefix: string;
@@ -134,6 +136,7 @@ export async function startStack(
     db,
     sql: db.sql,
     store,
+    fsRoot: root,
     client,
     workflows,
     taskQueuePrefix,

@@ -1,0 +1,349 @@
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import sharp from 'sharp';
+import { deidentifyTiff } from '../compute/deid';
+import { deidentifyDicom, openDicomSlide } from '../compute/dicom';
+import { isComputeError } from '../compute/errors';
+import type { SlideImage } from '../compute/image';
+import { buildHePyramid as buildPyramidOf, type PyramidResume, readPyramidLevel } from '../compute/pyramid';
+import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
+import { detectSlideFormat, type SlideFormat } from '../compute/slide/format';
+import { normalizeWithVips } from '../compute/slide/normalize';
+import { type FileSource, fileSource } from '../compute/source';
+import { countTissuePatches, detectTissue, encodeMaskPng } from '../compute/tissue';
+import { readMaskArray, writeMaskArray } from '../compute/zarr';
+import type { Sql } from '../db';
+import {
+  clearDerivedObjects,
+  findIngestSample,
+  findSlide,
+  type IngestSample,
+  moveSampleStatus,
+  recordDeidentifiedCopy,
+  recordHePyramid,
+  recordPatchCount,
+  recordSlideProbe,
+  recordTissueMask,
+  type SlideLevelRow,
+  type SlideProbeRow,
+} from '../db/sample-slides';
+import { failureTypes } from '../schemas/temporal';
+import type { ObjectStore } from '../storage';
+import { objectKeys } from '../storage/locator';
+import { storePrefix, storeSink, storeSource } from './store-adapters';
+
+/** Tissue is found at about this scale (DESIGN: 8 to 16 µm per pixel). */
+const TISSUE_MICRONS_PER_PIXEL = 10;
+/** Without a scale, tissue is found on the largest pyramid level no bigger than this a side. */
+const TISSUE_MAX_SIDE_PX = 2048;
+const THUMBNAIL_MAX_SIDE_PX = 512;
+
+/** A fault of the file becomes a non-retryable failure whose message the uploader reads. */
+async function rejectingBadSlides<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (isComputeError(err)) {
+      throw ApplicationFailure.create({
+        message: err.message,
+        type: failureTypes.slideRejected,
+        nonRetryable: true,
+        details: [err._tag],
+      });
+    }
+    throw err;
+  }
+}
+
+export function createIngestActivities(deps: { sql: Sql; store: ObjectStore; scratchDir?: string }) {
+  const { sql, store } = deps;
+  const scratchDir = deps.scratchDir ?? os.tmpdir();
+
+  async function sampleOrFail(sampleId: string): Promise<IngestSample> {
+    const sample = await findIngestSample(sql, sampleId);
+    if (!sample) throw ApplicationFailure.nonRetryable(`sample ${sampleId} not found`, 'not_found');
+    return sample;
+  }
+
+  /**
+   * Writes the de-identified copy (labels, macros, identifying tags and metadata dropped; tiles
+   * copied byte for byte), makes it the sample's stored file, moves the sample to
+   * `preprocessing` and deletes the raw upload. A retry after the commit only finishes the delete.
+   */
+  async function deidentifySlide(input: { sampleId: string }): Promise<{ storageKey: string }> {
+    const sample = await sampleOrFail(input.sampleId);
+    const rawKey = objectKeys.originalUpload(sample.organizationId, sample.id, sample.filename);
+    const deidKey = objectKeys.deidentified(sample.organizationId, sample.id, sample.filename);
+    if (sample.status === 'deid_running') {
+      await rejectingBadSlides(async () => {
+        const source = await storeSource(store, sample.storageKey);
+        const format = await detectSlideFormat(source);
+        const { sink, stored } = storeSink(store, deidKey, contentTypeOf(format));
+        // New DICOM UIDs are derived from the sample, so a retried de-id writes the same bytes.
+        const uidKey = createHash('sha256').update(`dicom-uids/${sample.id}`).digest();
+        const writing =
+          format === 'tiff' ? deidentifyTiff(source, sink) : deidentifyDicom(source, sink, { uidKey });
+        await writing;
+        await stored;
+      });
+      if (!(await recordDeidentifiedCopy(sql, { sampleId: sample.id, storageKey: deidKey }))) {
+        throw ApplicationFailure.nonRetryable(`sample ${sample.id} left deid_running meanwhile`, 'conflict');
+      }
+    }
+    await store.delete(rawKey);
+    return { storageKey: deidKey };
+  }
+
+  /** Level sizes, vendor and calibration of the de-identified copy. */
+  async function probeSlide(input: { sampleId: string }): Promise<SlideProbeRow> {
+    const sample = await sampleOrFail(input.sampleId);
+    const probe = await rejectingBadSlides(async () => {
+      const source = await storeSource(store, sample.storageKey);
+      const format = await detectSlideFormat(source);
+      if (format === 'dicom') return probeRow(format, (await openDicomSlide(source)).probe);
+      const probe = await probeTiffSlide(source);
+      // Opening as an image applies the readers' size limits now, not halfway through the
+      // pyramid; NDPI is opened after normalisation (see withSlideImage).
+      if (probe.vendor !== 'hamamatsu') await openTiffSlide(source);
+      return probeRow(format, probe);
+    });
+    await recordSlideProbe(sql, { sampleId: sample.id, probe });
+    return probe;
+  }
+
+  /**
+   * The OME-Zarr H&E pyramid and a JPEG thumbnail. Heartbeats after every shard with a resume
+   * token; a retry (after a crash or a worker restart) continues from the last one and writes
+   * the same bytes.
+   */
+  async function buildHePyramid(input: { sampleId: string }): Promise<{ levels: number }> {
+    const sample = await sampleOrFail(input.sampleId);
+    const slide = await findSlide(sql, sample.id);
+    if (!slide) throw ApplicationFailure.nonRetryable(`sample ${sample.id} has not been probed`, 'conflict');
+    const hePrefix = objectKeys.hePyramid(sample.organizationId, sample.id);
+    const resume = Context.current().info.heartbeatDetails as PyramidResume | undefined;
+    const levels = await rejectingBadSlides(() =>
+      withSlideImage(sample, slide.vendor, (image) =>
+        buildPyramid(image, { sink: storePrefix(store, hePrefix), mpp: effectiveMpp(sample), resume }),
+      ),
+    );
+    const thumbnailKey = objectKeys.thumbnail(sample.organizationId, sample.id);
+    await store.put(thumbnailKey, await thumbnailOf(storePrefix(store, hePrefix), levels.length - 1), {
+      contentType: 'image/jpeg',
+    });
+    await recordHePyramid(sql, { sampleId: sample.id, hePrefix, levels, thumbnailKey });
+    return { levels: levels.length };
+  }
+
+  async function buildPyramid(
+    image: SlideImage,
+    options: { sink: ReturnType<typeof storePrefix>; mpp: number | null; resume: PyramidResume | undefined },
+  ) {
+    const result = await buildPyramidOf({
+      image,
+      sink: options.sink,
+      mpp: options.mpp,
+      name: 'H&E',
+      resume: options.resume,
+      signal: Context.current().cancellationSignal,
+      onProgress: (progress) => heartbeat(progress),
+    });
+    return result.levels.map(({ widthPx, heightPx, downsample }) => ({ widthPx, heightPx, downsample }));
+  }
+
+  /**
+   * Runs `work` on the sample's pixels. NDPI goes through libvips into a local tiled TIFF
+   * first (see compute/slide/normalize.ts); the scratch copy is removed afterwards.
+   */
+  async function withSlideImage<T>(
+    sample: IngestSample,
+    vendor: string,
+    work: (image: SlideImage) => Promise<T>,
+  ): Promise<T> {
+    if (vendor !== 'hamamatsu') {
+      const source = await storeSource(store, sample.storageKey);
+      const format = await detectSlideFormat(source);
+      return work(format === 'tiff' ? await openTiffSlide(source) : await openDicomSlide(source));
+    }
+    const dir = await mkdtemp(path.join(scratchDir, 'sps-ingest-'));
+    let normalized: FileSource | undefined;
+    try {
+      const original = path.join(dir, 'slide.ndpi');
+      const body = await store.read(sample.storageKey);
+      if (!body) throw new Error(`stored object ${sample.storageKey} is missing`);
+      await pipeline(body, createWriteStream(original));
+      const tiled = path.join(dir, 'normalized.tif');
+      await normalizeWithVips(original, tiled);
+      heartbeat();
+      normalized = await fileSource(tiled);
+      return await work(await openTiffSlide(normalized));
+    } finally {
+      await normalized?.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * The tissue mask from the pyramid level nearest 10 µm per pixel (or, with no scale, the
+   * largest level at most 2048 px a side), stored as PNG and as a Zarr array, and the patch
+   * count on the model grid for the sample's effective mpp.
+   */
+  async function detectTissueActivity(input: { sampleId: string }): Promise<{ patchCount: number | null }> {
+    const sample = await sampleOrFail(input.sampleId);
+    const slide = await findSlide(sql, sample.id);
+    if (!slide?.hePrefix || !slide.heLevels) {
+      throw ApplicationFailure.nonRetryable(`sample ${sample.id} has no H&E pyramid yet`, 'conflict');
+    }
+    const he = storePrefix(store, slide.hePrefix);
+    const level = tissueLevel(slide.heLevels, effectiveMpp(sample));
+    const pixels = await readPyramidLevel(he, level);
+    const tissue = detectTissue(pixels);
+    const base = slide.heLevels[0]!;
+    const tissueKeys = objectKeys.tissue(sample.organizationId, sample.id);
+    await store.put(`${tissueKeys}mask.png`, await encodeMaskPng(tissue), { contentType: 'image/png' });
+    await writeMaskArray(storePrefix(store, `${tissueKeys}mask.zarr/`), tissue);
+    const mask = {
+      pngKey: `${tissueKeys}mask.png`,
+      zarrPrefix: `${tissueKeys}mask.zarr/`,
+      width: tissue.width,
+      height: tissue.height,
+      downsampleX: base.widthPx / tissue.width,
+      downsampleY: base.heightPx / tissue.height,
+      tissueFraction: tissue.tissueFraction,
+    };
+    await recordTissueMask(sql, { sampleId: sample.id, mask });
+    return recount(sample);
+  }
+
+  /** Counts patches from the stored mask for the sample's current effective mpp. */
+  async function recount(sample: IngestSample): Promise<{ patchCount: number | null }> {
+    const slide = await findSlide(sql, sample.id);
+    const mpp = effectiveMpp(sample);
+    if (!slide?.tissueMaskZarrPrefix || mpp === null) {
+      await recordPatchCount(sql, { sampleId: sample.id, patchCount: null, mpp });
+      return { patchCount: null };
+    }
+    const mask = await readMaskArray(storePrefix(store, slide.tissueMaskZarrPrefix));
+    const base = slide.levels[0]!;
+    const patchCount = countTissuePatches({
+      mask: mask.mask,
+      width: mask.width,
+      height: mask.height,
+      maskDownsampleX: slide.tissueMaskDownsampleX!,
+      maskDownsampleY: slide.tissueMaskDownsampleY!,
+      levelWidthPx: base.widthPx,
+      levelHeightPx: base.heightPx,
+      mpp,
+    });
+    await recordPatchCount(sql, { sampleId: sample.id, patchCount, mpp });
+    return { patchCount };
+  }
+
+  /** The tissue patch count for the sample's current effective mpp (`recount-{sampleId}`). */
+  async function recountTissuePatches(input: { sampleId: string }): Promise<{ patchCount: number | null }> {
+    return recount(await sampleOrFail(input.sampleId));
+  }
+
+  async function finishIngest(input: { sampleId: string }): Promise<void> {
+    await moveSampleStatus(sql, { sampleId: input.sampleId, from: ['preprocessing'], to: 'ready' });
+  }
+
+  /**
+   * Ends a sample in `deid_failed` or `preprocess_failed` with its reason, and removes every
+   * derived object, so nothing points at a partial store. Idempotent.
+   */
+  async function failIngest(input: {
+    sampleId: string;
+    status: 'deid_failed' | 'preprocess_failed';
+    message: string;
+  }): Promise<void> {
+    const sample = await sampleOrFail(input.sampleId);
+    await clearDerivedObjects(sql, sample.id);
+    for (const prefix of [
+      objectKeys.hePyramid(sample.organizationId, sample.id),
+      objectKeys.tissue(sample.organizationId, sample.id),
+      objectKeys.deidentified(sample.organizationId, sample.id, sample.filename),
+    ]) {
+      if (input.status === 'preprocess_failed' && prefix.includes('/deidentified/')) continue;
+      for await (const key of store.list(prefix)) await store.delete(key);
+    }
+    await store.delete(objectKeys.thumbnail(sample.organizationId, sample.id));
+    await moveSampleStatus(sql, {
+      sampleId: sample.id,
+      from: ['deid_running', 'preprocessing'],
+      to: input.status,
+      message: input.message,
+    });
+  }
+
+  return {
+    deidentifySlide,
+    probeSlide,
+    buildHePyramid,
+    detectTissue: detectTissueActivity,
+    recountTissuePatches,
+    finishIngest,
+    failIngest,
+  };
+}
+
+/**
+ * The pyramid level to find tissue on: with a scale, the one nearest 10 µm per pixel (never
+ * finer than needed); without, the largest whose longer side is at most 2048 px.
+ */
+function tissueLevel(levels: readonly SlideLevelRow[], mpp: number | null): number {
+  const last = levels.length - 1;
+  if (mpp === null) {
+    const index = levels.findIndex((level) => Math.max(level.widthPx, level.heightPx) <= TISSUE_MAX_SIDE_PX);
+    return index === -1 ? last : index;
+  }
+  let best = 0;
+  for (let k = 1; k <= last; k++) {
+    const distance = (level: number) =>
+      Math.abs(Math.log2((mpp * levels[level]!.downsample) / TISSUE_MICRONS_PER_PIXEL));
+    if (distance(k) < distance(best)) best = k;
+  }
+  return best;
+}
+
+/** A JPEG of the whole slide, at most 512 px a side, from the smallest pyramid level. */
+async function thumbnailOf(he: ReturnType<typeof storePrefix>, level: number): Promise<Uint8Array> {
+  const { data, width, height } = await readPyramidLevel(he, level);
+  return sharp(data, { raw: { width, height, channels: 3 } })
+    .resize(THUMBNAIL_MAX_SIDE_PX, THUMBNAIL_MAX_SIDE_PX, { fit: 'inside', withoutEnlargement: true })
+    .jpeg({ quality: 85 })
+    .toBuffer();
+}
+
+function effectiveMpp(sample: IngestSample): number | null {
+  return sample.mppOverride ?? sample.mppCalibrated;
+}
+
+interface ProbeLike {
+  vendor: string;
+  levels: readonly { widthPx: number; heightPx: number; downsample: number }[];
+  mpp: { x: number; y: number } | null;
+  effectiveMpp: number | null;
+  metadata: Record<string, string>;
+}
+
+function probeRow(format: SlideFormat, probe: ProbeLike): SlideProbeRow {
+  return {
+    format,
+    vendor: probe.vendor,
+    levels: probe.levels.map(({ widthPx, heightPx, downsample }) => ({ widthPx, heightPx, downsample })),
+    mppX: probe.mpp?.x ?? null,
+    mppY: probe.mpp?.y ?? null,
+    effectiveMpp: probe.effectiveMpp,
+    metadata: probe.metadata,
+  };
+}
+
+function contentTypeOf(format: SlideFormat): string {
+  return format === 'tiff' ? 'image/tiff' : 'application/dicom';
+}

@@ -1,0 +1,203 @@
+import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { deflateSync } from 'node:zlib';
+import { workflowIds } from '../../schemas/temporal';
+import { apiClient } from '../support/http';
+import { startStack, type TestStack } from '../support/stack';
+import { SHARED_WSI, uploadBytes, uploadFile } from '../support/uploads';
+import { tinyTiff } from '../unit/compute/helpers';
+
+let stack: TestStack;
+let call: ReturnType<typeof apiClient>;
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+  call = apiClient(stack.api, stack.tenant.apiKey);
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function ingested(sampleId: string) {
+  const result = await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+  const detail = await call('GET', `/samples/${sampleId}`);
+  const upload = await call('GET', `/uploads/${sampleId}`);
+  const [slide] = await stack.sql`SELECT * FROM sample_slides WHERE sample_id = ${sampleId}`;
+  return { result, detail: detail.json, upload: upload.json, slide };
+}
+
+async function keysUnder(prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const key of stack.store.list(prefix)) keys.push(key);
+  return keys;
+}
+
+describe('ingest of every slide in ../shared/data/wsi', () => {
+  test.each([
+    ['CMU-1-Small-Region.svs', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
+    ['tcga-cr-7395-01a-01-ts1.svs', { widthPx: 4443, heightPx: 3567, mpp: null }],
+    ['BRACS_1640_N_3_cropped.tiff', { widthPx: 650, heightPx: 743, mpp: null }],
+    ['OS-1-detail.ome.tif', { widthPx: 1101, heightPx: 1101, mpp: 0.2271 }],
+    ['CMU-1-Small-Region.derived-pyramid.ome.tif', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
+    ['test3-TRITC-2-560.ndpi', { widthPx: 3968, heightPx: 4864, mpp: 0.2282 }],
+    ['dicom/CMU-1-Small-Region/level-0-frames-0-30.dcm', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
+  ])('%s reaches ready with its size, scale, pyramid and tissue mask', async (file, expected) => {
+    const upload = await uploadFile(call, path.join(SHARED_WSI, file));
+    const { result, detail, slide } = await ingested(upload.id);
+    expect(result).toEqual({ status: 'ready', statusMessage: null });
+    expect(detail).toMatchObject({ status: 'ready', widthPx: expected.widthPx, heightPx: expected.heightPx });
+    if (expected.mpp === null) expect(detail.mpp).toBeNull();
+    else expect(detail.mpp).toBeCloseTo(expected.mpp, 3);
+
+    // The de-identified copy replaced the raw upload.
+    const prefix = `orgs/${stack.tenant.organizationId}/samples/${upload.id}/`;
+    expect(await stack.store.stat(`${prefix}original/${path.basename(file)}`)).toBeUndefined();
+    expect(await stack.store.stat(`${prefix}deidentified/${path.basename(file)}`)).toBeDefined();
+
+    // The pyramid, thumbnail and mask are where the row says.
+    expect(slide!.he_prefix).toBe(`${prefix}he/`);
+    const root = JSON.parse(Buffer.from((await stack.store.get(`${prefix}he/zarr.json`))!).toString());
+    expect(root.attributes.ome.version).toBe('0.5');
+    const levels = slide!.he_levels as { widthPx: number; heightPx: number }[];
+    expect(levels[0]).toMatchObject({ widthPx: expected.widthPx, heightPx: expected.heightPx });
+    expect(Math.min(levels.at(-1)!.widthPx, levels.at(-1)!.heightPx)).toBeLessThan(512);
+    expect(await stack.store.stat(slide!.thumbnail_key)).toBeDefined();
+    expect(await stack.store.stat(slide!.tissue_mask_png_key)).toBeDefined();
+    if (expected.mpp === null) expect(slide!.patch_count).toBeNull();
+    else expect(slide!.patch_count).toBeGreaterThanOrEqual(0);
+  });
+
+  test('CMU-1: the tissue covers most of the slide and the patch count follows the mpp', async () => {
+    const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
+    const { slide } = await ingested(upload.id);
+    expect(slide!.tissue_fraction).toBeGreaterThan(0.3);
+    // 2220 x 2967 px at 0.499 µm is 1108 x 1481 µm: 10 x 14 positions of 112 µm.
+    expect(slide!.patch_count).toBeGreaterThan(40);
+    expect(slide!.patch_count).toBeLessThanOrEqual(140);
+    const before = slide!.patch_count as number;
+
+    const patched = await call('PATCH', `/samples/${upload.id}`, { mpp: 0.998 });
+    expect(patched.status).toBe(200);
+    const recount = await stack.client.workflow.getHandle(workflowIds.recount(upload.id)).result();
+    // Twice the microns per pixel: the same pixels cover four times the area.
+    expect(recount.patchCount).toBeGreaterThan(before * 3);
+    const [after] =
+      await stack.sql`SELECT patch_count, patch_count_mpp FROM sample_slides WHERE sample_id = ${upload.id}`;
+    expect(after).toEqual({ patch_count: recount.patchCount, patch_count_mpp: 0.998 });
+  });
+
+  test('the de-identified SVS keeps no identifying string and OpenSlide opens it with its MPP', async () => {
+    const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
+    await ingested(upload.id);
+    const key = `orgs/${stack.tenant.organizationId}/samples/${upload.id}/deidentified/CMU-1-Small-Region.svs`;
+    const copy = Buffer.from((await stack.store.get(key))!);
+    const original = await readFile(path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
+    expect(original.includes('CMU-1')).toBe(true);
+    for (const identifying of ['CMU-1', 'Filename', 'ScanScope ID', 'Date = ', 'Time = ', 'User = ']) {
+      expect(copy.includes(identifying)).toBe(false);
+    }
+    const file = path.join(stack.fsRoot, key);
+    const properties = execFileSync('openslide-show-properties', [file], { encoding: 'utf8' });
+    expect(properties).toContain("openslide.mpp-x: '0.499");
+  });
+});
+
+const T = { short: 3, long: 4 };
+const tag = (id: number, type: number, ...values: number[]) => ({ tag: id, type, values });
+
+/** A tiled TIFF declaring 4,000,000,000 pixels a side with a single tile offset. */
+function absurdTiff(): Uint8Array {
+  return tinyTiff(
+    [
+      tag(256, T.long, 4_000_000_000),
+      tag(257, T.long, 4_000_000_000),
+      tag(258, T.short, 8),
+      tag(259, T.short, 1),
+      tag(262, T.short, 1),
+      tag(322, T.short, 256),
+      tag(323, T.short, 256),
+      tag(324, T.long, 200),
+      tag(325, T.long, 65_536),
+    ],
+    { trailing: 1024 },
+  );
+}
+
+/** One 256 x 256 tile whose offset lies a gigabyte past the end of the file. */
+function tilePastEnd(): Uint8Array {
+  return tinyTiff([
+    tag(256, T.long, 256),
+    tag(257, T.long, 256),
+    tag(258, T.short, 8),
+    tag(259, T.short, 1),
+    tag(262, T.short, 1),
+    tag(322, T.short, 256),
+    tag(323, T.short, 256),
+    tag(324, T.long, 1_000_000_000),
+    tag(325, T.long, 65_536),
+  ]);
+}
+
+/**
+ * A few hundred bytes that claim 150,000 x 150,000 RGB pixels in one Deflate strip: 67 GB if
+ * anything tried to inflate it. De-identification copies it (the bytes are harmless); the
+ * probe refuses the size before any pixel is decoded.
+ */
+function decompressionBomb(): Uint8Array {
+  const strip = deflateSync(Buffer.alloc(1 << 20));
+  const entries = (offset: number) => [
+    tag(256, T.long, 150_000),
+    tag(257, T.long, 150_000),
+    tag(258, T.short, 8),
+    tag(259, T.short, 8),
+    tag(262, T.short, 2),
+    tag(273, T.long, offset),
+    tag(277, T.short, 3),
+    tag(278, T.long, 150_000),
+    tag(279, T.long, strip.length),
+  ];
+  const header = tinyTiff(entries(0));
+  const bytes = tinyTiff(entries(header.length), { trailing: strip.length });
+  bytes.set(strip, header.length);
+  return bytes;
+}
+
+describe('failures end in *_failed with a reason, and the worker keeps going', () => {
+  const corpus: [string, Uint8Array, 'deid_failed' | 'preprocess_failed', RegExp][] = [];
+
+  beforeAll(async () => {
+    const svs = await readFile(path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
+    corpus.push(['zero bytes', new Uint8Array(0), 'deid_failed', /empty \(0 bytes\)/]);
+    corpus.push([
+      'not a TIFF',
+      Buffer.from('%PDF-1.7 this is a document, not a slide'),
+      'deid_failed',
+      /not a whole-slide/,
+    ]);
+    corpus.push([
+      'truncated SVS',
+      svs.subarray(0, Math.floor(svs.length / 2)),
+      'deid_failed',
+      /past the end|truncated/i,
+    ]);
+    corpus.push(['absurd dimensions', absurdTiff(), 'deid_failed', /TileOffsets has 1 values/]);
+    corpus.push(['tile offsets past the end', tilePastEnd(), 'deid_failed', /past the end/]);
+    corpus.push(['decompression bomb', decompressionBomb(), 'preprocess_failed', /150000 x 150000/]);
+  });
+
+  test('each bad file fails with its reason and leaves no derived objects', async () => {
+    for (const [name, bytes, status, reason] of corpus) {
+      const upload = await uploadBytes(call, bytes, { filename: `${name.replaceAll(' ', '-')}.svs` });
+      const { result, upload: after } = await ingested(upload.id);
+      expect({ name, status: result.status }).toEqual({ name, status });
+      expect(result.statusMessage).toMatch(reason);
+      expect(after).toMatchObject({ status, statusMessage: result.statusMessage });
+      const prefix = `orgs/${stack.tenant.organizationId}/samples/${upload.id}/`;
+      expect(await keysUnder(`${prefix}he/`)).toEqual([]);
+      expect(await keysUnder(`${prefix}tissue/`)).toEqual([]);
+    }
+    const good = await uploadFile(call, path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'));
+    expect((await ingested(good.id)).result.status).toBe('ready');
+  });
+});

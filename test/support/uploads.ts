@@ -1,0 +1,51 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { apiClient } from './http';
+
+const CHUNK_BYTES = 1 << 20;
+
+/** Uploads `bytes` through the resumable protocol in 1 MiB chunks; answers the created upload. */
+export async function uploadBytes(
+  call: ReturnType<typeof apiClient>,
+  bytes: Uint8Array,
+  fields: { filename: string; contentType?: string } & Record<string, unknown>,
+) {
+  const created = await call('POST', '/uploads', {
+    contentType: 'application/octet-stream',
+    ...fields,
+    fileSize: bytes.length,
+  });
+  if (created.status !== 201) throw new Error(`POST /uploads answered ${created.status}: ${created.text}`);
+  const upload = created.json;
+  if (bytes.length === 0) {
+    const response = await fetch(upload.uploadUrl, {
+      method: 'PUT',
+      headers: { 'content-range': 'bytes */0' },
+    });
+    if (response.status !== 200)
+      throw new Error(`bytes */0 answered ${response.status}: ${await response.text()}`);
+  }
+  for (let start = 0; start < bytes.length; start += CHUNK_BYTES) {
+    const chunk = bytes.subarray(start, Math.min(bytes.length, start + CHUNK_BYTES));
+    const response = await fetch(upload.uploadUrl, {
+      method: 'PUT',
+      headers: { 'content-range': `bytes ${start}-${start + chunk.length - 1}/${bytes.length}` },
+      body: chunk,
+    });
+    if (response.status !== 308 && response.status !== 200) {
+      throw new Error(`chunk at ${start} answered ${response.status}: ${await response.text()}`);
+    }
+  }
+  return upload as { id: string; storagePath: string } & Record<string, unknown>;
+}
+
+/** Uploads a file of ../shared/data/wsi (or any path) under its own name. */
+export async function uploadFile(
+  call: ReturnType<typeof apiClient>,
+  file: string,
+  fields: Record<string, unknown> = {},
+) {
+  return uploadBytes(call, await readFile(file), { filename: path.basename(file), ...fields });
+}
+
+export const SHARED_WSI = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'wsi');
