@@ -56,6 +56,8 @@ export interface TestStack {
   client: Client;
   workflows: WorkflowEngine;
   taskQueuePrefix: string;
+  /** Starts a worker of this stack's queues (for tests that stop and restart workers). */
+  startWorker(): Promise<RunningWorkers>;
   tenant: Tenant;
   signingSecret: string;
   close(): Promise<void>;
@@ -117,9 +119,8 @@ export async function startStack(
     },
   });
   server.on('request', app);
-  let workers: RunningWorkers | undefined;
-  if (options.worker) {
-    workers = await startWorkers({
+  const startWorker = async () =>
+    startWorkers({
       address: env.temporalAddress,
       namespace: 'default',
       taskQueuePrefix,
@@ -128,7 +129,7 @@ export async function startStack(
       workflowBundle: await workflowBundle(),
       logger: pino({ level: 'silent' }),
     });
-  }
+  const workers: RunningWorkers | undefined = options.worker ? await startWorker() : undefined;
   const tenant = await createTenant(db.sql, { credits: 1000 });
   return {
     baseUrl,
@@ -140,6 +141,7 @@ export async function startStack(
     client,
     workflows,
     taskQueuePrefix,
+    startWorker,
     tenant,
     signingSecret,
     async close() {

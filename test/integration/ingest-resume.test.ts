@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { writeSyntheticSvs } from '../../bench/synthetic-svs';
+import type { RunningWorkers } from '../../cli/runtime';
+import { workflowIds } from '../../schemas/temporal';
+import { testEnv } from '../support/env';
+import { apiClient } from '../support/http';
+import { startStack, type TestStack } from '../support/stack';
+import { SHARED_WSI, uploadFile } from '../support/uploads';
+
+let stack: TestStack;
+let call: ReturnType<typeof apiClient>;
+let slide: string;
+
+beforeAll(async () => {
+  stack = await startStack();
+  call = apiClient(stack.api, stack.tenant.apiKey);
+  // 12,000 x 9,000 px: 9 level-0 shards, so a build has a middle to be stopped in.
+  slide = path.join(testEnv().scratch, `resume-${randomBytes(4).toString('hex')}.svs`);
+  await writeSyntheticSvs({
+    source: path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'),
+    out: slide,
+    width: 12_000,
+    height: 9_000,
+    lowerLevels: [],
+  });
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+/** Every object under a sample's `he/`, by its key relative to `he/`. */
+async function heObjects(sampleId: string): Promise<Map<string, Buffer>> {
+  const prefix = `orgs/${stack.tenant.organizationId}/samples/${sampleId}/he/`;
+  const objects = new Map<string, Buffer>();
+  for await (const key of stack.store.list(prefix)) {
+    objects.set(key.slice(prefix.length), Buffer.from((await stack.store.get(key))!));
+  }
+  return objects;
+}
+
+/** Waits until the running buildHePyramid attempt has heartbeated a resume token. */
+async function pyramidHeartbeat(sampleId: string): Promise<void> {
+  const handle = stack.client.workflow.getHandle(workflowIds.ingest(sampleId));
+  for (let i = 0; i < 600; i++) {
+    const { raw } = await handle.describe();
+    const pyramid = raw.pendingActivities?.find((a) => a.activityType?.name === 'buildHePyramid');
+    if (pyramid?.heartbeatDetails?.payloads?.length) return;
+    await sleep(50);
+  }
+  throw new Error('buildHePyramid never heartbeated');
+}
+
+test('a worker stopped in the middle of the pyramid: the next one resumes from the heartbeat, same bytes', async () => {
+  let workers: RunningWorkers = await stack.startWorker();
+  const interrupted = await uploadFile(call, slide);
+  await pyramidHeartbeat(interrupted.id);
+  await workers.shutdown();
+  const stoppedAt = Date.now();
+
+  workers = await stack.startWorker();
+  try {
+    const handle = stack.client.workflow.getHandle(workflowIds.ingest(interrupted.id));
+    expect(await handle.result()).toEqual({ status: 'ready', statusMessage: null });
+    const history = await handle.fetchHistory();
+    const attempts = history.events
+      ?.filter((event) => event.activityTaskStartedEventAttributes)
+      .map((event) => event.activityTaskStartedEventAttributes!.attempt);
+    expect(Math.max(...(attempts ?? []))).toBeGreaterThan(1);
+
+    // The first level-0 shard was finished before the stop and not written again.
+    const firstShard = `orgs/${stack.tenant.organizationId}/samples/${interrupted.id}/he/0/c/0/0/0`;
+    expect((await stat(path.join(stack.fsRoot, firstShard))).mtimeMs).toBeLessThan(stoppedAt);
+
+    const clean = await uploadFile(call, slide);
+    expect(await stack.client.workflow.getHandle(workflowIds.ingest(clean.id)).result()).toMatchObject({
+      status: 'ready',
+    });
+    const resumed = await heObjects(interrupted.id);
+    const reference = await heObjects(clean.id);
+    expect([...resumed.keys()].sort()).toEqual([...reference.keys()].sort());
+    for (const [key, bytes] of reference)
+      expect({ key, same: resumed.get(key)!.equals(bytes) }).toEqual({ key, same: true });
+  } finally {
+    await workers.shutdown();
+  }
+});
