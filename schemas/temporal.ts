@@ -13,6 +13,7 @@ export function taskQueueName(prefix: string, kind: TaskQueueKind): string {
 export const workflowIds = {
   ingest: (sampleId: string) => `ingest-${sampleId}`,
   recount: (sampleId: string) => `recount-${sampleId}`,
+  prediction: (jobId: string) => `prediction-${jobId}`,
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
 } as const;
