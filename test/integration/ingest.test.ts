@@ -2,8 +2,11 @@ import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
+import { openTiffSlide } from '../../compute/slide';
+import { fileSource } from '../../compute/source';
 import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
+import { runPythonJson } from '../support/python';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI, uploadBytes, uploadFile } from '../support/uploads';
 import { tinyTiff } from '../unit/compute/helpers';
@@ -85,6 +88,40 @@ describe('ingest of every slide in ../shared/data/wsi', () => {
     const [after] =
       await stack.sql`SELECT patch_count, patch_count_mpp FROM sample_slides WHERE sample_id = ${upload.id}`;
     expect(after).toEqual({ patch_count: recount.patchCount, patch_count_mpp: 0.998 });
+  });
+
+  test("zarr-python and ome-zarr-py read the stored pyramid with the slide's own pixels", async () => {
+    const file = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
+    const upload = await uploadFile(call, file);
+    const { slide } = await ingested(upload.id);
+    const region = { level: 0, x: 1000, y: 1500, width: 64, height: 48 };
+    const source = await fileSource(file);
+    const expected = await (await openTiffSlide(source)).readRegion(region);
+    await source.close();
+    const read = await runPythonJson<{ shapes: number[][]; omeShapes: number[][]; pixels: number[] }>(
+      `
+import json, sys
+import zarr
+from ome_zarr.io import parse_url
+from ome_zarr.reader import Reader
+store, x, y, w, h = sys.argv[1], *map(int, sys.argv[2:])
+group = zarr.open_group(store, mode='r')
+paths = [d['path'] for d in group.attrs['ome']['multiscales'][0]['datasets']]
+node = list(Reader(parse_url(store))())[0]
+print(json.dumps({
+  'shapes': [list(group[p].shape) for p in paths],
+  'omeShapes': [list(level.shape) for level in node.data],
+  'pixels': group[paths[0]][:, y:y + h, x:x + w].transpose(1, 2, 0).ravel().tolist(),
+}))
+`,
+      [
+        path.join(stack.fsRoot, slide!.he_prefix),
+        ...[region.x, region.y, region.width, region.height].map(String),
+      ],
+    );
+    expect(read.shapes[0]).toEqual([3, 2967, 2220]);
+    expect(read.omeShapes).toEqual(read.shapes);
+    expect(Buffer.from(read.pixels).equals(Buffer.from(expected.data))).toBe(true);
   });
 
   test('the de-identified SVS keeps no identifying string and OpenSlide opens it with its MPP', async () => {

@@ -91,6 +91,22 @@ describe('resumable uploads', () => {
     expect(sample!.ingest_started_at).toBeInstanceOf(Date);
   });
 
+  test('autoSegment is resolved at upload and stored: a later organization default leaves it', async () => {
+    const org = stack.tenant.organizationId;
+    await stack.sql`UPDATE organizations SET auto_segment_default = false WHERE id = ${org}`;
+    try {
+      const inherited = await createUpload(1000);
+      const overridden = await createUpload(1000, { autoSegment: true });
+      expect([inherited.autoSegment, overridden.autoSegment]).toEqual([false, true]);
+      await stack.sql`UPDATE organizations SET auto_segment_default = NULL WHERE id = ${org}`;
+      expect((await call('GET', `/uploads/${inherited.id}`)).json.autoSegment).toBe(false);
+      const [row] = await stack.sql`SELECT auto_segment FROM samples WHERE id = ${inherited.id}`;
+      expect(row!.auto_segment).toBe(false);
+    } finally {
+      await stack.sql`UPDATE organizations SET auto_segment_default = NULL WHERE id = ${org}`;
+    }
+  });
+
   test('an interrupted chunk is not stored; the client asks for the offset and resumes', async () => {
     const bytes = randomBytes(4 * KiB256);
     const upload = await createUpload(bytes.length);
