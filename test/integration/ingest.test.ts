@@ -143,37 +143,22 @@ print(json.dumps({
 const T = { short: 3, long: 4 };
 const tag = (id: number, type: number, ...values: number[]) => ({ tag: id, type, values });
 
-/** A tiled TIFF declaring 4,000,000,000 pixels a side with a single tile offset. */
-function absurdTiff(): Uint8Array {
+/** A grey 8-bit TIFF of one declared 256 x 256 tile grid, with a single tile offset. */
+function tiledTiff(side: number, tileOffset: number): Uint8Array {
   return tinyTiff(
     [
-      tag(256, T.long, 4_000_000_000),
-      tag(257, T.long, 4_000_000_000),
+      tag(256, T.long, side),
+      tag(257, T.long, side),
       tag(258, T.short, 8),
       tag(259, T.short, 1),
       tag(262, T.short, 1),
       tag(322, T.short, 256),
       tag(323, T.short, 256),
-      tag(324, T.long, 200),
+      tag(324, T.long, tileOffset),
       tag(325, T.long, 65_536),
     ],
     { trailing: 1024 },
   );
-}
-
-/** One 256 x 256 tile whose offset lies a gigabyte past the end of the file. */
-function tilePastEnd(): Uint8Array {
-  return tinyTiff([
-    tag(256, T.long, 256),
-    tag(257, T.long, 256),
-    tag(258, T.short, 8),
-    tag(259, T.short, 1),
-    tag(262, T.short, 1),
-    tag(322, T.short, 256),
-    tag(323, T.short, 256),
-    tag(324, T.long, 1_000_000_000),
-    tag(325, T.long, 65_536),
-  ]);
 }
 
 /**
@@ -216,10 +201,16 @@ describe('failures end in *_failed with a reason, and the worker keeps going', (
       'truncated SVS',
       svs.subarray(0, Math.floor(svs.length / 2)),
       'deid_failed',
-      /past the end|truncated/i,
+      /the file is truncated or damaged/,
     ]);
-    corpus.push(['absurd dimensions', absurdTiff(), 'deid_failed', /TileOffsets has 1 values/]);
-    corpus.push(['tile offsets past the end', tilePastEnd(), 'deid_failed', /past the end/]);
+    // 4,000,000,000 px a side with one tile offset; then one tile a gigabyte past the end.
+    corpus.push([
+      'absurd dimensions',
+      tiledTiff(4_000_000_000, 200),
+      'deid_failed',
+      /TileOffsets has 1 values/,
+    ]);
+    corpus.push(['tile offsets past the end', tiledTiff(256, 1_000_000_000), 'deid_failed', /past the end/]);
     corpus.push(['decompression bomb', decompressionBomb(), 'preprocess_failed', /150000 x 150000/]);
   });
 
