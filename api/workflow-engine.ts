@@ -1,4 +1,9 @@
-import { type Client, isGrpcServiceError, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import {
+  type Client,
+  isGrpcServiceError,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+} from '@temporalio/client';
 import { taskQueueName, workflowIds } from '../schemas/temporal';
 import type { ingestWorkflow, recountWorkflow } from '../workflows';
 
@@ -7,6 +12,16 @@ export interface WorkflowEngine {
   startIngest(sampleId: string): Promise<void>;
   /** Recounts tissue patches for the sample's current mpp; a newer request replaces a running one. */
   startRecount(sampleId: string): Promise<void>;
+  /**
+   * Starts `prediction-{jobId}`. Idempotent: a workflow of that id that exists or existed counts
+   * as started (the id is never reused, so a finished job's workflow cannot run twice).
+   */
+  startPrediction(jobId: string): Promise<void>;
+  /**
+   * Asks `prediction-{jobId}` to cancel: `requested`, or `not_found` when no such workflow is
+   * running (never started, or already closed: completed, failed, terminated, timed out).
+   */
+  cancelPrediction(jobId: string): Promise<'requested' | 'not_found'>;
   ping(): Promise<void>;
 }
 
@@ -52,9 +67,38 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     });
   }
 
+  // The workflow is registered by name: its module (workflows/prediction.ts) belongs to the
+  // worker side, and the API needs only the id, the queue and the input `{jobId}`.
+  async function startPrediction(jobId: string): Promise<void> {
+    try {
+      await client.workflow.start('predictionWorkflow', {
+        workflowId: workflowIds.prediction(jobId),
+        taskQueue: ioQueue,
+        args: [{ jobId }],
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
+  // The server accepts a cancel request for a closed workflow without complaint, so the state
+  // is read first: only a running workflow can act on it (and will then settle the job).
+  async function cancelPrediction(jobId: string): Promise<'requested' | 'not_found'> {
+    const handle = client.workflow.getHandle(workflowIds.prediction(jobId));
+    try {
+      if ((await handle.describe()).status.name !== 'RUNNING') return 'not_found';
+      await handle.cancel();
+      return 'requested';
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return 'not_found';
+      throw err;
+    }
+  }
+
   async function ping(): Promise<void> {
     await client.connection.withDeadline(Date.now() + 2000, () => client.workflowService.getSystemInfo({}));
   }
 
-  return { startIngest, startRecount, ping };
+  return { startIngest, startRecount, startPrediction, cancelPrediction, ping };
 }

@@ -147,6 +147,12 @@ describe('operations endpoints', () => {
       startRecount: async () => {
         throw new Error('unreachable');
       },
+      startPrediction: async () => {
+        throw new Error('unreachable');
+      },
+      cancelPrediction: async () => {
+        throw new Error('unreachable');
+      },
       ping: async () => {
         throw new Error('connection refused');
       },
