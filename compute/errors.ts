@@ -24,7 +24,9 @@ export type ComputeErrorTag =
   /** A Zarr object that does not decode: a shard index out of bounds, a bad checksum or chunk. */
   | 'CorruptZarr'
   /** A Zarr array whose metadata asks for something our reader does not handle. */
-  | 'UnsupportedZarr';
+  | 'UnsupportedZarr'
+  /** A model file whose inputs or outputs are not what its spec promises. */
+  | 'UnsupportedModel';
 
 export class ComputeError extends Error {
   readonly _tag: ComputeErrorTag;

@@ -1,8 +1,14 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+
 /**
- * The model registry: each prediction model version, whether it can still be dispatched,
- * and for dispatchable ones the channels it predicts. The marker catalog is built from it.
- * The ONNX file of v0.7 and its input scale, tile size and halo arrive with the prediction
- * issue; today the registry is the catalog's source of truth.
+ * The model registry: each prediction model version, whether it can still be dispatched, and
+ * for dispatchable ones its ONNX file, input scale, tile size, halo and output channels. The
+ * marker catalog is built from it.
+ *
+ * The bundled v0.7 is an untrained baseline (scripts/make-baseline-model.py: colour
+ * deconvolution and fixed per-marker rules), NOT a trained virtual multiplexing model; see the
+ * README for what it predicts and how to register a trained model in its place.
  */
 export interface MarkerChannel {
   name: string;
@@ -10,9 +16,23 @@ export interface MarkerChannel {
   publicPanel: boolean;
 }
 
-export type ModelEntry =
-  | { version: string; state: 'sunset' }
-  | { version: string; state: 'dispatchable'; channels: readonly MarkerChannel[] };
+export interface DispatchableModel {
+  version: string;
+  state: 'dispatchable';
+  /** Output channels, in the model's output order. */
+  channels: readonly MarkerChannel[];
+  /** The ONNX file, relative to models/. */
+  onnxFile: string;
+  /** Microns per pixel of the model's input. */
+  mpp: number;
+  /** Output tile side in model pixels; the input is `tileSize + 2 * halo` a side. */
+  tileSize: number;
+  halo: number;
+  /** The range the outputs are meant to span (display windows). */
+  outputRange: readonly [number, number];
+}
+
+export type ModelEntry = { version: string; state: 'sunset' } | DispatchableModel;
 
 const v07Channels: readonly MarkerChannel[] = [
   { name: 'DAPI', publicPanel: true },
@@ -34,14 +54,63 @@ const v07Channels: readonly MarkerChannel[] = [
 export const modelRegistry: readonly ModelEntry[] = [
   { version: 'v0.4', state: 'sunset' },
   { version: 'v0.5', state: 'sunset' },
-  { version: 'v0.7', state: 'dispatchable', channels: v07Channels },
+  {
+    version: 'v0.7',
+    state: 'dispatchable',
+    channels: v07Channels,
+    onnxFile: 'baseline-v0.7.onnx',
+    mpp: 0.5,
+    tileSize: 224,
+    halo: 8,
+    outputRange: [0, 1],
+  },
 ];
 
 export const CURRENT_MODEL = 'v0.7';
 
 /** The marker catalog: the channels of the current default model. */
 export function markerCatalog(): readonly MarkerChannel[] {
-  const current = modelRegistry.find((entry) => entry.version === CURRENT_MODEL);
-  if (current?.state !== 'dispatchable') throw new Error(`model ${CURRENT_MODEL} is not dispatchable`);
-  return current.channels;
+  return dispatchableModel(CURRENT_MODEL).channels;
+}
+
+export function dispatchableModel(version: string): DispatchableModel {
+  const entry = modelRegistry.find((e) => e.version === version);
+  if (entry?.state !== 'dispatchable') throw new Error(`model ${version} is not dispatchable`);
+  return entry;
+}
+
+// The files sit beside this module in the source tree; the compiled module lives in dist/models.
+const MODELS_DIR = [__dirname, path.join(__dirname, '..', '..', 'models')].find((dir) =>
+  existsSync(path.join(dir, 'baseline-v0.7.onnx')),
+);
+
+/** Absolute path of a model file named in the registry. */
+export function modelFilePath(file: string): string {
+  if (!MODELS_DIR) throw new Error('models/ with the bundled ONNX files not found');
+  return path.join(MODELS_DIR, file);
+}
+
+/**
+ * What compute's predictor needs to know of a dispatchable model (structurally its `ModelSpec`;
+ * models/ does not import compute/).
+ */
+export function modelSpec(version: string): {
+  version: string;
+  onnxPath: string;
+  mpp: number;
+  tileSize: number;
+  halo: number;
+  channels: string[];
+  outputRange: [number, number];
+} {
+  const model = dispatchableModel(version);
+  return {
+    version: model.version,
+    onnxPath: modelFilePath(model.onnxFile),
+    mpp: model.mpp,
+    tileSize: model.tileSize,
+    halo: model.halo,
+    channels: model.channels.map((c) => c.name),
+    outputRange: [model.outputRange[0], model.outputRange[1]],
+  };
 }

@@ -1,0 +1,24 @@
+export type { ChannelStatistics } from './kernels';
+export {
+  inferBatch,
+  inputTileLength,
+  type ModelSession,
+  type ModelSessionOptions,
+  type ModelSpec,
+  openModelSession,
+} from './model';
+export { nearestLevel, type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
+export {
+  type PredictionProgress,
+  type PredictMarkersOptions,
+  type PredictMarkersResult,
+  predictMarkers,
+} from './predict';
+export {
+  channelWindow,
+  type FinishPredictionStoreOptions,
+  type FinishProgress,
+  finishPredictionStore,
+  PREDICTION_FILL_VALUE,
+  type PredictionStoreLayout,
+} from './store';

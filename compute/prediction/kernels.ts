@@ -1,0 +1,259 @@
+import type { RgbImage } from '../image';
+import type { ShardGeometry } from '../zarr';
+import type { PixelRect } from './plan';
+
+/**
+ * Pixel kernels between the H&E, the model's tiles and the store's chunk-major shard buffers
+ * (see `ShardGeometry`). A position's square is usually a pixel or so off the model's tile size,
+ * so both directions resample bilinearly, with sample positions fixed by the square alone: the
+ * same square gives the same floats wherever and whenever it is made (resume, band edges).
+ */
+
+/** What the brightfield background reads as, outside the slide. */
+const WHITE = 255;
+
+/**
+ * Per output sample along one axis: the two source pixels and the weight of the second. A
+ * source pixel outside `[0, size)` is -1 (white in, clamped out).
+ */
+interface AxisSamples {
+  first: Int32Array;
+  second: Int32Array;
+  weight: Float32Array;
+}
+
+/**
+ * Samples of the model's input along one axis of a square starting at `origin`, `length` level
+ * pixels long: the square fills the tile's middle `tile` samples, `halo` more on each side.
+ * Input sample i sits at level coordinate `origin + (i - halo + 0.5) * length / tile - 0.5`.
+ */
+export function inputSamples(
+  origin: number,
+  length: number,
+  tile: number,
+  halo: number,
+  size: number,
+): AxisSamples {
+  const n = tile + 2 * halo;
+  const first = new Int32Array(n);
+  const second = new Int32Array(n);
+  const weight = new Float32Array(n);
+  const scale = length / tile;
+  for (let i = 0; i < n; i++) {
+    const u = length === tile ? origin - halo + i : origin + (i - halo + 0.5) * scale - 0.5;
+    const a = Math.floor(u);
+    const inside = (p: number) => (p >= 0 && p < size ? p : -1);
+    first[i] = inside(a);
+    second[i] = inside(a + 1);
+    weight[i] = u - a;
+  }
+  return { first, second, weight };
+}
+
+/** The level pixels the input of a square reads, before clipping to the level. */
+export function inputWindow(sq: PixelRect, tile: number, halo: number): PixelRect {
+  const along = (origin: number, length: number): [number, number] => {
+    if (length === tile) return [origin - halo, origin + tile + halo];
+    const scale = length / tile;
+    const lo = Math.floor(origin + (0.5 - halo) * scale - 0.5);
+    const hi = Math.floor(origin + (tile + halo - 0.5) * scale - 0.5) + 2;
+    return [lo, hi];
+  };
+  const [x0, x1] = along(sq.x0, sq.x1 - sq.x0);
+  const [y0, y1] = along(sq.y0, sq.y1 - sq.y0);
+  return { x0, y0, x1, y1 };
+}
+
+/**
+ * Fills one model input tile (planar RGB float `[3, S, S]` at `into[offset..]`) from `region`,
+ * an RGB read of the level whose top-left pixel is level pixel `(regionX, regionY)` and which
+ * holds every level pixel the samples touch. Pixels outside the level are white.
+ */
+export function fillInputTile(
+  region: RgbImage,
+  regionX: number,
+  regionY: number,
+  ys: AxisSamples,
+  xs: AxisSamples,
+  into: Float32Array,
+  offset: number,
+): void {
+  const n = xs.first.length;
+  const plane = n * n;
+  const { data, width } = region;
+  // Region offsets of each sample's columns (-1: outside the level).
+  const col0 = new Int32Array(n);
+  const col1 = new Int32Array(n);
+  for (let j = 0; j < n; j++) {
+    col0[j] = xs.first[j]! < 0 ? -1 : (xs.first[j]! - regionX) * 3;
+    col1[j] = xs.second[j]! < 0 ? -1 : (xs.second[j]! - regionX) * 3;
+  }
+  for (let i = 0; i < ys.first.length; i++) {
+    const row0 = ys.first[i]! < 0 ? -1 : (ys.first[i]! - regionY) * width * 3;
+    const row1 = ys.second[i]! < 0 ? -1 : (ys.second[i]! - regionY) * width * 3;
+    const fy = ys.weight[i]!;
+    const out = offset + i * n;
+    for (let c = 0; c < 3; c++) {
+      const o = out + c * plane;
+      for (let j = 0; j < n; j++) {
+        const fx = xs.weight[j]!;
+        const a = col0[j]!;
+        const b = col1[j]!;
+        const p00 = row0 < 0 || a < 0 ? WHITE : data[row0 + a + c]!;
+        if (fy === 0 && fx === 0) {
+          into[o + j] = p00;
+          continue;
+        }
+        const p01 = row0 < 0 || b < 0 ? WHITE : data[row0 + b + c]!;
+        const p10 = row1 < 0 || a < 0 ? WHITE : data[row1 + a + c]!;
+        const p11 = row1 < 0 || b < 0 ? WHITE : data[row1 + b + c]!;
+        into[o + j] = (1 - fy) * ((1 - fx) * p00 + fx * p01) + fy * ((1 - fx) * p10 + fx * p11);
+      }
+    }
+  }
+}
+
+/**
+ * Samples of the model's output along one axis of a square `length` level pixels long: level
+ * pixel j (from the square's start) sits at output coordinate `(j + 0.5) * tile / length - 0.5`,
+ * clamped to the tile.
+ */
+export function outputSamples(length: number, tile: number): AxisSamples {
+  const first = new Int32Array(length);
+  const second = new Int32Array(length);
+  const weight = new Float32Array(length);
+  for (let j = 0; j < length; j++) {
+    if (length === tile) {
+      first[j] = j;
+      second[j] = j;
+      continue;
+    }
+    const v = Math.min(tile - 1, Math.max(0, (j + 0.5) * (tile / length) - 0.5));
+    const a = Math.floor(v);
+    first[j] = a;
+    second[j] = Math.min(a + 1, tile - 1);
+    weight[j] = v - a;
+  }
+  return { first, second, weight };
+}
+
+/** Running statistics of one channel's predicted pixels (background excluded). */
+export interface ChannelStatistics {
+  count: number;
+  min: number;
+  max: number;
+  sum: number;
+  /** Counts over `range` in equal bins; values outside fall in the end bins. */
+  histogram: number[];
+}
+
+export function emptyStatistics(bins: number): ChannelStatistics {
+  return { count: 0, min: 0, max: 0, sum: 0, histogram: new Array<number>(bins).fill(0) };
+}
+
+/** Adds `part` into `total` (both over the same bins). */
+export function mergeStatistics(total: ChannelStatistics, part: ChannelStatistics): void {
+  if (part.count === 0) return;
+  total.min = total.count === 0 ? part.min : Math.min(total.min, part.min);
+  total.max = total.count === 0 ? part.max : Math.max(total.max, part.max);
+  total.count += part.count;
+  total.sum += part.sum;
+  for (let b = 0; b < part.histogram.length; b++) total.histogram[b]! += part.histogram[b]!;
+}
+
+/**
+ * Writes the part of one output plane (`[T, T]` at `source[offset..]`, the model's output for
+ * square `sq`) that lies in `clip` into a chunk-major shard buffer whose top-left pixel is level
+ * pixel `(shardX, shardY)`, and marks those pixels in `written` (same layout).
+ */
+export function writePlane(
+  source: Float32Array,
+  offset: number,
+  tile: number,
+  sq: PixelRect,
+  clip: PixelRect,
+  shard: Float32Array,
+  written: Uint8Array,
+  shardX: number,
+  shardY: number,
+  g: ShardGeometry,
+): void {
+  const x0 = Math.max(sq.x0, clip.x0);
+  const x1 = Math.min(sq.x1, clip.x1);
+  const y0 = Math.max(sq.y0, clip.y0);
+  const y1 = Math.min(sq.y1, clip.y1);
+  if (x0 >= x1 || y0 >= y1) return;
+  const ys = outputSamples(sq.y1 - sq.y0, tile);
+  const xs = outputSamples(sq.x1 - sq.x0, tile);
+  const ch = g.chunkHeight;
+  const cw = g.chunkWidth;
+  for (let y = y0; y < y1; y++) {
+    const j = y - sq.y0;
+    const r0 = offset + ys.first[j]! * tile;
+    const r1 = offset + ys.second[j]! * tile;
+    const fy = ys.weight[j]!;
+    const ly = y - shardY;
+    const cy = Math.floor(ly / ch);
+    const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
+    for (let x = x0; x < x1; ) {
+      // One run per chunk the row crosses.
+      const lx = x - shardX;
+      const cx = Math.floor(lx / cw);
+      const end = Math.min(x1, shardX + (cx + 1) * cw);
+      let at = rowBase + cx * g.chunkLength + (lx - cx * cw);
+      written.fill(1, at, at + (end - x));
+      for (; x < end; x++, at++) {
+        const i = x - sq.x0;
+        const a = xs.first[i]!;
+        const fx = xs.weight[i]!;
+        if (fx === 0 && fy === 0) {
+          shard[at] = source[r0 + a]!;
+          continue;
+        }
+        const b = xs.second[i]!;
+        shard[at] =
+          (1 - fy) * ((1 - fx) * source[r0 + a]! + fx * source[r0 + b]!) +
+          fy * ((1 - fx) * source[r1 + a]! + fx * source[r1 + b]!);
+      }
+    }
+  }
+}
+
+/**
+ * Averages each 2x2 block of a float32 child shard into one quadrant of its parent, `(y, x)` in
+ * {0, 1}, as `compute/pyramid`'s uint8 kernel does: chunk sides must be even, chunks past
+ * `validHeight` x `validWidth` are skipped. NaN stays NaN; it is never produced here.
+ */
+export function downsampleFloatIntoQuadrant(
+  child: Float32Array,
+  parent: Float32Array,
+  g: ShardGeometry,
+  quadrant: { y: number; x: number; validHeight: number; validWidth: number },
+): void {
+  const ch = g.chunkHeight;
+  const cw = g.chunkWidth;
+  const halfH = ch >> 1;
+  const halfW = cw >> 1;
+  const top = quadrant.y * g.chunksY * halfH;
+  const left = quadrant.x * g.chunksX * halfW;
+  for (let ky = 0; ky < g.chunksY && ky * ch < quadrant.validHeight; ky++) {
+    for (let kx = 0; kx < g.chunksX && kx * cw < quadrant.validWidth; kx++) {
+      const py = top + ky * halfH;
+      const px = left + kx * halfW;
+      const pcy = Math.floor(py / ch);
+      const pcx = Math.floor(px / cw);
+      const from = (ky * g.chunksX + kx) * g.chunkLength;
+      const to = (pcy * g.chunksX + pcx) * g.chunkLength + (py - pcy * ch) * cw + (px - pcx * cw);
+      for (let c = 0; c < g.channels; c++) {
+        for (let y = 0; y < halfH; y++) {
+          let upper = from + c * ch * cw + 2 * y * cw;
+          let lower = upper + cw;
+          const out = to + c * ch * cw + y * cw;
+          for (let i = 0; i < halfW; i++, upper += 2, lower += 2) {
+            parent[out + i] = (child[upper]! + child[upper + 1]! + child[lower]! + child[lower + 1]!) * 0.25;
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,121 @@
+import * as ort from 'onnxruntime-node';
+import { ComputeError } from '../errors';
+
+/**
+ * What compute needs to know of a prediction model. The registry (models/) builds it; compute
+ * never imports the registry, so a script can run a model file it describes by hand.
+ */
+export interface ModelSpec {
+  version: string;
+  /** Absolute path of the ONNX file. */
+  onnxPath: string;
+  /** Microns per pixel of the model's input. */
+  mpp: number;
+  /** Side of the output tile, in model pixels. */
+  tileSize: number;
+  /** Context around the tile: the input is `tileSize + 2 * halo` a side, the output `tileSize`. */
+  halo: number;
+  /** Output channels, in the model's order. */
+  channels: readonly string[];
+  /** The range the outputs are meant to span; display windows and histograms are bounded by it. */
+  outputRange: readonly [number, number];
+}
+
+export interface ModelSessionOptions {
+  /** Threads one inference may use; default 1, so that reading and writing keep a core. */
+  intraOpNumThreads?: number;
+}
+
+/**
+ * An inference session of one model file. `run` takes `count` tiles, planar RGB 0..255 float32
+ * `[count, 3, S, S]` (S = tile + 2 halo), and answers `[count, C, T, T]`.
+ */
+export interface ModelSession {
+  readonly spec: ModelSpec;
+  run(input: Float32Array, count: number): Promise<Float32Array>;
+}
+
+const sessions = new Map<string, Promise<ModelSession>>();
+
+/**
+ * The session of `spec`'s file, created once per process (per file and thread count): loading
+ * the graph and planning its kernels costs far more than a batch, and a session runs one batch
+ * at a time anyway.
+ */
+export function openModelSession(spec: ModelSpec, options: ModelSessionOptions = {}): Promise<ModelSession> {
+  const threads = options.intraOpNumThreads ?? 1;
+  const key = `${spec.onnxPath}\u0000${threads}`;
+  let session = sessions.get(key);
+  if (!session) {
+    session = createSession(spec, threads);
+    // A failed load is not cached: the next job may find the file repaired.
+    session.catch(() => sessions.delete(key));
+    sessions.set(key, session);
+  }
+  return session;
+}
+
+async function createSession(spec: ModelSpec, threads: number): Promise<ModelSession> {
+  checkSpec(spec);
+  const inner = await ort.InferenceSession.create(spec.onnxPath, {
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+  const [inputName] = inner.inputNames;
+  const [outputName] = inner.outputNames;
+  if (inner.inputNames.length !== 1 || inner.outputNames.length !== 1 || !inputName || !outputName) {
+    throw new ComputeError('UnsupportedModel', `${spec.onnxPath}: one input and one output expected`);
+  }
+  const side = spec.tileSize + 2 * spec.halo;
+  const tileLength = spec.channels.length * spec.tileSize * spec.tileSize;
+  return {
+    spec,
+    async run(input, count) {
+      if (input.length !== count * 3 * side * side) {
+        throw new RangeError(
+          `input of ${input.length} floats is not ${count} tiles of 3 x ${side} x ${side}`,
+        );
+      }
+      const feeds = { [inputName]: new ort.Tensor('float32', input, [count, 3, side, side]) };
+      const result = await inner.run(feeds);
+      const output = result[outputName];
+      if (!(output?.data instanceof Float32Array) || output.data.length !== count * tileLength) {
+        throw new ComputeError(
+          'UnsupportedModel',
+          `${spec.version} answered ${JSON.stringify(output?.dims)}, not [${count}, ${spec.channels.length}, ${spec.tileSize}, ${spec.tileSize}] float32`,
+        );
+      }
+      return output.data;
+    },
+  };
+}
+
+/** Runs `input` (whole tiles, `[N, 3, S, S]`) through the session: `[N, C, T, T]`. */
+export function inferBatch(session: ModelSession, input: Float32Array): Promise<Float32Array> {
+  const count = input.length / inputTileLength(session.spec);
+  if (!Number.isSafeInteger(count))
+    throw new RangeError(`input of ${input.length} floats is not whole tiles`);
+  return session.run(input, count);
+}
+
+/** Floats in one input tile: `3 * (T + 2h)^2`. */
+export function inputTileLength(spec: ModelSpec): number {
+  const side = spec.tileSize + 2 * spec.halo;
+  return 3 * side * side;
+}
+
+function checkSpec(spec: ModelSpec): void {
+  const ok =
+    Number.isFinite(spec.mpp) &&
+    spec.mpp > 0 &&
+    Number.isSafeInteger(spec.tileSize) &&
+    spec.tileSize > 0 &&
+    Number.isSafeInteger(spec.halo) &&
+    spec.halo >= 0 &&
+    spec.channels.length > 0 &&
+    new Set(spec.channels).size === spec.channels.length &&
+    spec.outputRange[1] > spec.outputRange[0];
+  if (!ok) throw new RangeError(`model ${spec.version}: invalid spec ${JSON.stringify(spec)}`);
+}

@@ -1,0 +1,483 @@
+import type { RgbImage, SlideImage } from '../image';
+import { crc32c, type KeyValueSink, type ShardedArray, type ShardGeometry } from '../zarr';
+import {
+  type ChannelStatistics,
+  emptyStatistics,
+  fillInputTile,
+  inputSamples,
+  inputWindow,
+  mergeStatistics,
+  writePlane,
+} from './kernels';
+import { inputTileLength, type ModelSession } from './model';
+import { type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
+import {
+  checkMarkerName,
+  HISTOGRAM_BINS,
+  layoutKey,
+  markerArray,
+  PREDICTION_FILL_VALUE,
+  type PredictionStoreLayout,
+} from './store';
+
+/**
+ * Progress of `predictMarkers` and the token to resume it from (plain JSON, for Temporal
+ * heartbeat details). Everything in it is as of the last shard stored, in shard order, so a
+ * retry that starts from it writes the same bytes and ends with the same counts and statistics.
+ */
+export interface PredictionProgress {
+  version: 1;
+  /** Everything the bytes depend on; a token for another layout is ignored. */
+  layout: string;
+  shardsDone: number;
+  shards: number;
+  /** Positions finished (predicted or failed) in the shards done. */
+  tiles: number;
+  failedTiles: number;
+  statistics: Record<string, ChannelStatistics>;
+}
+
+export interface PredictMarkersOptions {
+  /** The H&E pyramid (`openHePyramid`): its level nearest the model's scale is read. */
+  he: SlideImage;
+  /** Microns per level-0 pixel of the H&E. */
+  heMpp: number;
+  /** The credit grid (`tissuePatchGrid`): its selected positions are predicted. */
+  grid: PatchGrid;
+  model: ModelSession;
+  /** Channels of the model to store, in the store's order; the others are discarded. */
+  markers: readonly string[];
+  /** The store's root. */
+  sink: KeyValueSink;
+  /** Tiles per inference. Default 8. */
+  batchSize?: number;
+  /** Store shard side (level-0 pixels). Default 2048: 16 MB of float32 per marker. */
+  shardSize?: number;
+  /** Inner chunk side. Default 512. */
+  chunkSize?: number;
+  /** Shard rows per band (see `TilePlan`). Default 4. */
+  bandShards?: number;
+  signal?: AbortSignal;
+  resume?: PredictionProgress | null;
+  /** After each batch: positions finished of all, and the token as of the last stored shard. */
+  onProgress?: (done: number, total: number, token: PredictionProgress) => void;
+}
+
+export interface PredictMarkersResult {
+  tiles: number;
+  failedTiles: number;
+  statistics: Record<string, ChannelStatistics>;
+  /** What `finishPredictionStore` needs to add the pyramid and metadata. */
+  layout: PredictionStoreLayout;
+  progress: PredictionProgress;
+}
+
+/**
+ * Predicts `markers` on the selected positions of `grid` and writes level 0 of each marker's
+ * array (`markers/{name}/0`) into the store; `finishPredictionStore` adds the pyramid levels and
+ * the NGFF groups afterwards (the job's postprocessing).
+ *
+ * Shard by shard in `TilePlan` order: the H&E under a shard (with every position's halo) is read
+ * in one region while the shard before is being inferred; positions are inferred in batches, a
+ * failing batch tile by tile, and a tile that fails alone is counted failed and left at the fill
+ * value. Outputs are resampled onto the position's level pixels straight into the shard's
+ * buffers, and a finished shard is encoded and stored while the next one is inferred, so memory
+ * holds two shards per marker and a band's frontier of outputs, whatever the slide.
+ */
+export async function predictMarkers(options: PredictMarkersOptions): Promise<PredictMarkersResult> {
+  const job = new Prediction(options);
+  return job.run();
+}
+
+interface ShardWork {
+  index: number;
+  shard: ShardAddress;
+  positions: number[];
+  /** Positions to infer here (not carried from an earlier shard of the band). */
+  infer: number[];
+  region: Promise<{ image: RgbImage; x: number; y: number } | undefined>;
+}
+
+/** A position's output planes, one per stored marker (`[M, T, T]`), or null if it failed. */
+type Carried = Float32Array | null;
+
+/** One shard's buffers (one per marker, chunk-major) and which of their pixels were predicted. */
+interface Slot {
+  buffers: Float32Array[];
+  written: Uint8Array;
+}
+
+interface Made {
+  slot: Slot;
+  tiles: number;
+  failed: number;
+  statistics: ChannelStatistics[];
+}
+
+/** Statistics of the predicted pixels of one shard buffer. */
+function shardStatistics(
+  buffer: Float32Array,
+  written: Uint8Array,
+  range: readonly [number, number],
+): ChannelStatistics {
+  const stats = emptyStatistics(HISTOGRAM_BINS);
+  const hist = stats.histogram;
+  const bins = hist.length;
+  const perBin = bins / (range[1] - range[0]);
+  const lo = range[0];
+  let count = 0;
+  let min = 0;
+  let max = 0;
+  let sum = 0;
+  for (let i = 0; i < buffer.length; i++) {
+    if (written[i] !== 1) continue;
+    const v = buffer[i]!;
+    if (count === 0) {
+      min = v;
+      max = v;
+    } else if (v < min) min = v;
+    else if (v > max) max = v;
+    count++;
+    sum += v;
+    let bin = Math.floor((v - lo) * perBin);
+    if (bin < 0) bin = 0;
+    else if (bin >= bins) bin = bins - 1;
+    hist[bin]!++;
+  }
+  stats.count = count;
+  stats.min = min;
+  stats.max = max;
+  stats.sum = sum;
+  return stats;
+}
+
+class Prediction {
+  private readonly plan: TilePlan;
+  private readonly arrays: ShardedArray<'float32'>[];
+  private readonly layout: PredictionStoreLayout;
+  private readonly key: string;
+  private readonly channelIndex: number[];
+  private readonly batchSize: number;
+  private readonly total: number;
+  private readonly carried = new Map<number, Carried>();
+  private readonly free: Slot[] = [];
+  private readonly inputs = new Map<number, Float32Array>();
+  private readonly geometry: ShardGeometry;
+  private progress: PredictionProgress;
+  /** A copy of `progress` handed to `onProgress`, which may keep it. */
+  private snapshot: PredictionProgress;
+  /** Shard index this run started at. */
+  private readonly start: number;
+  /** Positions finished so far, stored or not (progress). */
+  private counted: number;
+
+  constructor(private readonly options: PredictMarkersOptions) {
+    const { model, markers, grid } = options;
+    const spec = model.spec;
+    this.batchSize = options.batchSize ?? 8;
+    if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new RangeError('batchSize');
+    if (markers.length === 0 || new Set(markers).size !== markers.length)
+      throw new RangeError('markers must be distinct and at least one');
+    this.channelIndex = markers.map((marker) => {
+      checkMarkerName(marker);
+      const c = spec.channels.indexOf(marker);
+      if (c < 0) throw new RangeError(`model ${spec.version} has no channel ${marker}`);
+      return c;
+    });
+    const shardSize = options.shardSize ?? 2048;
+    const chunkSize = options.chunkSize ?? 512;
+    if (
+      !Number.isSafeInteger(chunkSize) ||
+      chunkSize < 2 ||
+      chunkSize % 2 !== 0 ||
+      shardSize % chunkSize !== 0
+    )
+      throw new RangeError(`chunk ${chunkSize} must be even and divide shard ${shardSize}`);
+    this.plan = new TilePlan({
+      grid,
+      heLevels: options.he.levels,
+      heMpp: options.heMpp,
+      modelMpp: spec.mpp,
+      shardSize,
+      bandShards: options.bandShards ?? 4,
+    });
+    this.layout = {
+      markers: [...markers],
+      widthPx: this.plan.widthPx,
+      heightPx: this.plan.heightPx,
+      heLevel: this.plan.level,
+      pixelSizeUm: this.plan.pixelSizeUm,
+      shardSize,
+      chunkSize,
+      model: spec.version,
+      outputRange: [spec.outputRange[0], spec.outputRange[1]],
+    };
+    this.arrays = markers.map((marker) => markerArray(this.layout, marker, 0));
+    this.key = [
+      'predict/1',
+      layoutKey(this.layout),
+      `b${this.plan.order.length}x${options.bandShards ?? 4}`,
+      `${spec.tileSize}+${spec.halo}@${spec.mpp}`,
+      `grid:${grid.cols}x${grid.rows}:${grid.patchSizeLevel0Px}:${crc32c(grid.selected)}`,
+    ].join('/');
+    let selected = 0;
+    let empty = 0;
+    for (let i = 0; i < grid.selected.length; i++) {
+      if (grid.selected[i] !== 1) continue;
+      selected++;
+      const sq = this.plan.square(i);
+      if (sq.x1 <= sq.x0 || sq.y1 <= sq.y0) empty++;
+    }
+    this.total = selected;
+    this.progress = this.resumeFrom(options.resume) ?? {
+      version: 1,
+      layout: this.key,
+      shardsDone: 0,
+      shards: this.plan.order.length,
+      // Positions that hold no pixel of this level (a sliver past its edge) have nothing to do.
+      tiles: empty,
+      failedTiles: 0,
+      statistics: Object.fromEntries(markers.map((m) => [m, emptyStatistics(HISTOGRAM_BINS)])),
+    };
+    this.snapshot = structuredClone(this.progress);
+    this.start = this.progress.shardsDone;
+    this.counted = this.progress.tiles;
+    this.geometry = this.arrays[0]!.geometry;
+  }
+
+  private resumeFrom(resume: PredictionProgress | null | undefined): PredictionProgress | undefined {
+    if (
+      typeof resume !== 'object' ||
+      resume === null ||
+      resume.version !== 1 ||
+      resume.layout !== this.key ||
+      resume.shards !== this.plan.order.length ||
+      !Number.isSafeInteger(resume.shardsDone) ||
+      resume.shardsDone < 0 ||
+      resume.shardsDone > resume.shards ||
+      !this.layout.markers.every((m) => resume.statistics?.[m]?.histogram?.length === HISTOGRAM_BINS)
+    ) {
+      return undefined;
+    }
+    return structuredClone(resume);
+  }
+
+  async run(): Promise<PredictMarkersResult> {
+    const { sink, signal } = this.options;
+    for (const array of this.arrays) await array.writeMetadata(sink, signal);
+    const order = this.plan.order;
+    let storing: Promise<void> | undefined;
+    let next = this.prepare(this.progress.shardsDone);
+    try {
+      while (next) {
+        const work = next;
+        next = this.prepare(work.index + 1);
+        const made = await this.make(work);
+        // One shard is stored while the next is made: its buffers stay out of the pool till then.
+        await storing;
+        storing = this.store(work, made);
+        storing.catch(() => {});
+      }
+      await storing;
+    } finally {
+      await Promise.allSettled([storing, next?.region]);
+    }
+    if (this.progress.shardsDone !== order.length) throw new Error('prediction ended before its last shard');
+    return {
+      tiles: this.progress.tiles,
+      failedTiles: this.progress.failedTiles,
+      statistics: this.progress.statistics,
+      layout: this.layout,
+      progress: this.progress,
+    };
+  }
+
+  /** Lists shard `index`'s positions and starts reading the H&E of those it infers. */
+  private prepare(index: number): ShardWork | undefined {
+    const shard = this.plan.order[index];
+    if (!shard) return undefined;
+    const positions = this.plan.positionsOf(shard);
+    const infer = positions.filter((p) => this.plan.inferredIn(p, shard, this.start));
+    const region = this.readRegion(infer);
+    region.catch(() => {});
+    return { index, shard, positions, infer, region };
+  }
+
+  /** Infers and writes one shard's positions into a pair of fresh buffers. */
+  private async make(work: ShardWork): Promise<Made> {
+    const { model, signal } = this.options;
+    const { tileSize, halo } = model.spec;
+    const slot = this.take();
+    const rect = this.plan.shardRect(work.shard);
+    const markers = this.arrays.length;
+    const plane = tileSize * tileSize;
+    const write = (p: number, data: Float32Array, offsets: (m: number) => number) => {
+      const sq = this.plan.square(p);
+      for (let m = 0; m < markers; m++) {
+        writePlane(
+          data,
+          offsets(m),
+          tileSize,
+          sq,
+          rect,
+          slot.buffers[m]!,
+          slot.written,
+          rect.x0,
+          rect.y0,
+          this.geometry,
+        );
+      }
+    };
+    const inferred = new Set(work.infer);
+    for (const p of work.positions) {
+      if (inferred.has(p)) continue;
+      const out = this.carried.get(p);
+      if (out === undefined) throw new Error(`position ${p} was not carried into shard ${work.index}`);
+      if (out !== null) write(p, out, (m) => m * plane);
+      if (!this.plan.neededLater(p, work.shard)) this.carried.delete(p);
+    }
+    let tiles = 0;
+    let failed = 0;
+    const region = await work.region;
+    const length = inputTileLength(model.spec);
+    for (let b = 0; b < work.infer.length; b += this.batchSize) {
+      signal?.throwIfAborted();
+      const batch = work.infer.slice(b, b + this.batchSize);
+      const input = this.inputFor(batch.length);
+      if (!region) throw new Error(`shard ${work.index} has positions to infer but no H&E region`);
+      batch.forEach((p, k) => {
+        const sq = this.plan.square(p);
+        const ys = inputSamples(sq.y0, sq.y1 - sq.y0, tileSize, halo, this.plan.heightPx);
+        const xs = inputSamples(sq.x0, sq.x1 - sq.x0, tileSize, halo, this.plan.widthPx);
+        fillInputTile(region.image, region.x, region.y, ys, xs, input, k * length);
+      });
+      const outputs = await this.inferWithRetry(input, batch.length);
+      batch.forEach((p, k) => {
+        const out = outputs[k];
+        if (out) write(p, out.data, (m) => out.offset + this.channelIndex[m]! * plane);
+        if (this.plan.isHome(p, work.shard)) {
+          tiles++;
+          if (!out) failed++;
+        }
+        if (this.plan.neededLater(p, work.shard)) {
+          let kept: Float32Array | null = null;
+          if (out) {
+            kept = new Float32Array(markers * plane);
+            for (let m = 0; m < markers; m++) {
+              const from = out.offset + this.channelIndex[m]! * plane;
+              kept.set(out.data.subarray(from, from + plane), m * plane);
+            }
+          }
+          this.carried.set(p, kept);
+        }
+      });
+      this.options.onProgress?.(this.counted + tiles, this.total, this.snapshot);
+    }
+    this.counted += tiles;
+    // Statistics over the shard's stored pixels in buffer order, so they do not depend on which
+    // positions were carried and which inferred (a resumed run carries fewer).
+    const statistics = slot.buffers.map((buffer) =>
+      shardStatistics(buffer, slot.written, this.layout.outputRange),
+    );
+    return { slot, tiles, failed, statistics };
+  }
+
+  /** Encodes and stores a made shard, then moves the token past it. */
+  private async store(work: ShardWork, made: Made): Promise<void> {
+    const { sink, signal } = this.options;
+    const { y, x } = work.shard;
+    await Promise.all(
+      this.arrays.map((array, m) => array.writeShard(sink, y, x, made.slot.buffers[m]!, signal)),
+    );
+    this.free.push(made.slot);
+    const progress = this.progress;
+    this.layout.markers.forEach((marker, m) => {
+      mergeStatistics(progress.statistics[marker]!, made.statistics[m]!);
+    });
+    progress.tiles += made.tiles;
+    progress.failedTiles += made.failed;
+    progress.shardsDone = work.index + 1;
+    this.snapshot = structuredClone(progress);
+    this.options.onProgress?.(this.counted, this.total, this.snapshot);
+  }
+
+  /**
+   * One batch; if it throws, each tile alone (its retry). A tile that fails alone is null. Only
+   * inference failures are absorbed: an abort or a read failure ends the run.
+   */
+  private async inferWithRetry(
+    input: Float32Array,
+    count: number,
+  ): Promise<({ data: Float32Array; offset: number } | null)[]> {
+    const { model, signal } = this.options;
+    const tile = model.spec.channels.length * model.spec.tileSize * model.spec.tileSize;
+    try {
+      const data = await model.run(input, count);
+      return Array.from({ length: count }, (_, k) => ({ data, offset: k * tile }));
+    } catch {
+      signal?.throwIfAborted();
+      const length = inputTileLength(model.spec);
+      const out: ({ data: Float32Array; offset: number } | null)[] = [];
+      for (let k = 0; k < count; k++) {
+        try {
+          out.push({ data: await model.run(input.slice(k * length, (k + 1) * length), 1), offset: 0 });
+        } catch {
+          signal?.throwIfAborted();
+          out.push(null);
+        }
+      }
+      return out;
+    }
+  }
+
+  /** An input buffer for `count` tiles, reused: a batch is consumed before the next is filled. */
+  private inputFor(count: number): Float32Array {
+    let input = this.inputs.get(count);
+    if (!input) {
+      input = new Float32Array(count * inputTileLength(this.options.model.spec));
+      this.inputs.set(count, input);
+    }
+    return input;
+  }
+
+  private take(): Slot {
+    const slot = this.free.pop();
+    if (slot) {
+      for (const buffer of slot.buffers) buffer.fill(PREDICTION_FILL_VALUE);
+      slot.written.fill(0);
+      return slot;
+    }
+    const buffers = this.arrays.map((array) => array.allocateShard());
+    return { buffers, written: new Uint8Array(buffers[0]!.length) };
+  }
+
+  private async readRegion(
+    positions: number[],
+  ): Promise<{ image: RgbImage; x: number; y: number } | undefined> {
+    if (positions.length === 0) return undefined;
+    const { tileSize, halo } = this.options.model.spec;
+    let x0 = Number.POSITIVE_INFINITY;
+    let y0 = Number.POSITIVE_INFINITY;
+    let x1 = Number.NEGATIVE_INFINITY;
+    let y1 = Number.NEGATIVE_INFINITY;
+    for (const p of positions) {
+      const w = inputWindow(this.plan.square(p), tileSize, halo);
+      x0 = Math.min(x0, w.x0);
+      y0 = Math.min(y0, w.y0);
+      x1 = Math.max(x1, w.x1);
+      y1 = Math.max(y1, w.y1);
+    }
+    const clip: PixelRect = {
+      x0: Math.max(0, x0),
+      y0: Math.max(0, y0),
+      x1: Math.min(this.plan.widthPx, x1),
+      y1: Math.min(this.plan.heightPx, y1),
+    };
+    if (clip.x1 <= clip.x0 || clip.y1 <= clip.y0) return undefined;
+    const image = await this.options.he.readRegion(
+      { level: this.plan.level, x: clip.x0, y: clip.y0, width: clip.x1 - clip.x0, height: clip.y1 - clip.y0 },
+      this.options.signal,
+    );
+    return { image, x: clip.x0, y: clip.y0 };
+  }
+}

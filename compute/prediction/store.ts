@@ -1,0 +1,305 @@
+import { type PyramidLevel, pyramidLevels } from '../pyramid/plan';
+import { encodeJson, groupMetadata, type KeyValueSink, ShardedArray } from '../zarr';
+import { type ChannelStatistics, downsampleFloatIntoQuadrant } from './kernels';
+
+/**
+ * The prediction store (one per job): OME-NGFF 0.5 on Zarr v3. The root group lists one
+ * multiscale per marker, datasets `markers/{name}/{level}`; each `markers/{name}/` is also an
+ * NGFF image group of its own (axes c, y, x; `[1, H, W]` float32; `omero` label and window), so
+ * a viewer can open one marker alone. Level 0 is the grid of H&E level `heLevel`; the scale of
+ * every level is the H&E's own, so both stores overlay in micrometres.
+ */
+export interface PredictionStoreLayout {
+  /** Marker names, in the order the store lists them. */
+  markers: string[];
+  /** Level-0 size of the store: that of H&E level `heLevel`. */
+  widthPx: number;
+  heightPx: number;
+  heLevel: number;
+  /** Microns per level-0 pixel of the store. */
+  pixelSizeUm: number;
+  shardSize: number;
+  chunkSize: number;
+  /** The model version that predicted it. */
+  model: string;
+  /** The range the model's outputs are meant to span (display windows, histograms). */
+  outputRange: [number, number];
+}
+
+/** Background (no tissue position) and never-predicted pixels. */
+export const PREDICTION_FILL_VALUE = 0;
+/** zstd level of the inner chunks: float predictions compress about 2.5x at level 1 already. */
+export const PREDICTION_ZSTD_LEVEL = 1;
+/** Histogram bins of the per-channel statistics (windows are read off it). */
+export const HISTOGRAM_BINS = 256;
+
+const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+export function checkMarkerName(name: string): void {
+  // Names become key segments: nothing that could climb out of `markers/`.
+  if (!SAFE_NAME.test(name)) throw new RangeError(`marker name ${JSON.stringify(name)} is not a safe key`);
+}
+
+export function storeLevels(layout: PredictionStoreLayout): PyramidLevel[] {
+  return pyramidLevels(layout.widthPx, layout.heightPx);
+}
+
+export function markerArray(
+  layout: PredictionStoreLayout,
+  marker: string,
+  level: number,
+): ShardedArray<'float32'> {
+  const size = storeLevels(layout)[level];
+  if (!size) throw new RangeError(`no level ${level}`);
+  return new ShardedArray(`markers/${marker}/${level}`, {
+    dataType: 'float32',
+    shape: [1, size.heightPx, size.widthPx],
+    shardShape: [layout.shardSize, layout.shardSize],
+    chunkShape: [layout.chunkSize, layout.chunkSize],
+    fillValue: PREDICTION_FILL_VALUE,
+    dimensionNames: ['c', 'y', 'x'],
+    compressionLevel: PREDICTION_ZSTD_LEVEL,
+  });
+}
+
+/** Progress of `finishPredictionStore`, and its resume token (plain JSON). */
+export interface FinishProgress {
+  version: 1;
+  layout: string;
+  /** Shards of levels 1 and up written, in order (level, marker, row, column). */
+  done: number;
+  total: number;
+}
+
+export interface FinishPredictionStoreOptions {
+  sink: KeyValueSink;
+  layout: PredictionStoreLayout;
+  /** Per marker, what `predictMarkers` measured while writing level 0. */
+  statistics: Record<string, ChannelStatistics>;
+  signal?: AbortSignal;
+  resume?: FinishProgress | null;
+  onProgress?: (progress: FinishProgress) => void;
+}
+
+/**
+ * Postprocessing: the pyramid levels of every marker (2x2 means of the level below, each level
+ * read back shard by shard, so memory holds five shards whatever the slide), then each
+ * marker's image group and last the root group, whose presence marks a finished store.
+ * Resumable: a shard depends only on stored shards below it, so a rerun from the token writes
+ * the same bytes.
+ */
+export async function finishPredictionStore(options: FinishPredictionStoreOptions): Promise<FinishProgress> {
+  const { sink, layout, signal } = options;
+  for (const marker of layout.markers) checkMarkerName(marker);
+  const levels = storeLevels(layout);
+  const tasks: { level: number; marker: string; y: number; x: number }[] = [];
+  for (let level = 1; level < levels.length; level++) {
+    for (const marker of layout.markers) {
+      const array = markerArray(layout, marker, level);
+      for (let y = 0; y < array.shardsY; y++)
+        for (let x = 0; x < array.shardsX; x++) tasks.push({ level, marker, y, x });
+    }
+  }
+  const key = `finish/1/${layoutKey(layout)}`;
+  const resume = options.resume;
+  const from =
+    resume?.version === 1 &&
+    resume.layout === key &&
+    resume.total === tasks.length &&
+    Number.isSafeInteger(resume.done) &&
+    resume.done >= 0 &&
+    resume.done <= tasks.length
+      ? resume.done
+      : 0;
+  for (let level = 1; level < levels.length; level++) {
+    for (const marker of layout.markers) await markerArray(layout, marker, level).writeMetadata(sink, signal);
+  }
+  let parent: Float32Array | undefined;
+  const child = markerArray(layout, layout.markers[0]!, 0).allocateShard();
+  for (let i = from; i < tasks.length; i++) {
+    signal?.throwIfAborted();
+    const task = tasks[i]!;
+    const below = markerArray(layout, task.marker, task.level - 1);
+    const array = markerArray(layout, task.marker, task.level);
+    parent ??= array.allocateShard();
+    parent.fill(PREDICTION_FILL_VALUE);
+    for (const [a, b] of [
+      [0, 0],
+      [0, 1],
+      [1, 0],
+      [1, 1],
+    ] as const) {
+      const cy = 2 * task.y + a;
+      const cx = 2 * task.x + b;
+      if (cy >= below.shardsY || cx >= below.shardsX) continue;
+      await below.readShard(sink, cy, cx, child, signal);
+      const extent = below.shardExtent(cy, cx);
+      downsampleFloatIntoQuadrant(child, parent, below.geometry, {
+        y: a,
+        x: b,
+        validHeight: extent.height,
+        validWidth: extent.width,
+      });
+    }
+    await array.writeShard(sink, task.y, task.x, parent, signal);
+    options.onProgress?.({ version: 1, layout: key, done: i + 1, total: tasks.length });
+  }
+  for (const [m, marker] of layout.markers.entries()) {
+    const stats = options.statistics[marker];
+    const attributes = markerImageAttributes(layout, marker, m, levels, stats);
+    await sink.put(`markers/${marker}/zarr.json`, encodeJson(groupMetadata(attributes)), signal);
+  }
+  await sink.put(
+    'zarr.json',
+    encodeJson(groupMetadata(rootAttributes(layout, levels, options.statistics))),
+    signal,
+  );
+  return { version: 1, layout: key, done: tasks.length, total: tasks.length };
+}
+
+/** Everything the store's bytes depend on besides the pixels. */
+export function layoutKey(layout: PredictionStoreLayout): string {
+  return [
+    `${layout.widthPx}x${layout.heightPx}`,
+    `L${layout.heLevel}`,
+    layout.shardSize,
+    layout.chunkSize,
+    `zstd${PREDICTION_ZSTD_LEVEL}`,
+    layout.model,
+    layout.markers.join(','),
+  ].join('/');
+}
+
+const axes = [
+  { name: 'c', type: 'channel' },
+  { name: 'y', type: 'space', unit: 'micrometer' },
+  { name: 'x', type: 'space', unit: 'micrometer' },
+];
+
+const pyramidMetadata = {
+  description: '2x2 mean of the level below, in float32; sizes rounded down',
+  method: 'compute/prediction finishPredictionStore',
+  version: '1',
+};
+
+function datasets(layout: PredictionStoreLayout, levels: readonly PyramidLevel[], prefix: string) {
+  return levels.map((level) => {
+    const size = layout.pixelSizeUm * level.downsample;
+    return {
+      path: `${prefix}${level.path}`,
+      coordinateTransformations: [{ type: 'scale', scale: [1, size, size] }],
+    };
+  });
+}
+
+/** Display colours by catalogue position; DAPI, the counterstain, is blue wherever it is. */
+const palette = [
+  '00FF00',
+  'FF0000',
+  'FF00FF',
+  '00FFFF',
+  'FFFF00',
+  'FF8000',
+  '8000FF',
+  '0080FF',
+  '80FF00',
+  'FF0080',
+];
+
+function colourOf(marker: string, index: number): string {
+  return marker === 'DAPI' ? '0000FF' : palette[index % palette.length]!;
+}
+
+/**
+ * The display window: `min`/`max` are the extremes predicted, `start`/`end` the 0.5th and
+ * 99.5th percentiles (to a histogram bin), so a few saturated pixels do not wash the rest out.
+ */
+export function channelWindow(
+  stats: ChannelStatistics | undefined,
+  range: readonly [number, number],
+): { min: number; max: number; start: number; end: number } {
+  if (!stats || stats.count === 0) return { min: range[0], max: range[1], start: range[0], end: range[1] };
+  const bins = stats.histogram.length;
+  const width = (range[1] - range[0]) / bins;
+  const at = (share: number): number => {
+    const wanted = share * stats.count;
+    let seen = 0;
+    for (let b = 0; b < bins; b++) {
+      seen += stats.histogram[b]!;
+      if (seen >= wanted) return b;
+    }
+    return bins - 1;
+  };
+  const start = Math.max(stats.min, range[0] + at(0.005) * width);
+  let end = Math.min(stats.max, range[0] + (at(0.995) + 1) * width);
+  if (!(end > start)) end = stats.max > start ? stats.max : start + width;
+  return { min: stats.min, max: stats.max, start, end };
+}
+
+function markerImageAttributes(
+  layout: PredictionStoreLayout,
+  marker: string,
+  index: number,
+  levels: readonly PyramidLevel[],
+  stats: ChannelStatistics | undefined,
+): Record<string, unknown> {
+  return {
+    ome: {
+      version: '0.5',
+      multiscales: [
+        {
+          name: marker,
+          axes,
+          datasets: datasets(layout, levels, ''),
+          type: 'mean',
+          metadata: pyramidMetadata,
+        },
+      ],
+      omero: {
+        channels: [
+          {
+            label: marker,
+            color: colourOf(marker, index),
+            active: true,
+            window: channelWindow(stats, layout.outputRange),
+          },
+        ],
+        rdefs: { model: 'color' },
+      },
+    },
+  };
+}
+
+function rootAttributes(
+  layout: PredictionStoreLayout,
+  levels: readonly PyramidLevel[],
+  statistics: Record<string, ChannelStatistics>,
+): Record<string, unknown> {
+  return {
+    ome: {
+      version: '0.5',
+      multiscales: layout.markers.map((marker) => ({
+        name: marker,
+        axes,
+        datasets: datasets(layout, levels, `markers/${marker}/`),
+        type: 'mean',
+        metadata: pyramidMetadata,
+      })),
+    },
+    prediction: {
+      model: layout.model,
+      markers: layout.markers,
+      heLevel: layout.heLevel,
+      statistics: Object.fromEntries(
+        layout.markers.map((marker) => {
+          const s = statistics[marker];
+          const count = s?.count ?? 0;
+          return [
+            marker,
+            { pixels: count, min: s?.min ?? 0, max: s?.max ?? 0, mean: count > 0 ? s!.sum / count : 0 },
+          ];
+        }),
+      ),
+    },
+  };
+}

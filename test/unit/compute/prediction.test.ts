@@ -1,0 +1,394 @@
+/** @jest-environment ./test/support/onnx-environment.js */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { ImageLevel, RgbImage, SlideImage } from '../../../compute/image';
+import {
+  finishPredictionStore,
+  type ModelSession,
+  nearestLevel,
+  openModelSession,
+  type PatchGrid,
+  type PredictionProgress,
+  predictMarkers,
+  TilePlan,
+} from '../../../compute/prediction';
+import { fillInputTile, inputSamples, outputSamples } from '../../../compute/prediction/kernels';
+import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
+import { openTiffSlide } from '../../../compute/slide';
+import { fileSource } from '../../../compute/source';
+import { folderSink, type KeyValueSink, memorySink, openArray } from '../../../compute/zarr';
+import { modelSpec } from '../../../models/registry';
+import { runPythonJson } from '../../support/python';
+import { readWithZarrita } from '../../support/zarrita';
+import { wsiDir } from './helpers';
+
+const schemaDir = path.join(__dirname, '../../../../shared/data/schemas/ngff-0.5');
+const spec = modelSpec('v0.7');
+
+/** A grid with every position selected, over a level-0 image of `width x height` at `mpp`. */
+function fullGrid(
+  width: number,
+  height: number,
+  mpp: number,
+  select = (_c: number, _r: number) => true,
+): PatchGrid {
+  const size = (224 * 0.5) / mpp;
+  const cols = Math.ceil(width / size);
+  const rows = Math.ceil(height / size);
+  const selected = new Uint8Array(cols * rows);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) selected[r * cols + c] = select(c, r) ? 1 : 0;
+  return { cols, rows, selected, patchSizeLevel0Px: size };
+}
+
+/** Hematoxylin optical density per pixel by Ruifrok-Johnston deconvolution, written independently. */
+function hematoxylin(rgb: RgbImage): Float64Array {
+  const h = [0.644211, 0.716556, 0.266844];
+  const e = [0.092789, 0.954111, 0.283111];
+  const norm = (v: number[]) => v.map((x) => x / Math.hypot(...v));
+  const H = norm(h);
+  const E = norm(e);
+  const R = norm([
+    H[1]! * E[2]! - H[2]! * E[1]!,
+    H[2]! * E[0]! - H[0]! * E[2]!,
+    H[0]! * E[1]! - H[1]! * E[0]!,
+  ]);
+  // Invert the 3x3 stain matrix (rows H, E, R) by cofactors.
+  const m = [H, E, R];
+  const a = (i: number, j: number) => m[i]![j]!;
+  const det =
+    a(0, 0) * (a(1, 1) * a(2, 2) - a(1, 2) * a(2, 1)) -
+    a(0, 1) * (a(1, 0) * a(2, 2) - a(1, 2) * a(2, 0)) +
+    a(0, 2) * (a(1, 0) * a(2, 1) - a(1, 1) * a(2, 0));
+  // Column 0 of the inverse: the weights of OD r, g, b on hematoxylin.
+  const w = [
+    (a(1, 1) * a(2, 2) - a(1, 2) * a(2, 1)) / det,
+    -(a(1, 0) * a(2, 2) - a(1, 2) * a(2, 0)) / det,
+    (a(1, 0) * a(2, 1) - a(1, 1) * a(2, 0)) / det,
+  ];
+  const out = new Float64Array(rgb.width * rgb.height);
+  for (let i = 0; i < out.length; i++) {
+    let v = 0;
+    for (let c = 0; c < 3; c++) v += -Math.log10((rgb.data[i * 3 + c]! + 1) / 256) * w[c]!;
+    out[i] = v;
+  }
+  return out;
+}
+
+function correlation(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  const n = a.length;
+  let ma = 0;
+  let mb = 0;
+  for (let i = 0; i < n; i++) {
+    ma += a[i]!;
+    mb += b[i]!;
+  }
+  ma /= n;
+  mb /= n;
+  let sab = 0;
+  let saa = 0;
+  let sbb = 0;
+  for (let i = 0; i < n; i++) {
+    sab += (a[i]! - ma) * (b[i]! - mb);
+    saa += (a[i]! - ma) ** 2;
+    sbb += (b[i]! - mb) ** 2;
+  }
+  return sab / Math.sqrt(saa * sbb);
+}
+
+function floats(bytes: Uint8Array): Float32Array {
+  return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+}
+
+/** The CMU-1 small region as an H&E pyramid in memory (mpp 0.499: level 0 is the model's scale). */
+async function cmuPyramid(): Promise<{ he: SlideImage; mpp: number; map: Map<string, Uint8Array> }> {
+  const source = await fileSource(path.join(wsiDir, 'CMU-1-Small-Region.svs'));
+  try {
+    const slide = await openTiffSlide(source);
+    const mpp = slide.probe.effectiveMpp!;
+    const sink = memorySink();
+    await buildHePyramid({ image: slide, sink, mpp, name: 'H&E', shardSize: 1024, chunkSize: 256 });
+    return { he: await openHePyramid(sink), mpp, map: sink.map };
+  } finally {
+    await source.close();
+  }
+}
+
+describe('TilePlan', () => {
+  const levels = (w: number, h: number, n: number): ImageLevel[] =>
+    Array.from({ length: n }, (_, k) => ({
+      widthPx: Math.floor(w / 2 ** k),
+      heightPx: Math.floor(h / 2 ** k),
+      downsample: 2 ** k,
+    }));
+
+  it('picks the H&E level nearest the model scale', () => {
+    expect(nearestLevel(0.25, 4, 0.5)).toBe(1);
+    expect(nearestLevel(0.499, 4, 0.5)).toBe(0);
+    expect(nearestLevel(0.125, 2, 0.5)).toBe(1);
+    // The boundary is the geometric mean of 0.5 and 0.25.
+    expect(nearestLevel(0.36, 4, 0.5)).toBe(0);
+    expect(nearestLevel(0.35, 4, 0.5)).toBe(1);
+  });
+
+  it.each([
+    { mpp: 0.25, shard: 256, band: 2 },
+    { mpp: 0.499, shard: 300, band: 1 },
+    { mpp: 0.23, shard: 512, band: 3 },
+  ])(
+    'tiles the level exactly, and carries each position only within a band (mpp $mpp)',
+    ({ mpp, shard, band }) => {
+      const grid = fullGrid(3001, 2203, mpp, (c, r) => (c * 7 + r * 3) % 5 !== 0);
+      const plan = new TilePlan({
+        grid,
+        heLevels: levels(3001, 2203, 4),
+        heMpp: mpp,
+        modelMpp: 0.5,
+        shardSize: shard,
+        bandShards: band,
+      });
+      const cover = new Uint8Array(plan.widthPx * plan.heightPx);
+      for (let p = 0; p < plan.positionCount; p++) {
+        const sq = plan.square(p);
+        for (let y = sq.y0; y < sq.y1; y++)
+          for (let x = sq.x0; x < sq.x1; x++) cover[y * plan.widthPx + x]!++;
+      }
+      expect(cover.every((n) => n === 1)).toBe(true);
+      // Walk the order as the predictor does, from every start: each selected position is written
+      // in every shard it meets, inferred there or carried from an earlier shard of this run.
+      for (const start of [0, 1, Math.floor(plan.order.length / 2)]) {
+        const carried = new Set<number>();
+        const homes = new Map<number, number>();
+        plan.order.forEach((s, i) => {
+          if (i < start) return;
+          for (const p of plan.positionsOf(s)) {
+            if (plan.inferredIn(p, s, start)) carried.delete(p);
+            else expect({ p, carried: carried.has(p) }).toEqual({ p, carried: true });
+            if (plan.isHome(p, s)) homes.set(p, (homes.get(p) ?? 0) + 1);
+            if (plan.neededLater(p, s)) carried.add(p);
+            else carried.delete(p);
+          }
+          expect(plan.orderIndex(s)).toBe(i);
+        });
+        expect([...homes.values()].every((n) => n === 1)).toBe(true);
+      }
+    },
+  );
+});
+
+describe('resampling kernels', () => {
+  it('copies an exact square and pads outside the level with white', () => {
+    const region: RgbImage = { width: 4, height: 4, data: new Uint8Array(48).map((_, i) => i) };
+    const ys = inputSamples(0, 2, 2, 1, 4);
+    const xs = inputSamples(2, 2, 2, 1, 4);
+    const into = new Float32Array(3 * 16);
+    fillInputTile(region, 0, 0, ys, xs, into, 0);
+    // Row -1 is outside: white; row 0 columns 1..4, column 4 outside.
+    expect(Array.from(into.subarray(0, 8))).toEqual([255, 255, 255, 255, 3, 6, 9, 255]);
+  });
+
+  it('maps output samples back symmetrically', () => {
+    const s = outputSamples(448, 224);
+    expect([s.first[0], s.second[0], s.weight[0]]).toEqual([0, 1, 0]);
+    expect(s.first[447]).toBe(223);
+    const same = outputSamples(224, 224);
+    expect(Array.from(same.first.subarray(0, 3))).toEqual([0, 1, 2]);
+  });
+});
+
+describe('predictMarkers on CMU-1-Small-Region', () => {
+  let he: SlideImage;
+  let mpp: number;
+  let session: ModelSession;
+  let dir: string;
+  beforeAll(async () => {
+    ({ he, mpp } = await cmuPyramid());
+    session = await openModelSession(spec);
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sps-prediction-'));
+  }, 120_000);
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  async function predict(sink: KeyValueSink, options: Partial<Parameters<typeof predictMarkers>[0]> = {}) {
+    return predictMarkers({
+      he,
+      heMpp: mpp,
+      grid: fullGrid(he.widthPx, he.heightPx, mpp, (c, r) => (c + r) % 4 !== 3),
+      model: session,
+      markers: ['DAPI', 'PanCK', 'aSMA'],
+      sink,
+      batchSize: 4,
+      shardSize: 512,
+      chunkSize: 128,
+      bandShards: 2,
+      ...options,
+    });
+  }
+
+  it('predicts a DAPI that follows hematoxylin, leaves unselected positions at 0, and counts every position', async () => {
+    const sink = memorySink();
+    const grid = fullGrid(he.widthPx, he.heightPx, mpp, (c, r) => (c + r) % 4 !== 3);
+    const result = await predict(sink, { grid });
+    const selected = grid.selected.reduce((n, v) => n + v, 0);
+    expect(result).toMatchObject({ tiles: selected, failedTiles: 0 });
+    expect(result.layout).toMatchObject({
+      heLevel: 0,
+      widthPx: he.widthPx,
+      heightPx: he.heightPx,
+      pixelSizeUm: mpp,
+    });
+    const array = await openArray(sink, 'markers/DAPI/0');
+    expect(array.spec.shape).toEqual([1, he.heightPx, he.widthPx]);
+    const dapi = (await array.readRegion(sink, {
+      x: 0,
+      y: 0,
+      width: he.widthPx,
+      height: he.heightPx,
+    })) as Float32Array;
+    const plan = new TilePlan({
+      grid,
+      heLevels: he.levels,
+      heMpp: mpp,
+      modelMpp: 0.5,
+      shardSize: 512,
+      bandShards: 2,
+    });
+    let outside = 0;
+    let inside = 0;
+    for (let p = 0; p < plan.positionCount; p++) {
+      const sq = plan.square(p);
+      for (let y = sq.y0; y < sq.y1; y++) {
+        for (let x = sq.x0; x < sq.x1; x++) {
+          if (grid.selected[p] === 1) inside++;
+          else if (dapi[y * he.widthPx + x] !== 0) outside++;
+        }
+      }
+    }
+    expect(outside).toBe(0);
+    expect(result.statistics.DAPI!.count).toBe(inside);
+    // DAPI against hematoxylin density over a tissue-rich region (both smoothed alike by eye:
+    // the model smooths with sigma 1 px, which costs little correlation).
+    const region = { level: 0, x: 1000, y: 1400, width: 400, height: 400 };
+    const rgb = await he.readRegion(region);
+    const h = hematoxylin(rgb);
+    const values: number[] = [];
+    const dens: number[] = [];
+    for (let y = 0; y < region.height; y++) {
+      for (let x = 0; x < region.width; x++) {
+        const gx = region.x + x;
+        const gy = region.y + y;
+        const p =
+          Math.floor(gy / plan.grid.patchSizeLevel0Px) * grid.cols +
+          Math.floor(gx / plan.grid.patchSizeLevel0Px);
+        if (grid.selected[p] !== 1) continue;
+        values.push(dapi[gy * he.widthPx + gx]!);
+        dens.push(h[y * region.width + x]!);
+      }
+    }
+    expect(values.length).toBeGreaterThan(50_000);
+    expect(correlation(values, dens)).toBeGreaterThan(0.75);
+  }, 120_000);
+
+  it('resumes from any shard with the same bytes, counts and statistics', async () => {
+    const whole = memorySink();
+    const reference = await predict(whole);
+    for (const stopAfter of [1, 5, 11]) {
+      const map = new Map<string, Uint8Array>();
+      const controller = new AbortController();
+      let token: PredictionProgress | undefined;
+      await expect(
+        predict(memorySink(map), {
+          signal: controller.signal,
+          onProgress: (_done, _total, t) => {
+            token = t;
+            if (t.shardsDone >= stopAfter) controller.abort();
+          },
+        }),
+      ).rejects.toThrow();
+      expect(token!.shardsDone).toBeGreaterThanOrEqual(stopAfter);
+      const resumed = await predict(memorySink(map), { resume: token });
+      expect(resumed.tiles).toBe(reference.tiles);
+      expect(resumed.statistics).toEqual(reference.statistics);
+      expect([...map.keys()].sort()).toEqual([...whole.map.keys()].sort());
+      for (const [key, bytes] of whole.map)
+        expect({ key, same: Buffer.compare(bytes, map.get(key)!) === 0 }).toEqual({ key, same: true });
+    }
+  }, 240_000);
+
+  it('retries a failing batch tile by tile and counts the tile that fails alone', async () => {
+    const sink = memorySink();
+    let poisoned: Float32Array | undefined;
+    const flaky: ModelSession = {
+      spec: session.spec,
+      async run(input, count) {
+        // The first tile ever seen alone fails for good; any batch holding it fails too.
+        const side = spec.tileSize + 2 * spec.halo;
+        const length = 3 * side * side;
+        for (let k = 0; k < count; k++) {
+          const tile = input.subarray(k * length, (k + 1) * length);
+          if (poisoned === undefined && count === 4 && k === 2) poisoned = tile.slice();
+          if (poisoned && tile.every((v, i) => v === poisoned![i])) throw new Error('inference failed');
+        }
+        return session.run(input, count);
+      },
+    };
+    const result = await predict(sink, { model: flaky });
+    expect(result.failedTiles).toBe(1);
+  }, 120_000);
+
+  it('writes a store that validates as OME-NGFF 0.5 and reads the same in zarr-python and zarrita', async () => {
+    const root = path.join(dir, 'store');
+    const sink = folderSink(root);
+    // mpp 0.45 makes squares of 249 px: the resampling path, on both sides of inference.
+    const heMpp = 0.45;
+    const result = await predict(sink, { heMpp, grid: fullGrid(he.widthPx, he.heightPx, heMpp) });
+    await finishPredictionStore({ sink, layout: result.layout, statistics: result.statistics });
+    const checked = await runPythonJson<{
+      errors: Record<string, string[]>;
+      values: Record<string, number[]>;
+    }>(
+      `
+import json, pathlib, sys
+import numpy as np, zarr
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+schema_dir, store = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+schemas = {p.name: json.loads(p.read_text()) for p in schema_dir.glob('*.schema')}
+registry = Registry().with_resources((s['$id'], Resource.from_contents(s, default_specification=DRAFT202012)) for s in schemas.values())
+errors = {}
+for path in sorted(store.rglob('zarr.json')):
+    doc = json.loads(path.read_text())
+    if doc['node_type'] != 'group':
+        continue
+    problems = []
+    for name in ('image.schema', 'strict_image.schema'):
+        validator = Draft202012Validator(schemas[name], registry=registry)
+        problems += [f'{name}: {e.message}' for e in validator.iter_errors(doc['attributes'])]
+    errors[str(path.relative_to(store))] = problems
+group = zarr.open_group(str(store), mode='r')
+values = {}
+for ms in group.attrs['ome']['multiscales']:
+    for d in ms['datasets']:
+        a = group[d['path']]
+        assert a.dtype == np.float32 and a.shape[0] == 1, (d['path'], a.dtype, a.shape)
+        values[d['path']] = a[0, 300:340, 500:560].ravel().tolist() if d['path'].endswith('/0') else [float(a[:].sum())]
+print(json.dumps({'errors': errors, 'values': values}))
+`,
+      [schemaDir, root],
+    );
+    expect(checked.errors).toEqual({
+      'zarr.json': [],
+      'markers/DAPI/zarr.json': [],
+      'markers/PanCK/zarr.json': [],
+      'markers/aSMA/zarr.json': [],
+    });
+    for (const marker of ['DAPI', 'PanCK', 'aSMA']) {
+      const read = await readWithZarrita(root, `markers/${marker}/0`, [null, [300, 340], [500, 560]]);
+      expect(read.dtype).toBe('float32');
+      expect(Array.from(floats(read.data))).toEqual(checked.values[`markers/${marker}/0`]);
+    }
+    const levels = Object.keys(checked.values).filter((k) => k.startsWith('markers/DAPI/'));
+    expect(levels).toEqual(['markers/DAPI/0', 'markers/DAPI/1', 'markers/DAPI/2', 'markers/DAPI/3']);
+    expect(result.layout.heLevel).toBe(0);
+  }, 240_000);
+});
