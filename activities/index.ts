@@ -1,6 +1,7 @@
 import type { Sql } from '../db';
 import type { ObjectStore } from '../storage';
 import { createIngestActivities } from './ingest';
+import { createPredictionActivities } from './prediction';
 import { createRetentionActivities } from './retention';
 import { createUploadActivities } from './uploads';
 
@@ -14,6 +15,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createUploadActivities(deps),
     ...createIngestActivities(deps),
+    ...createPredictionActivities(deps),
     ...createRetentionActivities(deps),
   };
 }

@@ -119,6 +119,10 @@ export async function startWorkers(options: {
         workflowBundle: options.workflowBundle,
         activities,
         maxConcurrentActivityTaskExecutions: kind === 'compute' ? 2 : 20,
+        // Cancels reach an activity with a heartbeat's answer, and a retry resumes from the last
+        // heartbeat that reached the server: send them often (the SDK's default waits up to 60 s).
+        defaultHeartbeatThrottleInterval: '1 second',
+        maxHeartbeatThrottleInterval: '5 seconds',
       }),
     ),
   );

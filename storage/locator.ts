@@ -12,6 +12,9 @@ export const objectKeys = {
   hePyramid: (organizationId: string, sampleId: string) => `orgs/${organizationId}/samples/${sampleId}/he/`,
   thumbnail: (organizationId: string, sampleId: string) =>
     `orgs/${organizationId}/samples/${sampleId}/thumbnail.jpg`,
+  /** A prediction job's OME-Zarr store (a prefix), under its sample so that a purge removes it. */
+  predictionStore: (organizationId: string, sampleId: string, jobId: string) =>
+    `orgs/${organizationId}/samples/${sampleId}/jobs/${jobId}/`,
   /** Everything tissue detection writes: `mask.png` and the `mask.zarr/` array. */
   tissue: (organizationId: string, sampleId: string) => `orgs/${organizationId}/samples/${sampleId}/tissue/`,
 } as const;

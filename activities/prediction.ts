@@ -1,0 +1,195 @@
+import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import {
+  type ChannelStatistics,
+  type FinishProgress,
+  finishPredictionStore,
+  openModelSession,
+  type PredictionProgress,
+  type PredictionStoreLayout,
+  predictMarkers,
+} from '../compute/prediction';
+import { openHePyramid } from '../compute/pyramid';
+import { tissuePatchGrid } from '../compute/tissue';
+import { readMaskArray } from '../compute/zarr';
+import type { Sql } from '../db';
+import { settleJobInTransaction } from '../db/credits';
+import { applyJobProgress, findJobById, type JobRow, recordJobProgress } from '../db/jobs';
+import { findSlide } from '../db/sample-slides';
+import { modelSpec } from '../models/registry';
+import type { JobStatus } from '../schemas/enums';
+import type { TerminalJobStatus } from '../schemas/jobs';
+import type { ObjectStore } from '../storage';
+import { objectKeys } from '../storage/locator';
+import { storePrefix } from './store-adapters';
+
+/** Progress events are throttled to one a second (DECISIONS.md, Job lifecycle). */
+const PROGRESS_EVENT_INTERVAL_MS = 1000;
+
+export interface PredictionRun {
+  tiles: number;
+  failedTiles: number;
+  statistics: Record<string, ChannelStatistics>;
+  layout: PredictionStoreLayout;
+}
+
+export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore }) {
+  const { sql, store } = deps;
+
+  async function jobOrFail(jobId: string): Promise<JobRow> {
+    const job = await findJobById(sql, jobId);
+    if (!job) throw ApplicationFailure.nonRetryable(`job ${jobId} not found`, 'not_found');
+    return job;
+  }
+
+  /** Moves the job on; false when it is already terminal (cancelled meanwhile), so the caller stops. */
+  async function advance(jobId: string, status: JobStatus, progress?: number): Promise<boolean> {
+    return recordJobProgress(sql, { jobId, status, progress });
+  }
+
+  /** `dispatching`: the model is chosen and its file must load on this worker. */
+  async function dispatchJob(input: { jobId: string }): Promise<{ active: boolean }> {
+    const job = await jobOrFail(input.jobId);
+    if (!(await advance(job.id, 'dispatching'))) return { active: false };
+    await openModelSession(modelSpec(job.model ?? ''));
+    return { active: true };
+  }
+
+  /** The credit grid the job was priced on, rebuilt from the stored tissue mask at the job's mpp. */
+  async function patchGridOf(job: JobRow) {
+    const slide = await findSlide(sql, job.sampleId);
+    if (!slide?.tissueMaskZarrPrefix || !slide.hePrefix || job.mpp === null) {
+      throw ApplicationFailure.nonRetryable(
+        `sample ${job.sampleId} has no tissue mask or pyramid`,
+        'conflict',
+      );
+    }
+    const mask = await readMaskArray(storePrefix(store, slide.tissueMaskZarrPrefix));
+    const base = slide.levels[0]!;
+    const grid = tissuePatchGrid({
+      mask: mask.mask,
+      width: mask.width,
+      height: mask.height,
+      maskDownsampleX: slide.tissueMaskDownsampleX!,
+      maskDownsampleY: slide.tissueMaskDownsampleY!,
+      levelWidthPx: base.widthPx,
+      levelHeightPx: base.heightPx,
+      mpp: job.mpp,
+    });
+    return { grid, hePrefix: slide.hePrefix };
+  }
+
+  /**
+   * `preprocessing`: the tile plan is the priced grid. A grid that no longer matches the price
+   * (the mask was remade) fails the job rather than charging for other work.
+   */
+  async function planJob(input: { jobId: string }): Promise<{ active: boolean; positions: number }> {
+    const job = await jobOrFail(input.jobId);
+    if (!(await advance(job.id, 'preprocessing'))) return { active: false, positions: 0 };
+    const { grid } = await patchGridOf(job);
+    if (grid.count !== job.patchCount) {
+      throw ApplicationFailure.nonRetryable(
+        `the tissue grid has ${grid.count} patches, the job was priced for ${job.patchCount}`,
+        'conflict',
+      );
+    }
+    return { active: true, positions: grid.count };
+  }
+
+  /**
+   * `running`: infers every priced position and writes level 0 of the job's store. Heartbeats
+   * the predictor's resume token after each batch; a retry continues from it with the same bytes.
+   */
+  async function predictJob(input: { jobId: string }): Promise<PredictionRun | { active: false }> {
+    const job = await jobOrFail(input.jobId);
+    if (!(await advance(job.id, 'running'))) return { active: false };
+    const { grid, hePrefix } = await patchGridOf(job);
+    const context = Context.current();
+    const model = await openModelSession(modelSpec(job.model ?? ''));
+    const resultPrefix = objectKeys.predictionStore(job.organizationId, job.sampleId, job.id);
+    // Stops the run when the job turned terminal meanwhile (cancelled) as well as on a cancel.
+    const stopped = new AbortController();
+    let lastEvent = 0;
+    const result = await predictMarkers({
+      he: await openHePyramid(storePrefix(store, hePrefix)),
+      heMpp: job.mpp!,
+      grid,
+      model,
+      markers: job.markers,
+      sink: storePrefix(store, resultPrefix),
+      signal: AbortSignal.any([context.cancellationSignal, stopped.signal]),
+      resume: context.info.heartbeatDetails as PredictionProgress | undefined,
+      onProgress: (done, total, token) => {
+        heartbeat(token);
+        const now = Date.now();
+        if (now - lastEvent < PROGRESS_EVENT_INTERVAL_MS || total === 0) return;
+        lastEvent = now;
+        // A lost progress event is harmless: the next one carries the state.
+        advance(job.id, 'running', done / total).then(
+          (active) => active || stopped.abort(),
+          () => {},
+        );
+      },
+    });
+    await recordJobProgress(sql, { jobId: job.id, status: 'running', progress: 1, resultPrefix });
+    return {
+      tiles: result.tiles,
+      failedTiles: result.failedTiles,
+      statistics: result.statistics,
+      layout: result.layout,
+    };
+  }
+
+  /** `postprocessing`: pyramid levels, channel windows and the NGFF groups of the store. */
+  async function postprocessJob(input: {
+    jobId: string;
+    layout: PredictionStoreLayout;
+    statistics: Record<string, ChannelStatistics>;
+  }): Promise<{ active: boolean }> {
+    const job = await jobOrFail(input.jobId);
+    if (!(await advance(job.id, 'postprocessing'))) return { active: false };
+    const context = Context.current();
+    await finishPredictionStore({
+      sink: storePrefix(store, objectKeys.predictionStore(job.organizationId, job.sampleId, job.id)),
+      layout: input.layout,
+      statistics: input.statistics,
+      signal: context.cancellationSignal,
+      resume: context.info.heartbeatDetails as FinishProgress | undefined,
+      onProgress: (progress) => heartbeat(progress),
+    });
+    return { active: true };
+  }
+
+  /**
+   * The terminal status and the credit settlement, in one transaction, exactly once: a retry, or
+   * a second call, finds the job terminal and settled and changes nothing. A job that ends
+   * without results loses its partial store.
+   */
+  async function finishJob(input: {
+    jobId: string;
+    outcome: TerminalJobStatus;
+    succeededFraction?: number;
+    errorMessage?: string | null;
+  }): Promise<void> {
+    const job = await jobOrFail(input.jobId);
+    const withResults = input.outcome === 'completed' || input.outcome === 'partial_failed';
+    const resultPrefix = objectKeys.predictionStore(job.organizationId, job.sampleId, job.id);
+    await sql.begin(async (tx) => {
+      await settleJobInTransaction(tx, {
+        jobId: job.id,
+        outcome: input.outcome,
+        succeededFraction: input.succeededFraction,
+      });
+      await applyJobProgress(tx, {
+        jobId: job.id,
+        status: input.outcome,
+        errorMessage: input.errorMessage ?? null,
+        ...(withResults ? { resultPrefix, resultsAvailable: true } : {}),
+      });
+    });
+    if (!withResults) {
+      for await (const key of store.list(resultPrefix)) await store.delete(key);
+    }
+  }
+
+  return { dispatchJob, planJob, predictJob, postprocessJob, finishJob };
+}

@@ -1,0 +1,85 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { TerminalJobStatus } from '../schemas/jobs';
+import { siblingTaskQueue } from '../schemas/temporal';
+
+/** More failed patches than this share fails the job; fewer make it `partial_failed`. */
+const PARTIAL_FAILURE_LIMIT = 0.05;
+
+const io = proxyActivities<Activities>({
+  startToCloseTimeout: '5 minutes',
+  retry: { maximumAttempts: 10, initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+
+function computeActivities() {
+  return proxyActivities<Activities>({
+    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
+    startToCloseTimeout: '12 hours',
+    heartbeatTimeout: '2 minutes',
+    retry: { maximumAttempts: 5, initialInterval: '2 seconds', maximumInterval: '1 minute' },
+  });
+}
+
+export interface PredictionInput {
+  jobId: string;
+}
+
+/**
+ * One prediction job (`prediction-{jobId}`): `dispatching` (model loads) -> `preprocessing`
+ * (the priced tile plan) -> `running` (inference into the job's OME-Zarr store, resumable) ->
+ * `postprocessing` (pyramid levels, windows, NGFF groups) -> `completed`, `partial_failed`
+ * (at most 5 % of patches failed) or `failed`. A cancel of the workflow ends it `cancelled`.
+ * Whatever happens, the last step settles the credits and writes the terminal status in one
+ * transaction, outside the cancellation scope, so a refund is never lost to a cancel.
+ */
+export async function predictionWorkflow(
+  input: PredictionInput,
+): Promise<{ status: TerminalJobStatus | 'superseded' }> {
+  const { jobId } = input;
+  const compute = computeActivities();
+  let outcome: TerminalJobStatus = 'failed';
+  let succeededFraction: number | undefined;
+  let errorMessage: string | null = null;
+  try {
+    const steps = await runSteps(jobId, compute);
+    if (steps === undefined) return { status: 'superseded' };
+    outcome = steps.outcome;
+    succeededFraction = steps.succeededFraction;
+    if (outcome === 'failed') errorMessage = 'more than 5 % of the tissue patches failed to predict';
+  } catch (err) {
+    if (isCancellation(err)) outcome = 'cancelled';
+    else errorMessage = reasonOf(err);
+  }
+  await CancellationScope.nonCancellable(() =>
+    io.finishJob({ jobId, outcome, succeededFraction, errorMessage }),
+  );
+  return { status: outcome };
+}
+
+/** The active steps; undefined when the job turned terminal meanwhile (a cancel without a workflow). */
+async function runSteps(jobId: string, compute: ReturnType<typeof computeActivities>) {
+  if (!(await compute.dispatchJob({ jobId })).active) return undefined;
+  if (!(await compute.planJob({ jobId })).active) return undefined;
+  const run = await compute.predictJob({ jobId });
+  if (!('tiles' in run)) return undefined;
+  if (!(await compute.postprocessJob({ jobId, layout: run.layout, statistics: run.statistics })).active) {
+    return undefined;
+  }
+  const failed = run.failedTiles === 0 ? 0 : run.failedTiles / run.tiles;
+  const outcome: TerminalJobStatus =
+    failed === 0 ? 'completed' : failed <= PARTIAL_FAILURE_LIMIT ? 'partial_failed' : 'failed';
+  return { outcome, succeededFraction: 1 - failed };
+}
+
+function reasonOf(err: unknown): string {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure && cause.nonRetryable) return cause.message;
+  return "the prediction failed on the service's side after several attempts";
+}
