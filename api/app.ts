@@ -11,9 +11,12 @@ import { rateLimit } from './rate-limit';
 import { mount } from './route';
 import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
+import { jobRoutes } from './routes/jobs';
 import { sampleRoutes } from './routes/samples';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
 import { createCatalogService } from './services/catalog';
+import { createJobService } from './services/jobs';
+import { createPredictionService } from './services/predictions';
 import { createSampleListService } from './services/sample-list';
 import { createSampleService } from './services/samples';
 import { createUploadService } from './services/uploads';
@@ -64,6 +67,8 @@ export function createApp(deps: ApiDeps): Express {
     signingSecret: settings.signingSecret,
   });
   const catalog = createCatalogService({ sql });
+  const predictions = createPredictionService({ sql, workflows, logger });
+  const jobs = createJobService({ sql, store, workflows, logger });
   const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`);
 
   const v1 = Router();
@@ -76,6 +81,7 @@ export function createApp(deps: ApiDeps): Express {
   v1.use(rateLimit(sql, { ratePerSecond: settings.limits.ratePerSecond, burst: settings.limits.rateBurst }));
   v1.use(uploadRoutes(uploads));
   v1.use(sampleRoutes({ samples, lists, catalog }));
+  v1.use(jobRoutes({ predictions, jobs }));
   v1.use((_req, _res, next) => next(notFound('endpoint')));
 
   const app = express();

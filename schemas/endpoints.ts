@@ -2,6 +2,15 @@ import { z } from 'zod';
 import { EmptyQuery } from './common';
 import { ErrorBody } from './errors';
 import {
+  CancelResult,
+  JobIdParams,
+  JobStatusBody,
+  PredictionDryRun,
+  PredictionSubmitted,
+  PredictRequest,
+  ResultLocation,
+} from './jobs';
+import {
   BulkExpirationChange,
   BulkExpirationResult,
   ExpirationChange,
@@ -335,6 +344,107 @@ export const endpoints = {
     responses: {
       200: { description: 'The catalog', schema: MarkerList },
       400: error('Unknown query parameter (`invalid_request`)'),
+      ...bearerErrors,
+    },
+  },
+  predict: {
+    method: 'post',
+    path: '/predict',
+    auth: 'bearer',
+    summary:
+      'Price (`dryRun: true`, 200) or submit (202) a prediction job; submission reserves patchCount x markerCount credits',
+    request: { query: EmptyQuery, body: PredictRequest },
+    responses: {
+      200: { description: 'Dry run: the exact estimate, nothing reserved', schema: PredictionDryRun },
+      202: {
+        description: 'Submitted: the job is queued and its credits reserved',
+        schema: PredictionSubmitted,
+      },
+      400: error(
+        'Not JSON, empty, unknown property (`invalid_request`); sunset model (`model_sunset`, with `currentDefault`); unknown model (`unknown_model`); marker not in the catalog (`unknown_markers`, with `unknownMarkers`)',
+      ),
+      402: error('Estimate over balance minus pending (`insufficient_credits`, `required` = the estimate)'),
+      403: error(
+        "Marker outside the organization's entitlement (`marker_not_available`, with `unavailableMarkers`)",
+      ),
+      404: error('Sample not in this organization (`not_found`)'),
+      409: error(
+        'Sample not ready, in Trash, or its tissue recount after an mpp change still running (`sample_not_ready`); no usable scale (`mpp_required`)',
+      ),
+      422: error(
+        'Invalid value: markers not 1 to 512 distinct strings, uploadId not a uuid (`validation_failed`)',
+      ),
+      429: error(
+        'Over the per-credential rate, or the organization already has its cap of active jobs (`rate_limited`)',
+      ),
+      401: error('Missing, malformed or revoked credential (`unauthorized`)'),
+    },
+  },
+  getJob: {
+    method: 'get',
+    path: '/jobs/{id}',
+    auth: 'bearer',
+    summary: 'Job status, for polling (progress is 0 to 1 from `running` on, else null)',
+    request: { params: JobIdParams, query: EmptyQuery },
+    responses: {
+      200: { description: 'The job', schema: JobStatusBody },
+      400: error('Unknown query parameter (`invalid_request`)'),
+      404: error('Not in this organization (`not_found`)'),
+      ...bearerErrors,
+    },
+  },
+  cancelJob: {
+    method: 'post',
+    path: '/jobs/{id}/cancel',
+    auth: 'bearer',
+    summary:
+      'Cancel an active prediction job; its reservation is released once the workflow has stopped (GET shows `cancelled` then)',
+    request: { params: JobIdParams, query: EmptyQuery },
+    responses: {
+      200: {
+        description: 'Cancellation requested (idempotent while the job winds down)',
+        schema: CancelResult,
+      },
+      400: error('The job is terminal (`job_already_terminal`, with `status`)'),
+      404: error('Not in this organization (`not_found`)'),
+      409: error('An active segmentation job (`segmentation_active`)'),
+      ...bearerErrors,
+    },
+  },
+  getJobResults: {
+    method: 'get',
+    path: '/jobs/{id}/results',
+    auth: 'bearer',
+    summary: "Signed URL (1 h) of the job store's root `zarr.json`, and the store's base path",
+    request: { params: JobIdParams, query: EmptyQuery },
+    responses: {
+      200: { description: 'Where the results are', schema: ResultLocation },
+      404: error('Not in this organization (`not_found`)'),
+      409: error('No results yet, or the job ended without any (`results_not_ready`)'),
+      ...bearerErrors,
+    },
+  },
+  getJobResultFile: {
+    method: 'get',
+    path: '/jobs/{id}/results/files/{path}',
+    splat: 'path',
+    auth: 'bearer',
+    summary:
+      "Streams one file of the job's OME-Zarr store (`zarr.json`, chunk and shard keys); supports a single `Range`",
+    request: {
+      params: z.object({
+        id: z.uuid(),
+        path: z.string().meta({ description: 'Path inside the store; slashes are not encoded' }),
+      }),
+      query: EmptyQuery,
+    },
+    responses: {
+      200: { description: 'The file', contentType: 'application/octet-stream' },
+      206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      404: error(
+        'Not in this organization, no such file, or a path outside the store (`..`, absolute) (`not_found`)',
+      ),
+      409: error('No results yet (`results_not_ready`)'),
       ...bearerErrors,
     },
   },

@@ -1,0 +1,169 @@
+import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Sql } from '../../db';
+import { cancelJobWithoutWorkflow, findJob, type JobRow, requestJobCancel } from '../../db/jobs';
+import {
+  type CancelResult,
+  isTerminalJobStatus,
+  type JobStatusBody,
+  type ResultLocation,
+} from '../../schemas/jobs';
+import { isStorageError, type ObjectInfo, type ObjectStore, resolveKey } from '../../storage';
+import type { Principal } from '../auth';
+import { AppError, notFound } from '../errors';
+import type { WorkflowEngine } from '../workflow-engine';
+
+/** DECISIONS.md: signed result URLs live 1 h. */
+export const RESULT_URL_TTL_SECONDS = 3600;
+
+export interface JobServiceDeps {
+  sql: Sql;
+  store: ObjectStore;
+  workflows: WorkflowEngine;
+  logger: Logger;
+  now?: () => Date;
+}
+
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+export function toJobStatusBody(job: JobRow): JobStatusBody {
+  return {
+    id: job.id,
+    status: job.status,
+    progress: job.progress,
+    reservedCredits: job.reservedCredits,
+    markers: job.markers,
+    createdAt: iso(job.createdAt),
+    startedAt: iso(job.startedAt),
+    completedAt: iso(job.completedAt),
+    errorMessage: job.errorMessage,
+    resultsAvailable: job.resultsAvailable,
+  };
+}
+
+/**
+ * The path of a file inside a result store, as a key relative to the store root, or undefined
+ * when it names nothing inside the store. Normalised: empty and `.` segments are dropped
+ * (`a//./b` is `a/b`). Nothing: an absolute path, any `..` segment (also percent-encoded,
+ * slashes included), a backslash or a control character. Undefined is answered 404, like a
+ * missing file.
+ */
+export function normaliseStorePath(segments: readonly string[]): string | undefined {
+  const joined = segments.join('/');
+  if (joined === '' || joined.startsWith('/')) return undefined;
+  const parts = joined.split('/').filter((part) => part !== '' && part !== '.');
+  if (parts.length === 0 || parts.includes('..')) return undefined;
+  const relative = parts.join('/');
+  try {
+    resolveKey(relative);
+  } catch (err) {
+    if (isStorageError(err, 'InvalidKey')) return undefined;
+    throw err;
+  }
+  return relative;
+}
+
+/** A job kind that `/jobs/{id}` may name, and what cancelling it means. */
+type JobTarget = { kind: 'inference'; job: JobRow };
+// Segmentation jobs share the `/jobs/{id}` id space when their issue lands: `findTarget` then
+// also looks them up, and `cancel` answers an active one with 409 `segmentation_active` (its
+// lifecycle belongs to the segmentation endpoints), a terminal one with 400 like inference.
+
+export function createJobService(deps: JobServiceDeps) {
+  const { sql, store, workflows, logger } = deps;
+  const now = deps.now ?? (() => new Date());
+
+  async function findTarget(principal: Principal, id: string): Promise<JobTarget> {
+    const job = await findJob(sql, principal.organizationId, id);
+    if (job) return { kind: 'inference', job };
+    throw notFound('job');
+  }
+
+  async function get(principal: Principal, id: string): Promise<JobStatusBody> {
+    return toJobStatusBody((await findTarget(principal, id)).job);
+  }
+
+  /**
+   * Records the cancel request and asks the engine to cancel `prediction-{id}`; the workflow
+   * then moves the job to `cancelled` and releases the reservation in its non-cancellable
+   * scope, so the answer may come a moment before GET shows `cancelled`. A job with no workflow
+   * (its start failed and the reconciler has not run, or the workflow is gone) is cancelled and
+   * refunded here. Repeating the request while the job winds down answers the same.
+   */
+  async function cancel(principal: Principal, id: string): Promise<CancelResult> {
+    const target = await findTarget(principal, id);
+    if (isTerminalJobStatus(target.job.status)) throw alreadyTerminal(target.job);
+    const job = await requestJobCancel(sql, principal.organizationId, id);
+    if (!job) throw notFound('job');
+    if (isTerminalJobStatus(job.status)) {
+      // It ended between the read and the request; a job that ended cancelled answers as asked.
+      if (job.status === 'cancelled') return { id, status: 'cancelled' };
+      throw alreadyTerminal(job);
+    }
+    if ((await workflows.cancelPrediction(id)) === 'not_found') {
+      const cancelled = await cancelJobWithoutWorkflow(sql, id);
+      logger.info({ jobId: id, cancelled }, 'cancelled a prediction job that had no workflow');
+      if (!cancelled) {
+        const ended = await findJob(sql, principal.organizationId, id);
+        if (ended && ended.status !== 'cancelled') throw alreadyTerminal(ended);
+      }
+    }
+    return { id, status: 'cancelled' };
+  }
+
+  function alreadyTerminal(job: JobRow): AppError {
+    return new AppError('job_already_terminal', `the job is already ${job.status}`, {
+      details: { status: job.status },
+    });
+  }
+
+  async function resultStore(principal: Principal, id: string): Promise<{ job: JobRow; prefix: string }> {
+    const { job } = await findTarget(principal, id);
+    if (!job.resultsAvailable || job.resultPrefix === null) {
+      const why = isTerminalJobStatus(job.status)
+        ? `the job ended ${job.status} without results`
+        : `the job is ${job.status}; results exist once it completes`;
+      throw new AppError('results_not_ready', why);
+    }
+    return { job, prefix: job.resultPrefix };
+  }
+
+  async function resultLocation(principal: Principal, id: string): Promise<ResultLocation> {
+    const { prefix } = await resultStore(principal, id);
+    const expiresAt = new Date(now().getTime() + RESULT_URL_TTL_SECONDS * 1000);
+    return {
+      resultUrl: await store.signedUrl(`${prefix}zarr.json`, { expiresInSeconds: RESULT_URL_TTL_SECONDS }),
+      expiresAt: expiresAt.toISOString(),
+      resultBasePath: prefix.slice(0, -1),
+    };
+  }
+
+  /** Opens one file of the job's store (whole, or the given range) for streaming. */
+  async function openResultFile(
+    principal: Principal,
+    id: string,
+    path: readonly string[],
+    rangeOf: (size: number) => { offset: number; length: number } | undefined,
+  ): Promise<{
+    body: Readable;
+    info: ObjectInfo;
+    range: { offset: number; length: number } | undefined;
+    contentType: string;
+  }> {
+    const { prefix } = await resultStore(principal, id);
+    const relative = normaliseStorePath(path);
+    if (relative === undefined) throw notFound('file');
+    const key = `${prefix}${relative}`;
+    const info = await store.stat(key);
+    if (!info) throw notFound('file');
+    const range = rangeOf(info.sizeBytes);
+    const body = await store.read(key, range ? { range } : {});
+    if (!body) throw notFound('file');
+    const contentType = relative.endsWith('.json') ? 'application/json' : 'application/octet-stream';
+    return { body, info, range, contentType };
+  }
+
+  return { get, cancel, resultLocation, openResultFile };
+}
+
+export type JobService = ReturnType<typeof createJobService>;
