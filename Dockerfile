@@ -16,6 +16,8 @@ WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/db/migrations ./db/migrations
+# The bundled model (models/registry.ts finds it beside dist/models or in models/).
+COPY --from=build /app/models/baseline-v0.7.onnx ./models/
 COPY package.json ./
 USER node
 EXPOSE 8080

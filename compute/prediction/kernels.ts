@@ -67,7 +67,8 @@ export function inputWindow(sq: PixelRect, tile: number, halo: number): PixelRec
 /**
  * Fills one model input tile (planar RGB float `[3, S, S]` at `into[offset..]`) from `region`,
  * an RGB read of the level whose top-left pixel is level pixel `(regionX, regionY)` and which
- * holds every level pixel the samples touch. Pixels outside the level are white.
+ * holds every level pixel the samples touch. Pixels outside the level are white. Separable:
+ * each source row is resampled along x once, then pairs of those rows are blended along y.
  */
 export function fillInputTile(
   region: RgbImage,
@@ -79,36 +80,56 @@ export function fillInputTile(
   offset: number,
 ): void {
   const n = xs.first.length;
-  const plane = n * n;
+  const rows = ys.first.length;
+  const plane = rows * n;
   const { data, width } = region;
-  // Region offsets of each sample's columns (-1: outside the level).
   const col0 = new Int32Array(n);
   const col1 = new Int32Array(n);
   for (let j = 0; j < n; j++) {
     col0[j] = xs.first[j]! < 0 ? -1 : (xs.first[j]! - regionX) * 3;
     col1[j] = xs.second[j]! < 0 ? -1 : (xs.second[j]! - regionX) * 3;
   }
-  for (let i = 0; i < ys.first.length; i++) {
-    const row0 = ys.first[i]! < 0 ? -1 : (ys.first[i]! - regionY) * width * 3;
-    const row1 = ys.second[i]! < 0 ? -1 : (ys.second[i]! - regionY) * width * 3;
+  // Rows only go down, so the two most recent resampled rows are all that is ever reused.
+  let rowA = Number.NaN;
+  let rowB = Number.NaN;
+  let bufA = new Float32Array(3 * n);
+  let bufB = new Float32Array(3 * n);
+  const resampled = (row: number): Float32Array => {
+    if (row === rowA) return bufA;
+    if (row === rowB) return bufB;
+    const out = bufA;
+    bufA = bufB;
+    bufB = out;
+    rowA = rowB;
+    rowB = row;
+    if (row < 0) return out.fill(WHITE);
+    const base = (row - regionY) * width * 3;
+    for (let j = 0; j < n; j++) {
+      const a = col0[j]!;
+      const b = col1[j]!;
+      const fx = xs.weight[j]!;
+      for (let c = 0; c < 3; c++) {
+        const p0 = a < 0 ? WHITE : data[base + a + c]!;
+        out[c * n + j] = fx === 0 ? p0 : (1 - fx) * p0 + fx * (b < 0 ? WHITE : data[base + b + c]!);
+      }
+    }
+    return out;
+  };
+  for (let i = 0; i < rows; i++) {
     const fy = ys.weight[i]!;
+    const upper = resampled(ys.first[i]!);
     const out = offset + i * n;
+    if (fy === 0) {
+      for (let c = 0; c < 3; c++) into.set(upper.subarray(c * n, (c + 1) * n), out + c * plane);
+      continue;
+    }
+    // Fetch the lower row second: `resampled` may recycle the older buffer, never the newest two.
+    const lower = resampled(ys.second[i]!);
+    const top = ys.first[i] === rowA ? bufA : bufB;
     for (let c = 0; c < 3; c++) {
       const o = out + c * plane;
-      for (let j = 0; j < n; j++) {
-        const fx = xs.weight[j]!;
-        const a = col0[j]!;
-        const b = col1[j]!;
-        const p00 = row0 < 0 || a < 0 ? WHITE : data[row0 + a + c]!;
-        if (fy === 0 && fx === 0) {
-          into[o + j] = p00;
-          continue;
-        }
-        const p01 = row0 < 0 || b < 0 ? WHITE : data[row0 + b + c]!;
-        const p10 = row1 < 0 || a < 0 ? WHITE : data[row1 + a + c]!;
-        const p11 = row1 < 0 || b < 0 ? WHITE : data[row1 + b + c]!;
-        into[o + j] = (1 - fy) * ((1 - fx) * p00 + fx * p01) + fy * ((1 - fx) * p10 + fx * p11);
-      }
+      const from = c * n;
+      for (let j = 0; j < n; j++) into[o + j] = (1 - fy) * top[from + j]! + fy * lower[from + j]!;
     }
   }
 }
@@ -161,37 +182,60 @@ export function mergeStatistics(total: ChannelStatistics, part: ChannelStatistic
   for (let b = 0; b < part.histogram.length; b++) total.histogram[b]! += part.histogram[b]!;
 }
 
+/** Count, extremes and sum of the values one `writePlane` call stored. */
+export interface PlaneSums {
+  count: number;
+  min: number;
+  max: number;
+  sum: number;
+}
+
 /**
  * Writes the part of one output plane (`[T, T]` at `source[offset..]`, the model's output for
- * square `sq`) that lies in `clip` into a chunk-major shard buffer whose top-left pixel is level
- * pixel `(shardX, shardY)`, and marks those pixels in `written` (same layout).
+ * square `sq`, resampled along `ys`/`xs` from `outputSamples`) that lies in `clip` into a
+ * chunk-major shard buffer whose top-left pixel is level pixel `(shardX, shardY)`. Adds each
+ * stored value to `histogram` (bins over `range`) and answers count, extremes and sum, taken
+ * in the plane's own pixel order so that they do not depend on when it is written.
  */
 export function writePlane(
   source: Float32Array,
   offset: number,
   tile: number,
   sq: PixelRect,
+  ys: AxisSamples,
+  xs: AxisSamples,
   clip: PixelRect,
   shard: Float32Array,
-  written: Uint8Array,
   shardX: number,
   shardY: number,
   g: ShardGeometry,
-): void {
+  histogram: Uint32Array,
+  range: readonly [number, number],
+): PlaneSums {
+  const sums = { count: 0, min: 0, max: 0, sum: 0 };
   const x0 = Math.max(sq.x0, clip.x0);
   const x1 = Math.min(sq.x1, clip.x1);
   const y0 = Math.max(sq.y0, clip.y0);
   const y1 = Math.min(sq.y1, clip.y1);
-  if (x0 >= x1 || y0 >= y1) return;
-  const ys = outputSamples(sq.y1 - sq.y0, tile);
-  const xs = outputSamples(sq.x1 - sq.x0, tile);
+  if (x0 >= x1 || y0 >= y1) return sums;
+  const bins = histogram.length;
+  const lo = range[0];
+  const perBin = bins / (range[1] - range[0]);
   const ch = g.chunkHeight;
   const cw = g.chunkWidth;
+  const row = new Float32Array(tile);
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  let sum = 0;
   for (let y = y0; y < y1; y++) {
     const j = y - sq.y0;
     const r0 = offset + ys.first[j]! * tile;
-    const r1 = offset + ys.second[j]! * tile;
     const fy = ys.weight[j]!;
+    if (fy === 0) row.set(source.subarray(r0, r0 + tile));
+    else {
+      const r1 = offset + ys.second[j]! * tile;
+      for (let i = 0; i < tile; i++) row[i] = (1 - fy) * source[r0 + i]! + fy * source[r1 + i]!;
+    }
     const ly = y - shardY;
     const cy = Math.floor(ly / ch);
     const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
@@ -201,22 +245,29 @@ export function writePlane(
       const cx = Math.floor(lx / cw);
       const end = Math.min(x1, shardX + (cx + 1) * cw);
       let at = rowBase + cx * g.chunkLength + (lx - cx * cw);
-      written.fill(1, at, at + (end - x));
       for (; x < end; x++, at++) {
         const i = x - sq.x0;
-        const a = xs.first[i]!;
         const fx = xs.weight[i]!;
-        if (fx === 0 && fy === 0) {
-          shard[at] = source[r0 + a]!;
-          continue;
-        }
-        const b = xs.second[i]!;
-        shard[at] =
-          (1 - fy) * ((1 - fx) * source[r0 + a]! + fx * source[r0 + b]!) +
-          fy * ((1 - fx) * source[r1 + a]! + fx * source[r1 + b]!);
+        const a = row[xs.first[i]!]!;
+        // Statistics of what is stored (float32), so a reader recomputing them agrees.
+        const v = fx === 0 ? a : Math.fround((1 - fx) * a + fx * row[xs.second[i]!]!);
+        shard[at] = v;
+        if (v < min) min = v;
+        if (v > max) max = v;
+        sum += v;
+        // Truncation is floor here: anything below the range lands in bin 0 either way.
+        let bin = ((v - lo) * perBin) | 0;
+        if (bin < 0) bin = 0;
+        else if (bin >= bins) bin = bins - 1;
+        histogram[bin]!++;
       }
     }
   }
+  sums.count = (x1 - x0) * (y1 - y0);
+  sums.min = min;
+  sums.max = max;
+  sums.sum = sum;
+  return sums;
 }
 
 /**

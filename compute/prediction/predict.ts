@@ -7,6 +7,8 @@ import {
   inputSamples,
   inputWindow,
   mergeStatistics,
+  outputSamples,
+  type PlaneSums,
   writePlane,
 } from './kernels';
 import { inputTileLength, type ModelSession } from './model';
@@ -51,7 +53,10 @@ export interface PredictMarkersOptions {
   sink: KeyValueSink;
   /** Tiles per inference. Default 8. */
   batchSize?: number;
-  /** Store shard side (level-0 pixels). Default 2048: 16 MB of float32 per marker. */
+  /**
+   * Store shard side (level-0 pixels). Default 1024: 4 MB of float32 per marker, two of them
+   * alive per marker (one made, one stored), so 14 markers hold about 110 MB of shards.
+   */
   shardSize?: number;
   /** Inner chunk side. Default 512. */
   chunkSize?: number;
@@ -101,10 +106,9 @@ interface ShardWork {
 /** A position's output planes, one per stored marker (`[M, T, T]`), or null if it failed. */
 type Carried = Float32Array | null;
 
-/** One shard's buffers (one per marker, chunk-major) and which of their pixels were predicted. */
+/** One shard's buffers, one per marker, chunk-major. */
 interface Slot {
   buffers: Float32Array[];
-  written: Uint8Array;
 }
 
 interface Made {
@@ -112,43 +116,6 @@ interface Made {
   tiles: number;
   failed: number;
   statistics: ChannelStatistics[];
-}
-
-/** Statistics of the predicted pixels of one shard buffer. */
-function shardStatistics(
-  buffer: Float32Array,
-  written: Uint8Array,
-  range: readonly [number, number],
-): ChannelStatistics {
-  const stats = emptyStatistics(HISTOGRAM_BINS);
-  const hist = stats.histogram;
-  const bins = hist.length;
-  const perBin = bins / (range[1] - range[0]);
-  const lo = range[0];
-  let count = 0;
-  let min = 0;
-  let max = 0;
-  let sum = 0;
-  for (let i = 0; i < buffer.length; i++) {
-    if (written[i] !== 1) continue;
-    const v = buffer[i]!;
-    if (count === 0) {
-      min = v;
-      max = v;
-    } else if (v < min) min = v;
-    else if (v > max) max = v;
-    count++;
-    sum += v;
-    let bin = Math.floor((v - lo) * perBin);
-    if (bin < 0) bin = 0;
-    else if (bin >= bins) bin = bins - 1;
-    hist[bin]!++;
-  }
-  stats.count = count;
-  stats.min = min;
-  stats.max = max;
-  stats.sum = sum;
-  return stats;
 }
 
 class Prediction {
@@ -161,7 +128,6 @@ class Prediction {
   private readonly total: number;
   private readonly carried = new Map<number, Carried>();
   private readonly free: Slot[] = [];
-  private readonly inputs = new Map<number, Float32Array>();
   private readonly geometry: ShardGeometry;
   private progress: PredictionProgress;
   /** A copy of `progress` handed to `onProgress`, which may keep it. */
@@ -184,7 +150,7 @@ class Prediction {
       if (c < 0) throw new RangeError(`model ${spec.version} has no channel ${marker}`);
       return c;
     });
-    const shardSize = options.shardSize ?? 2048;
+    const shardSize = options.shardSize ?? 1024;
     const chunkSize = options.chunkSize ?? 512;
     if (
       !Number.isSafeInteger(chunkSize) ||
@@ -303,7 +269,7 @@ class Prediction {
     return { index, shard, positions, infer, region };
   }
 
-  /** Infers and writes one shard's positions into a pair of fresh buffers. */
+  /** Infers and writes one shard's positions into fresh buffers. */
   private async make(work: ShardWork): Promise<Made> {
     const { model, signal } = this.options;
     const { tileSize, halo } = model.spec;
@@ -311,20 +277,32 @@ class Prediction {
     const rect = this.plan.shardRect(work.shard);
     const markers = this.arrays.length;
     const plane = tileSize * tileSize;
+    const range = this.layout.outputRange;
+    const histograms = this.arrays.map(() => new Uint32Array(HISTOGRAM_BINS));
+    // Per position (in `work.positions` order) and marker: what was written, summed at the end
+    // in that order, so a resumed run (which carries fewer positions) adds up the same floats.
+    const sums: (PlaneSums | undefined)[] = new Array(work.positions.length * markers);
+    const slotOf = new Map(work.positions.map((p, i) => [p, i]));
     const write = (p: number, data: Float32Array, offsets: (m: number) => number) => {
       const sq = this.plan.square(p);
+      const ys = outputSamples(sq.y1 - sq.y0, tileSize);
+      const xs = outputSamples(sq.x1 - sq.x0, tileSize);
+      const at = slotOf.get(p)! * markers;
       for (let m = 0; m < markers; m++) {
-        writePlane(
+        sums[at + m] = writePlane(
           data,
           offsets(m),
           tileSize,
           sq,
+          ys,
+          xs,
           rect,
           slot.buffers[m]!,
-          slot.written,
           rect.x0,
           rect.y0,
           this.geometry,
+          histograms[m]!,
+          range,
         );
       }
     };
@@ -340,18 +318,30 @@ class Prediction {
     let failed = 0;
     const region = await work.region;
     const length = inputTileLength(model.spec);
-    for (let b = 0; b < work.infer.length; b += this.batchSize) {
-      signal?.throwIfAborted();
-      const batch = work.infer.slice(b, b + this.batchSize);
-      const input = this.inputFor(batch.length);
+    const batches: number[][] = [];
+    for (let b = 0; b < work.infer.length; b += this.batchSize)
+      batches.push(work.infer.slice(b, b + this.batchSize));
+    const submit = (batch: number[]) => {
       if (!region) throw new Error(`shard ${work.index} has positions to infer but no H&E region`);
+      const input = new Float32Array(batch.length * length);
       batch.forEach((p, k) => {
         const sq = this.plan.square(p);
         const ys = inputSamples(sq.y0, sq.y1 - sq.y0, tileSize, halo, this.plan.heightPx);
         const xs = inputSamples(sq.x0, sq.x1 - sq.x0, tileSize, halo, this.plan.widthPx);
         fillInputTile(region.image, region.x, region.y, ys, xs, input, k * length);
       });
-      const outputs = await this.inferWithRetry(input, batch.length);
+      const outputs = this.inferWithRetry(input, batch.length);
+      outputs.catch(() => {});
+      return outputs;
+    };
+    // The next batch is read and submitted before the current one's outputs are written, so a
+    // session that runs off the main thread is never idle while they are.
+    let pending = batches[0] ? submit(batches[0]) : undefined;
+    for (let i = 0; i < batches.length; i++) {
+      signal?.throwIfAborted();
+      const batch = batches[i]!;
+      const outputs = await pending!;
+      pending = batches[i + 1] ? submit(batches[i + 1]!) : undefined;
       batch.forEach((p, k) => {
         const out = outputs[k];
         if (out) write(p, out.data, (m) => out.offset + this.channelIndex[m]! * plane);
@@ -374,11 +364,19 @@ class Prediction {
       this.options.onProgress?.(this.counted + tiles, this.total, this.snapshot);
     }
     this.counted += tiles;
-    // Statistics over the shard's stored pixels in buffer order, so they do not depend on which
-    // positions were carried and which inferred (a resumed run carries fewer).
-    const statistics = slot.buffers.map((buffer) =>
-      shardStatistics(buffer, slot.written, this.layout.outputRange),
-    );
+    const statistics = histograms.map((histogram, m) => {
+      const stats = emptyStatistics(HISTOGRAM_BINS);
+      for (let i = 0; i < work.positions.length; i++) {
+        const part = sums[i * markers + m];
+        if (!part || part.count === 0) continue;
+        stats.min = stats.count === 0 ? part.min : Math.min(stats.min, part.min);
+        stats.max = stats.count === 0 ? part.max : Math.max(stats.max, part.max);
+        stats.count += part.count;
+        stats.sum += part.sum;
+      }
+      stats.histogram = Array.from(histogram);
+      return stats;
+    });
     return { slot, tiles, failed, statistics };
   }
 
@@ -430,25 +428,13 @@ class Prediction {
     }
   }
 
-  /** An input buffer for `count` tiles, reused: a batch is consumed before the next is filled. */
-  private inputFor(count: number): Float32Array {
-    let input = this.inputs.get(count);
-    if (!input) {
-      input = new Float32Array(count * inputTileLength(this.options.model.spec));
-      this.inputs.set(count, input);
-    }
-    return input;
-  }
-
   private take(): Slot {
     const slot = this.free.pop();
     if (slot) {
       for (const buffer of slot.buffers) buffer.fill(PREDICTION_FILL_VALUE);
-      slot.written.fill(0);
       return slot;
     }
-    const buffers = this.arrays.map((array) => array.allocateShard());
-    return { buffers, written: new Uint8Array(buffers[0]!.length) };
+    return { buffers: this.arrays.map((array) => array.allocateShard()) };
   }
 
   private async readRegion(

@@ -1,0 +1,264 @@
+import { execFile } from 'node:child_process';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import type { SlideImage } from '../compute/image';
+import {
+  finishPredictionStore,
+  inputTileLength,
+  type ModelSession,
+  openModelSession,
+  type PatchGrid,
+  predictMarkers,
+  TilePlan,
+} from '../compute/prediction';
+import { fillInputTile, inputSamples, inputWindow } from '../compute/prediction/kernels';
+import { buildHePyramid, openHePyramid, readPyramidLevel } from '../compute/pyramid';
+import { openTiffSlide } from '../compute/slide';
+import { fileSource } from '../compute/source';
+import { detectTissue, tissuePatchGrid } from '../compute/tissue';
+import { folderSink } from '../compute/zarr';
+import { modelSpec } from '../models/registry';
+import { writeSyntheticSvs } from './synthetic-svs';
+
+/**
+ * Prediction throughput: tiles per second of the whole job path (read the H&E pyramid, infer,
+ * write the Zarr store) against bare `session.run` on the same tiles and batch size, in the same
+ * process and run, and the peak RSS of the prediction alone, which must stay flat as the slide
+ * grows. The slide is a synthetic SVS made from CMU-1-Small-Region (bench/synthetic-svs.ts),
+ * its H&E pyramid and tissue grid made as ingest makes them, in a separate process first.
+ *
+ *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14]
+ *
+ * The bare figure cycles through the first `--bare-tiles` real tiles of the slide: the baseline
+ * model's cost does not depend on pixel values, and holding every tile's input would not fit.
+ */
+const run = promisify(execFile);
+const { values } = parseArgs({
+  options: {
+    sizes: { type: 'string', default: '6000,12000' },
+    batch: { type: 'string', default: '8' },
+    threads: { type: 'string', default: '1' },
+    markers: { type: 'string', default: '14' },
+    'bare-tiles': { type: 'string', default: '64' },
+    // Leave the slide, pyramid and store in the scratch folder (profiling the measured phase).
+    keep: { type: 'boolean', default: false },
+    // Internal: the measured phase, in a child process of its own.
+    measure: { type: 'string' },
+  },
+});
+const scratch = path.join(process.env.SPS_TEST_SCRATCH ?? '/tmp', 'bench-inference');
+const sharedSlide = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'wsi', 'CMU-1-Small-Region.svs');
+const spec = modelSpec('v0.7');
+const peakMiB = () => Math.round(process.resourceUsage().maxRSS / 1024);
+
+interface Prepared {
+  heMpp: number;
+  grid: PatchGrid;
+}
+
+/** The slide, its pyramid and its tissue grid, as ingest would leave them. */
+async function prepare(dir: string, side: number): Promise<Prepared> {
+  const slidePath = path.join(dir, 'synthetic.svs');
+  await writeSyntheticSvs({ source: sharedSlide, out: slidePath, width: side, height: side });
+  const source = await fileSource(slidePath);
+  try {
+    const image = await openTiffSlide(source);
+    const heMpp = image.probe.effectiveMpp ?? 0.5;
+    const sink = folderSink(path.join(dir, 'he'));
+    const pyramid = await buildHePyramid({ image, sink, mpp: heMpp, name: 'H&E' });
+    const level = Math.min(4, pyramid.levels.length - 1);
+    const tissue = detectTissue(await readPyramidLevel(sink, level));
+    const grid = tissuePatchGrid({
+      ...tissue,
+      maskDownsample: 2 ** level,
+      levelWidthPx: image.widthPx,
+      levelHeightPx: image.heightPx,
+      mpp: heMpp,
+    });
+    return {
+      heMpp,
+      grid: {
+        cols: grid.cols,
+        rows: grid.rows,
+        selected: grid.selected,
+        patchSizeLevel0Px: grid.patchSizeLevel0Px,
+      },
+    };
+  } finally {
+    await source.close();
+  }
+}
+
+/** Inputs of the first `count` selected positions, read and resampled as the predictor does. */
+async function realTiles(he: SlideImage, plan: TilePlan, count: number): Promise<Float32Array> {
+  const length = inputTileLength(spec);
+  const positions: number[] = [];
+  for (let p = 0; p < plan.positionCount && positions.length < count; p++)
+    if (plan.grid.selected[p] === 1) positions.push(p);
+  const out = new Float32Array(positions.length * length);
+  for (const [k, p] of positions.entries()) {
+    const sq = plan.square(p);
+    const w = inputWindow(sq, spec.tileSize, spec.halo);
+    const x0 = Math.max(0, w.x0);
+    const y0 = Math.max(0, w.y0);
+    const rgb = await he.readRegion({
+      level: plan.level,
+      x: x0,
+      y: y0,
+      width: Math.min(plan.widthPx, w.x1) - x0,
+      height: Math.min(plan.heightPx, w.y1) - y0,
+    });
+    const ys = inputSamples(sq.y0, sq.y1 - sq.y0, spec.tileSize, spec.halo, plan.heightPx);
+    const xs = inputSamples(sq.x0, sq.x1 - sq.x0, spec.tileSize, spec.halo, plan.widthPx);
+    fillInputTile(rgb, x0, y0, ys, xs, out, k * length);
+  }
+  return out;
+}
+
+/** Bare `session.run` on `tiles` batches of `batch`, cycling through `inputs`. */
+async function bare(
+  session: ModelSession,
+  inputs: Float32Array,
+  tiles: number,
+  batch: number,
+): Promise<number> {
+  const length = inputTileLength(spec);
+  const available = inputs.length / length;
+  const batches: Float32Array[] = [];
+  for (let k = 0; k + batch <= available; k += batch)
+    batches.push(inputs.slice(k * length, (k + batch) * length));
+  await session.run(batches[0]!, batch);
+  const started = performance.now();
+  let done = 0;
+  for (let i = 0; done < tiles; i++) {
+    const n = Math.min(batch, tiles - done);
+    const input =
+      n === batch
+        ? batches[i % batches.length]!
+        : batches[i % batches.length]!.subarray(0, n * length).slice();
+    await session.run(input, n);
+    done += n;
+  }
+  return (performance.now() - started) / 1000;
+}
+
+/** The measured phase: this process does nothing else, so its peak RSS is the prediction's. */
+async function measure(dir: string): Promise<void> {
+  const { heMpp, grid } = JSON.parse(await readFile(path.join(dir, 'prepared.json'), 'utf8')) as Omit<
+    Prepared,
+    'grid'
+  > & {
+    grid: Omit<PatchGrid, 'selected'> & { selected: number[] };
+  };
+  const patchGrid: PatchGrid = { ...grid, selected: Uint8Array.from(grid.selected) };
+  const batch = Number(values.batch);
+  const session = await openModelSession(spec, { intraOpNumThreads: Number(values.threads) });
+  const markers = spec.channels.slice(0, Number(values.markers));
+  const he = await openHePyramid(folderSink(path.join(dir, 'he')));
+  const storeRoot = path.join(dir, 'prediction');
+  await rm(storeRoot, { recursive: true, force: true });
+  const sink = folderSink(storeRoot);
+  // Warm the session outside the timed part, as a long-lived worker has it warm.
+  const plan = new TilePlan({
+    grid: patchGrid,
+    heLevels: he.levels,
+    heMpp,
+    modelMpp: spec.mpp,
+    shardSize: 1024,
+    bandShards: 4,
+  });
+  const inputs = await realTiles(he, plan, Number(values['bare-tiles']));
+  await session.run(inputs.subarray(0, inputTileLength(spec)).slice(), 1);
+  let inferred = 0;
+  const counting: ModelSession = {
+    spec: session.spec,
+    run(input, count) {
+      inferred += count;
+      return session.run(input, count);
+    },
+  };
+  const started = performance.now();
+  const result = await predictMarkers({
+    he,
+    heMpp,
+    grid: patchGrid,
+    model: counting,
+    markers,
+    sink,
+    batchSize: batch,
+  });
+  const pipelineSeconds = (performance.now() - started) / 1000;
+  const pipelinePeak = peakMiB();
+  const finishStarted = performance.now();
+  await finishPredictionStore({ sink, layout: result.layout, statistics: result.statistics });
+  const finishSeconds = (performance.now() - finishStarted) / 1000;
+  const bareSeconds = await bare(session, inputs, result.tiles, batch);
+  console.log(
+    JSON.stringify({
+      tiles: result.tiles,
+      inferred,
+      failed: result.failedTiles,
+      heLevel: result.layout.heLevel,
+      pipelineSeconds,
+      finishSeconds,
+      bareSeconds,
+      pipelinePeakMiB: pipelinePeak,
+      peakMiB: peakMiB(),
+    }),
+  );
+}
+
+async function benchSize(side: number): Promise<void> {
+  const dir = path.join(scratch, String(side));
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  const prepared = await prepare(dir, side);
+  await writeFile(
+    path.join(dir, 'prepared.json'),
+    JSON.stringify({ ...prepared, grid: { ...prepared.grid, selected: Array.from(prepared.grid.selected) } }),
+  );
+  const args = [
+    __filename,
+    '--measure',
+    dir,
+    '--batch',
+    values.batch,
+    '--threads',
+    values.threads,
+    '--markers',
+    values.markers,
+    '--bare-tiles',
+    values['bare-tiles'],
+  ];
+  const { stdout } = await run(process.execPath, args, { maxBuffer: 16 << 20 });
+  const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, number>;
+  const pipelineRate = r.tiles! / r.pipelineSeconds!;
+  const bareRate = r.tiles! / r.bareSeconds!;
+  console.log(
+    `\n${side} x ${side} synthetic SVS, H&E level ${r.heLevel}, ${values.markers} markers, batch ${values.batch}, ${values.threads} intra-op thread(s)`,
+  );
+  console.log(
+    `  positions          ${r.tiles} (${r.inferred} inferences: band edges are inferred twice; ${r.failed} failed)`,
+  );
+  console.log(
+    `  whole path         ${r.pipelineSeconds!.toFixed(2)} s, ${pipelineRate.toFixed(1)} tiles/s (read H&E, infer, write level 0)`,
+  );
+  console.log(`  bare session.run   ${r.bareSeconds!.toFixed(2)} s, ${bareRate.toFixed(1)} tiles/s`);
+  console.log(`  ratio              ${(pipelineRate / bareRate).toFixed(2)} (target >= 0.85)`);
+  console.log(`  pyramid + metadata ${r.finishSeconds!.toFixed(2)} s (postprocessing)`);
+  console.log(
+    `  peak RSS           ${r.pipelinePeakMiB} MiB after the whole path, ${r.peakMiB} MiB at the end`,
+  );
+  if (!values.keep) await rm(dir, { recursive: true, force: true });
+}
+
+async function main(): Promise<void> {
+  if (values.measure) return measure(values.measure);
+  for (const side of values.sizes.split(',').map(Number)) await benchSize(side);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
