@@ -1,7 +1,9 @@
 import express, { type Express, Router } from 'express';
 import type { Logger } from 'pino';
 import type { Sql } from '../db';
+import { createJobEventHub } from '../db/job-events';
 import { endpoints } from '../schemas/endpoints';
+import { JOB_STREAM_DEFAULTS } from '../schemas/job-stream';
 import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
 import type { ObjectStore } from '../storage';
 import { authenticate } from './auth';
@@ -11,10 +13,12 @@ import { rateLimit } from './rate-limit';
 import { mount } from './route';
 import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
+import { jobStreamRoutes } from './routes/job-stream';
 import { jobRoutes } from './routes/jobs';
 import { sampleRoutes } from './routes/samples';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
 import { createCatalogService } from './services/catalog';
+import { createJobStreamService, registerJobStreamMetrics } from './services/job-stream';
 import { createJobService } from './services/jobs';
 import { createPredictionService } from './services/predictions';
 import { createSampleListService } from './services/sample-list';
@@ -34,6 +38,10 @@ export interface ApiSettings {
     uploadMaxBytes: number;
     uploadChunkMaxBytes: number;
     uploadSessionTtlSeconds: number;
+    /** Job stream heartbeat interval (DECISIONS.md: 15 s); tests shorten it. */
+    streamHeartbeatMs?: number;
+    /** The SSE `retry` of job streams (DECISIONS.md: 5000 ms). */
+    streamRetryMs?: number;
   };
 }
 
@@ -69,6 +77,17 @@ export function createApp(deps: ApiDeps): Express {
   const catalog = createCatalogService({ sql });
   const predictions = createPredictionService({ sql, workflows, logger });
   const jobs = createJobService({ sql, store, workflows, logger });
+  // The process's one LISTEN connection, shared by every job stream.
+  const jobEvents = createJobEventHub(sql, {
+    onError: (err) => logger.warn({ err }, 'job event stream: database read failed, retrying'),
+  });
+  const jobStreams = createJobStreamService({
+    sql,
+    hub: jobEvents,
+    heartbeatMs: settings.limits.streamHeartbeatMs ?? JOB_STREAM_DEFAULTS.heartbeatMs,
+  });
+  registerJobStreamMetrics(metrics.registry, jobEvents);
+  const streamRetryMs = settings.limits.streamRetryMs ?? JOB_STREAM_DEFAULTS.retryMs;
   const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`);
 
   const v1 = Router();
@@ -81,6 +100,7 @@ export function createApp(deps: ApiDeps): Express {
   v1.use(rateLimit(sql, { ratePerSecond: settings.limits.ratePerSecond, burst: settings.limits.rateBurst }));
   v1.use(uploadRoutes(uploads));
   v1.use(sampleRoutes({ samples, lists, catalog }));
+  v1.use(jobStreamRoutes(jobStreams, { retryMs: streamRetryMs }));
   v1.use(jobRoutes({ predictions, jobs }));
   v1.use((_req, _res, next) => next(notFound('endpoint')));
 

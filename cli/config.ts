@@ -47,6 +47,8 @@ const EnvSchema = z.object({
   UPLOAD_CHUNK_MAX_BYTES: positiveInt.default(512 * 1024 ** 2),
   UPLOAD_SESSION_TTL_SECONDS: positiveInt.default(7 * 24 * 3600),
   SIGNED_URL_TTL_SECONDS: positiveInt.default(3600),
+  JOB_STREAM_HEARTBEAT_SECONDS: positiveInt.default(15),
+  JOB_STREAM_RETRY_MS: positiveInt.default(5000),
   WORKFLOW_BUNDLE_PATH: z.string().optional(),
   TEMPORAL_CLI: z.string().default('temporal'),
   SPS_DEV_POSTGRES_PORT: port.default(54329),
@@ -87,6 +89,8 @@ export interface Config {
     uploadChunkMaxBytes: number;
     uploadSessionTtlSeconds: number;
     signedUrlTtlSeconds: number;
+    streamHeartbeatMs: number;
+    streamRetryMs: number;
   };
 }
 
@@ -149,6 +153,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       uploadChunkMaxBytes: e.UPLOAD_CHUNK_MAX_BYTES,
       uploadSessionTtlSeconds: e.UPLOAD_SESSION_TTL_SECONDS,
       signedUrlTtlSeconds: e.SIGNED_URL_TTL_SECONDS,
+      streamHeartbeatMs: e.JOB_STREAM_HEARTBEAT_SECONDS * 1000,
+      streamRetryMs: e.JOB_STREAM_RETRY_MS,
     },
   };
 }

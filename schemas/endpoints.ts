@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EmptyQuery } from './common';
 import { ErrorBody } from './errors';
+import { JobStreamHeaders, JobStreamParams } from './job-stream';
 import {
   CancelResult,
   JobIdParams,
@@ -61,6 +62,7 @@ export interface Endpoint {
   request?: {
     params?: z.ZodObject;
     query?: z.ZodObject;
+    headers?: z.ZodObject;
     body?: z.ZodType;
     bodyContentType?: string;
   };
@@ -445,6 +447,29 @@ export const endpoints = {
         'Not in this organization, no such file, or a path outside the store (`..`, absolute) (`not_found`)',
       ),
       409: error('No results yet (`results_not_ready`)'),
+      ...bearerErrors,
+    },
+  },
+  streamJob: {
+    method: 'get',
+    path: '/jobs/{id}/stream',
+    auth: 'bearer',
+    summary:
+      'Server-Sent Events of the job: every event after `Last-Event-ID` (all without it), then live ones; heartbeats; `end` after the terminal status. Counts once against the rate limit',
+    request: { params: JobStreamParams, query: EmptyQuery, headers: JobStreamHeaders },
+    responses: {
+      200: {
+        description:
+          'An event stream. `event: status`, `id: <seq>`, `retry: 5000`, `data: {"status","progress","resultStoragePath"}` per status or progress change; `event: heartbeat`, `id: <last seq>`, `data: {}` every 15 s; `event: end`, `id: <last seq>`, `data: {}` after the terminal status, then the server closes',
+        schema: z.string(),
+        contentType: 'text/event-stream',
+      },
+      204: {
+        description:
+          'Last-Event-ID is the terminal event or later: nothing will follow (EventSource stops reconnecting)',
+      },
+      400: error('Unknown query parameter, or a Last-Event-ID that is not an event id (`invalid_request`)'),
+      404: error('Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
   },

@@ -14,6 +14,7 @@ function registerEndpoint(registry: OpenAPIRegistry, name: string, endpoint: End
     request: {
       params: request?.params,
       query: request?.query,
+      headers: request?.headers,
       body: request?.body
         ? { content: { [request.bodyContentType ?? 'application/json']: { schema: request.body } } }
         : undefined,

@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import { Uuid } from './common';
+import { JobStatus } from './enums';
+
+/** DECISIONS.md, Numbers: heartbeat every 15 s, SSE `retry` 5000 ms. Both configurable. */
+export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000 } as const;
+
+export const JobStreamParams = z.strictObject({ id: Uuid });
+
+/** The `data` of an `event: status` frame (DECISIONS.md, Stream frames). */
+export const JobStreamStatusData = z
+  .strictObject({
+    status: JobStatus,
+    progress: z.number().min(0).max(1).nullable(),
+    resultStoragePath: z.string().nullable(),
+  })
+  .meta({ id: 'JobStreamStatusData' });
+export type JobStreamStatusData = z.infer<typeof JobStreamStatusData>;
+
+/** Event ids are the job's event sequence numbers (PostgreSQL integer, from 1). */
+export const LastEventId = z
+  .string()
+  .regex(/^\d{1,10}$/, 'must be the id of an event of this stream')
+  .transform(Number)
+  .pipe(
+    z
+      .number()
+      .int()
+      .max(2 ** 31 - 1, 'must be the id of an event of this stream'),
+  );
+
+export const JobStreamHeaders = z.object({
+  'last-event-id': z.string().optional().meta({
+    description:
+      'Resume: the id of the last event received (sent by EventSource on reconnection). Every later event is sent; without it, every event of the job',
+  }),
+});
+
+export type JobStreamFrame =
+  | { event: 'status'; id: number; data: JobStreamStatusData }
+  | { event: 'heartbeat'; id: number }
+  | { event: 'end'; id: number };
