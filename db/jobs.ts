@@ -2,6 +2,7 @@ import type { JobStatus, SampleStatus } from '../schemas/enums';
 import { activeJobStatuses, isTerminalJobStatus, jobStatusRank } from '../schemas/jobs';
 import { settleJobInTransaction } from './credits';
 import type { Queryable, Sql, TransactionSql } from './index';
+import { appendJobEvent } from './job-events';
 
 /** A prediction job as the API and the workflow see it. 64-bit credit counts are numbers (safe here). */
 export interface JobRow {
@@ -104,23 +105,6 @@ export async function countActiveJobs(sql: Queryable, organizationId: string): P
     SELECT count(*)::int AS count FROM jobs
     WHERE organization_id = ${organizationId} AND status IN ${sql([...activeJobStatuses])}`;
   return row!.count;
-}
-
-/**
- * Appends one event with the job's next sequence number (the SSE id). The caller holds the
- * job's row lock (or created the job in this transaction), so numbers never collide.
- * (Moves to db/job-events.ts, beside the stream that reads them.)
- */
-async function appendJobEvent(
-  tx: TransactionSql,
-  event: { jobId: string; status: JobStatus; progress: number | null; resultStoragePath: string | null },
-): Promise<{ seq: number }> {
-  const [row] = await tx<{ seq: number }[]>`
-    INSERT INTO job_events (job_id, seq, status, progress, result_storage_path)
-    SELECT ${event.jobId}, coalesce(max(seq), 0) + 1, ${event.status}, ${event.progress}, ${event.resultStoragePath}
-    FROM job_events WHERE job_id = ${event.jobId}
-    RETURNING seq`;
-  return { seq: row!.seq };
 }
 
 export interface NewQueuedJob {
