@@ -1,13 +1,10 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Sql } from '../../db';
 import { findOwnedJobStatus, type JobEvent, type JobEventHub, listJobEventsAfter } from '../../db/job-events';
-import type { JobStatus } from '../../schemas/enums';
 import type { JobStreamFrame } from '../../schemas/job-stream';
+import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { Principal } from '../auth';
 import { notFound } from '../errors';
-
-// The contract's terminal values (api-v1.md, Job status): after one of these nothing follows.
-const TERMINAL: ReadonlySet<JobStatus> = new Set(['completed', 'partial_failed', 'failed', 'cancelled']);
 
 /** Where a stream's frames go: the route writes them as SSE on the response. */
 export interface JobStreamSink {
@@ -63,7 +60,7 @@ export function createJobStreamService(deps: JobStreamServiceDeps) {
     if (status === undefined) throw notFound('job');
     // The terminal event commits with the terminal status, so a terminal status read here
     // means the replay below contains every event there will ever be.
-    const terminal = TERMINAL.has(status);
+    const terminal = isTerminalJobStatus(status);
     if (terminal && lastEventId !== undefined) {
       const after = await listJobEventsAfter(sql, jobId, lastEventId, 1);
       if (after.length === 0) return undefined;
@@ -85,7 +82,7 @@ export function createJobStreamService(deps: JobStreamServiceDeps) {
         if (stopped) return;
         lastId = event.seq;
         sink.send(statusFrame(event));
-        if (TERMINAL.has(event.status)) finish();
+        if (isTerminalJobStatus(event.status)) finish();
       },
       // A job that was terminal when the stream opened but whose replay held no terminal
       // event (its events predate event recording) still ends.
