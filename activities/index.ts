@@ -2,12 +2,15 @@ import type { Sql } from '../db';
 import type { ObjectStore } from '../storage';
 import { createIngestActivities } from './ingest';
 import { createPredictionActivities } from './prediction';
+import { createReconcilerActivities } from './prediction-reconciler';
 import { createRetentionActivities } from './retention';
 import { createUploadActivities } from './uploads';
 
 export interface ActivityDeps {
   sql: Sql;
   store: ObjectStore;
+  /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
+  startPrediction: (jobId: string) => Promise<void>;
 }
 
 /** Every activity, bound to its dependencies; workflows proxy `ReturnType<typeof createActivities>`. */
@@ -16,6 +19,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createUploadActivities(deps),
     ...createIngestActivities(deps),
     ...createPredictionActivities(deps),
+    ...createReconcilerActivities(deps),
     ...createRetentionActivities(deps),
   };
 }

@@ -14,7 +14,7 @@ import {
   connectClient,
   createLogger,
   createStore,
-  ensureRetentionSchedules,
+  ensureSchedules,
   loadWorkflowBundle,
   resolveSigningSecret,
   startApi,
@@ -100,7 +100,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     temporal: { ...config.temporal, address: config.temporal.address! },
   });
   services.push({ stop: () => client.connection.close() });
-  await ensureRetentionSchedules(client, config.temporal.taskQueuePrefix);
+  await ensureSchedules(client, config.temporal.taskQueuePrefix);
   const workers = await startWorkers({
     address: config.temporal.address!,
     namespace: config.temporal.namespace,

@@ -68,14 +68,20 @@ function installTemporalRuntime(logger: Logger): void {
 }
 
 /**
- * The retention Schedules: expired samples into Trash every 15 minutes, and samples past the
- * 7-day Trash window purged every hour. Creating them again is a no-op, so every worker may.
+ * The Schedules: expired samples into Trash every 15 minutes, samples past the 7-day Trash
+ * window purged every hour, and prediction jobs whose workflow never started started every
+ * minute. Creating them again is a no-op, so every worker may.
  */
-export async function ensureRetentionSchedules(client: Client, taskQueuePrefix: string): Promise<void> {
+export async function ensureSchedules(client: Client, taskQueuePrefix: string): Promise<void> {
   const taskQueue = taskQueueName(taskQueuePrefix, 'io');
   const schedules = [
     { id: workflowIds.retentionSweep, workflowType: 'retentionSweepWorkflow', every: '15 minutes' },
     { id: workflowIds.trashPurge, workflowType: 'trashPurgeWorkflow', every: '1 hour' },
+    {
+      id: workflowIds.predictionReconciler,
+      workflowType: 'reconcilePredictionJobsWorkflow',
+      every: '1 minute',
+    },
   ] as const;
   for (const schedule of schedules) {
     const scheduleId = taskQueuePrefix === '' ? schedule.id : `${taskQueuePrefix}-${schedule.id}`;
@@ -109,7 +115,19 @@ export async function startWorkers(options: {
 }): Promise<RunningWorkers> {
   installTemporalRuntime(options.logger);
   const connection = await NativeConnection.connect({ address: options.address });
-  const activities = createActivities({ sql: options.sql, store: options.store });
+  // The reconciler's activity starts prediction workflows, as the API does.
+  const clientConnection = await Connection.connect({ address: options.address });
+  const engine = createWorkflowEngine(
+    new Client({ connection: clientConnection, namespace: options.namespace }),
+    {
+      taskQueuePrefix: options.taskQueuePrefix,
+    },
+  );
+  const activities = createActivities({
+    sql: options.sql,
+    store: options.store,
+    startPrediction: engine.startPrediction,
+  });
   const workers = await Promise.all(
     taskQueueKinds.map((kind) =>
       Worker.create({
@@ -128,6 +146,7 @@ export async function startWorkers(options: {
   );
   const done = Promise.all(workers.map((worker) => worker.run())).then(async () => {
     await connection.close();
+    await clientConnection.close();
   });
   return {
     done,
@@ -137,6 +156,9 @@ export async function startWorkers(options: {
     },
   };
 }
+
+/** How long shutdown waits for requests in flight before closing job streams and the rest. */
+const STREAM_DRAIN_MS = 2000;
 
 export interface RunningApi {
   server: Server;
@@ -173,6 +195,13 @@ export async function startApi(options: {
   return {
     server,
     url: config.http.publicBaseUrl,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        // Job streams never go idle: give requests in flight a moment, then cut what is left
+        // (a stream's client reconnects elsewhere with Last-Event-ID and misses nothing).
+        setTimeout(() => server.closeAllConnections(), STREAM_DRAIN_MS).unref();
+      }),
   };
 }

@@ -5,7 +5,7 @@ import {
   connectClient,
   createLogger,
   createStore,
-  ensureRetentionSchedules,
+  ensureSchedules,
   loadWorkflowBundle,
   startWorkers,
 } from './runtime';
@@ -27,7 +27,7 @@ runMain(async () => {
     logger,
   });
   const client = await connectClient(config);
-  await ensureRetentionSchedules(client, config.temporal.taskQueuePrefix);
+  await ensureSchedules(client, config.temporal.taskQueuePrefix);
   await client.connection.close();
   logger.info({ namespace: config.temporal.namespace }, 'worker polling');
   await Promise.race([untilSignal(), workers.done]);

@@ -16,6 +16,7 @@ export const workflowIds = {
   prediction: (jobId: string) => `prediction-${jobId}`,
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
+  predictionReconciler: 'prediction-reconciler',
 } as const;
 
 /** The queue of `kind` beside `taskQueue` (a workflow on `p-io` sends compute work to `p-compute`). */

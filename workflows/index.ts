@@ -1,3 +1,3 @@
 export { ingestWorkflow } from './ingest';
-export { predictionWorkflow } from './prediction';
+export { predictionWorkflow, reconcilePredictionJobsWorkflow } from './prediction';
 export { recountWorkflow, retentionSweepWorkflow, trashPurgeWorkflow } from './samples';

@@ -83,3 +83,12 @@ function reasonOf(err: unknown): string {
   if (cause instanceof ApplicationFailure && cause.nonRetryable) return cause.message;
   return "the prediction failed on the service's side after several attempts";
 }
+
+/**
+ * Run by a Schedule every minute: starts the workflow of every job left `queued` because the
+ * API's start failed after the commit, so no job waits forever.
+ */
+export async function reconcilePredictionJobsWorkflow(): Promise<{ started: number; cancelled: number }> {
+  const { started, cancelled } = await io.reconcilePredictionJobs({});
+  return { started, cancelled };
+}

@@ -1,6 +1,7 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import path from 'node:path';
-import { creditSummary } from '../../db/credits';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { creditSummary, grantCredits } from '../../db/credits';
 import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
@@ -94,7 +95,13 @@ test('upload -> ready -> dry run -> submit -> stream to completed -> results rea
   expect(((await root.json()) as { attributes: { ome: unknown } }).attributes.ome).toBeDefined();
 
   const store = path.join(stack.fsRoot, results.json.resultBasePath);
-  const read = await runPythonJson<{ markers: string[]; shape: number[]; max: number; nonzero: number; nan: number }>(
+  const read = await runPythonJson<{
+    markers: string[];
+    shape: number[];
+    max: number;
+    nonzero: number;
+    nan: number;
+  }>(
     `
 import json, sys
 import numpy as np
@@ -112,20 +119,38 @@ print(json.dumps({'markers': names, 'shape': list(dapi.shape), 'max': float(np.n
   expect(read.nonzero).toBeGreaterThan(0);
 });
 
-test('a cancelled job ends cancelled with its reservation released', async () => {
+test('a job cancelled while running ends cancelled: reservation released, partial store removed', async () => {
+  await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
   const before = await creditSummary(stack.sql, stack.tenant.organizationId);
-  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['DAPI'] });
+  const markers = ((await call('GET', '/markers')).json.markers as { name: string }[]).map((m) => m.name);
+  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers });
   expect(submitted.status).toBe(202);
   const jobId = submitted.json.jobId as string;
+  let status = 'queued';
+  for (let i = 0; i < 400 && status !== 'running'; i++) {
+    status = (await call('GET', `/jobs/${jobId}`)).json.status;
+    expect(['queued', 'dispatching', 'preprocessing', 'running']).toContain(status);
+    if (status !== 'running') await sleep(25);
+  }
   const cancel = await call('POST', `/jobs/${jobId}/cancel`);
   expect(cancel.json).toEqual({ id: jobId, status: 'cancelled' });
-  const result = await stack.client.workflow
-    .getHandle(workflowIds.prediction(jobId))
-    .result()
-    .catch(() => null);
-  expect(result === null || result.status === 'cancelled').toBe(true);
-  const job = await call('GET', `/jobs/${jobId}`);
-  expect(job.json.status).toBe('cancelled');
+  expect(await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result()).toEqual({
+    status: 'cancelled',
+  });
+  expect((await call('GET', `/jobs/${jobId}`)).json).toMatchObject({
+    status: 'cancelled',
+    resultsAvailable: false,
+  });
   expect(await creditSummary(stack.sql, stack.tenant.organizationId)).toEqual(before);
-  expect((await call('POST', `/jobs/${jobId}/cancel`)).status).toBe(400);
+  expect((await call('GET', `/jobs/${jobId}/results`)).status).toBe(409);
+  const cancelledAgain = await call('POST', `/jobs/${jobId}/cancel`);
+  expect(cancelledAgain).toMatchObject({ status: 400, json: { error: 'job_already_terminal' } });
+  // Let an activity still stopping finish its last write, then nothing of the store remains.
+  await sleep(1500);
+  const keys: string[] = [];
+  for await (const key of stack.store.list(
+    `orgs/${stack.tenant.organizationId}/samples/${sampleId}/jobs/${jobId}/`,
+  ))
+    keys.push(key);
+  expect(keys).toEqual([]);
 });

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runAdminCommand } from '../../cli/admin-commands';
-import { ensureRetentionSchedules } from '../../cli/runtime';
+import { ensureSchedules } from '../../cli/runtime';
 import type { TransactionSql } from '../../db';
 import { restoreSample } from '../../db/sample-details';
 import { apiClient } from '../support/http';
@@ -413,14 +413,21 @@ describe('Trash and restore', () => {
     expect(response.json.error).toBe('deletion_in_progress');
   });
 
-  test('the worker creates both retention Schedules, once', async () => {
-    await ensureRetentionSchedules(stack.client, stack.taskQueuePrefix);
-    await ensureRetentionSchedules(stack.client, stack.taskQueuePrefix);
+  test('the worker creates the retention and reconciler Schedules, once', async () => {
+    await ensureSchedules(stack.client, stack.taskQueuePrefix);
+    await ensureSchedules(stack.client, stack.taskQueuePrefix);
     const sweep = await stack.client.schedule
       .getHandle(`${stack.taskQueuePrefix}-retention-sweep`)
       .describe();
     const purge = await stack.client.schedule.getHandle(`${stack.taskQueuePrefix}-trash-purge`).describe();
     expect(sweep.action).toMatchObject({ type: 'startWorkflow', workflowType: 'retentionSweepWorkflow' });
     expect(purge.action).toMatchObject({ type: 'startWorkflow', workflowType: 'trashPurgeWorkflow' });
+    const reconciler = await stack.client.schedule
+      .getHandle(`${stack.taskQueuePrefix}-prediction-reconciler`)
+      .describe();
+    expect(reconciler.action).toMatchObject({
+      type: 'startWorkflow',
+      workflowType: 'reconcilePredictionJobsWorkflow',
+    });
   });
 });
