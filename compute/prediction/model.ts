@@ -1,5 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { ComputeError } from '../errors';
+import { startWorkerRunner } from './worker-session';
 
 /**
  * What compute needs to know of a prediction model. The registry (models/) builds it; compute
@@ -24,6 +25,11 @@ export interface ModelSpec {
 export interface ModelSessionOptions {
   /** Threads one inference may use; default 1, so that reading and writing keep a core. */
   intraOpNumThreads?: number;
+  /**
+   * Where batches run: `worker` (default) on a worker thread of its own, so the main thread
+   * reads and writes meanwhile; `main` on the calling thread, blocking it for each batch.
+   */
+  thread?: 'worker' | 'main';
 }
 
 /**
@@ -44,10 +50,11 @@ const sessions = new Map<string, Promise<ModelSession>>();
  */
 export function openModelSession(spec: ModelSpec, options: ModelSessionOptions = {}): Promise<ModelSession> {
   const threads = options.intraOpNumThreads ?? 1;
-  const key = `${spec.onnxPath}\u0000${threads}`;
+  const thread = options.thread ?? 'worker';
+  const key = `${spec.onnxPath}\u0000${threads}\u0000${thread}`;
   let session = sessions.get(key);
   if (!session) {
-    session = createSession(spec, threads);
+    session = thread === 'worker' ? createWorkerSession(spec, threads) : createSession(spec, threads);
     // A failed load is not cached: the next job may find the file repaired.
     session.catch(() => sessions.delete(key));
     sessions.set(key, session);
@@ -57,12 +64,7 @@ export function openModelSession(spec: ModelSpec, options: ModelSessionOptions =
 
 async function createSession(spec: ModelSpec, threads: number): Promise<ModelSession> {
   checkSpec(spec);
-  const inner = await ort.InferenceSession.create(spec.onnxPath, {
-    intraOpNumThreads: threads,
-    interOpNumThreads: 1,
-    executionMode: 'sequential',
-    graphOptimizationLevel: 'all',
-  });
+  const inner = await ort.InferenceSession.create(spec.onnxPath, sessionOptions(threads));
   const [inputName] = inner.inputNames;
   const [outputName] = inner.outputNames;
   if (inner.inputNames.length !== 1 || inner.outputNames.length !== 1 || !inputName || !outputName) {
@@ -89,6 +91,40 @@ async function createSession(spec: ModelSpec, threads: number): Promise<ModelSes
       }
       return output.data;
     },
+  };
+}
+
+async function createWorkerSession(spec: ModelSpec, threads: number): Promise<ModelSession> {
+  checkSpec(spec);
+  const runner = await startWorkerRunner(spec.onnxPath, sessionOptions(threads));
+  const side = spec.tileSize + 2 * spec.halo;
+  const tileLength = spec.channels.length * spec.tileSize * spec.tileSize;
+  return {
+    spec,
+    async run(input, count) {
+      if (input.length !== count * 3 * side * side) {
+        throw new RangeError(
+          `input of ${input.length} floats is not ${count} tiles of 3 x ${side} x ${side}`,
+        );
+      }
+      const data = await runner.run(input, [count, 3, side, side]);
+      if (data.length !== count * tileLength) {
+        throw new ComputeError(
+          'UnsupportedModel',
+          `${spec.version} answered ${data.length} floats, not ${count} x ${spec.channels.length} x ${spec.tileSize}^2`,
+        );
+      }
+      return data;
+    },
+  };
+}
+
+function sessionOptions(threads: number) {
+  return {
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential' as const,
+    graphOptimizationLevel: 'all' as const,
   };
 }
 

@@ -79,5 +79,21 @@ print(json.dumps({'props': {p.key: p.value for p in m.metadata_props}, 'input': 
     expect(at(2, 'Vimentin')).toBeGreaterThan(0.2);
     expect(at(1, 'aSMA')).toBe(0);
     expect(out.every((v) => v >= 0 && v < 1)).toBe(true);
+    // The session on the calling thread answers the same floats as the worker-thread default.
+    const main = await openModelSession(spec, { thread: 'main' });
+    const same = await main.run(
+      tiles([
+        [255, 255, 255],
+        [70, 60, 140],
+        [235, 120, 190],
+      ]),
+      3,
+    );
+    expect(
+      Buffer.compare(
+        Buffer.from(same.buffer, same.byteOffset, same.byteLength),
+        Buffer.from(out.buffer, out.byteOffset, out.byteLength),
+      ),
+    ).toBe(0);
   });
 });
