@@ -10,7 +10,7 @@ export interface ActivityDeps {
   sql: Sql;
   store: ObjectStore;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
-  startPrediction: (jobId: string) => Promise<void>;
+  startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
 }
 
 /** Every activity, bound to its dependencies; workflows proxy `ReturnType<typeof createActivities>`. */

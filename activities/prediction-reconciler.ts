@@ -8,7 +8,7 @@ const RECONCILE_BATCH = 100;
 export interface ReconcilerDeps {
   sql: Sql;
   /** `WorkflowEngine.startPrediction`: idempotent (fixed id, never reused). */
-  startPrediction: (jobId: string) => Promise<void>;
+  startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
 }
 
 export interface ReconcileResult {
@@ -40,7 +40,7 @@ export async function startQueuedJobs(
       continue;
     }
     try {
-      await deps.startPrediction(job.id);
+      await deps.startPrediction(job.id, { organizationId: job.organizationId, sampleId: job.sampleId });
       await markWorkflowStarted(deps.sql, job.id);
       result.started += 1;
     } catch {

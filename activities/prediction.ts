@@ -46,6 +46,20 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     return recordJobProgress(sql, { jobId, status, progress });
   }
 
+  /**
+   * An operator's re-run (`rerunActivityWorkflow`) redoes a step over a finished job's stored
+   * results and leaves its status, events and credits alone; a job without results (never
+   * finished, failed, cancelled) has nothing to redo.
+   */
+  function requireResults(job: JobRow): void {
+    if (!job.resultsAvailable) {
+      throw ApplicationFailure.nonRetryable(
+        `job ${job.id} is ${job.status} and has no results: there is nothing to re-run`,
+        'conflict',
+      );
+    }
+  }
+
   /** `dispatching`: the model is chosen and its file must load on this worker. */
   async function dispatchJob(input: { jobId: string }): Promise<{ active: boolean }> {
     const job = await jobOrFail(input.jobId);
@@ -99,9 +113,13 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
    * `running`: infers every priced position and writes level 0 of the job's store. Heartbeats
    * the predictor's resume token after each batch; a retry continues from it with the same bytes.
    */
-  async function predictJob(input: { jobId: string }): Promise<PredictionRun | { active: false }> {
+  async function predictJob(input: {
+    jobId: string;
+    rerun?: boolean;
+  }): Promise<PredictionRun | { active: false }> {
     const job = await jobOrFail(input.jobId);
-    if (!(await advance(job.id, 'running'))) return { active: false };
+    if (input.rerun) requireResults(job);
+    else if (!(await advance(job.id, 'running'))) return { active: false };
     const { grid, hePrefix } = await patchGridOf(job);
     const context = Context.current();
     const model = await openModelSession(modelSpec(job.model ?? ''));
@@ -120,6 +138,8 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
       resume: context.info.heartbeatDetails as PredictionProgress | undefined,
       onProgress: (done, total, token) => {
         heartbeat(token);
+        // A re-run's job is terminal: a progress report would be refused and stop the run.
+        if (input.rerun) return;
         const now = Date.now();
         if (now - lastEvent < PROGRESS_EVENT_INTERVAL_MS || total === 0) return;
         lastEvent = now;
@@ -130,7 +150,9 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
         );
       },
     });
-    await recordJobProgress(sql, { jobId: job.id, status: 'running', progress: 1, resultPrefix });
+    if (!input.rerun) {
+      await recordJobProgress(sql, { jobId: job.id, status: 'running', progress: 1, resultPrefix });
+    }
     return {
       tiles: result.tiles,
       failedTiles: result.failedTiles,
@@ -144,9 +166,11 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     jobId: string;
     layout: PredictionStoreLayout;
     statistics: Record<string, ChannelStatistics>;
+    rerun?: boolean;
   }): Promise<{ active: boolean }> {
     const job = await jobOrFail(input.jobId);
-    if (!(await advance(job.id, 'postprocessing'))) return { active: false };
+    if (input.rerun) requireResults(job);
+    else if (!(await advance(job.id, 'postprocessing'))) return { active: false };
     const context = Context.current();
     await finishPredictionStore({
       sink: storePrefix(store, objectKeys.predictionStore(job.organizationId, job.sampleId, job.id)),

@@ -4,19 +4,43 @@ import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
 } from '@temporalio/client';
-import { taskQueueName, workflowIds } from '../schemas/temporal';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { searchAttributeNames, taskQueueName, workflowIds } from '../schemas/temporal';
 import type { ingestWorkflow, recountWorkflow } from '../workflows';
+
+/** The typed keys of our search attributes (names and why in schemas/temporal.ts). */
+export const searchAttributes = {
+  organizationId: defineSearchAttributeKey(searchAttributeNames.organizationId, SearchAttributeType.KEYWORD),
+  sampleId: defineSearchAttributeKey(searchAttributeNames.sampleId, SearchAttributeType.KEYWORD),
+  jobId: defineSearchAttributeKey(searchAttributeNames.jobId, SearchAttributeType.KEYWORD),
+};
+
+/** What a workflow is about, for its search attributes; a sample's workflows carry no job. */
+export interface WorkflowSubject {
+  organizationId: string;
+  sampleId: string;
+  jobId?: string;
+}
+
+/** The typed search attributes of a workflow about `subject`. */
+export function searchAttributesOf(subject: WorkflowSubject) {
+  return [
+    { key: searchAttributes.organizationId, value: subject.organizationId },
+    { key: searchAttributes.sampleId, value: subject.sampleId },
+    ...(subject.jobId === undefined ? [] : [{ key: searchAttributes.jobId, value: subject.jobId }]),
+  ];
+}
 
 /** What the API asks of the workflow engine; starts are idempotent by workflow id. */
 export interface WorkflowEngine {
-  startIngest(sampleId: string): Promise<void>;
+  startIngest(sampleId: string, sample: { organizationId: string }): Promise<void>;
   /** Recounts tissue patches for the sample's current mpp; a newer request replaces a running one. */
   startRecount(sampleId: string): Promise<void>;
   /**
    * Starts `prediction-{jobId}`. Idempotent: a workflow of that id that exists or existed counts
    * as started (the id is never reused, so a finished job's workflow cannot run twice).
    */
-  startPrediction(jobId: string): Promise<void>;
+  startPrediction(jobId: string, job: { organizationId: string; sampleId: string }): Promise<void>;
   /**
    * Asks `prediction-{jobId}` to cancel: `requested`, or `not_found` when no such workflow is
    * running (never started, or already closed: completed, failed, terminated, timed out).
@@ -46,12 +70,14 @@ export function isEngineUnavailable(err: unknown): boolean {
 export function createWorkflowEngine(client: Client, options: { taskQueuePrefix: string }): WorkflowEngine {
   const ioQueue = taskQueueName(options.taskQueuePrefix, 'io');
 
-  async function startIngest(sampleId: string): Promise<void> {
+  async function startIngest(sampleId: string, sample: { organizationId: string }): Promise<void> {
     try {
       await client.workflow.start<typeof ingestWorkflow>('ingestWorkflow', {
         workflowId: workflowIds.ingest(sampleId),
         taskQueue: ioQueue,
         args: [{ sampleId }],
+        typedSearchAttributes: searchAttributesOf({ organizationId: sample.organizationId, sampleId }),
+        staticSummary: `Ingest of sample ${sampleId}`,
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -69,12 +95,17 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
 
   // The workflow is registered by name: its module (workflows/prediction.ts) belongs to the
   // worker side, and the API needs only the id, the queue and the input `{jobId}`.
-  async function startPrediction(jobId: string): Promise<void> {
+  async function startPrediction(
+    jobId: string,
+    job: { organizationId: string; sampleId: string },
+  ): Promise<void> {
     try {
       await client.workflow.start('predictionWorkflow', {
         workflowId: workflowIds.prediction(jobId),
         taskQueue: ioQueue,
         args: [{ jobId }],
+        typedSearchAttributes: searchAttributesOf({ ...job, jobId }),
+        staticSummary: `Prediction job ${jobId} on sample ${job.sampleId}`,
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
       });
     } catch (err) {

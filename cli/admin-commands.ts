@@ -8,6 +8,8 @@ import { insertOrganization } from '../db/organizations';
 import { insertFieldDefinition, retireFieldDefinition } from '../db/sample-fields';
 import { upsertMembership, upsertUser } from '../db/users';
 import { Role } from '../schemas/enums';
+import { rerunSteps } from '../schemas/temporal';
+import { type RerunDeps, rerunStep } from './rerun';
 
 export const ADMIN_USAGE = `Usage: npm run admin -- <command> [options]
   org create     --name NAME [--credits N] [--expiration-days N] [--auto-segment true|false]
@@ -16,7 +18,9 @@ export const ADMIN_USAGE = `Usage: npm run admin -- <command> [options]
   key revoke     --id KEY_ID
   credits grant  --org ORG_ID --amount N [--note TEXT]
   field create   --org ORG_ID --key KEY --label LABEL --type text|number|date|boolean|select|multi_select [--options a,b,c]
-  field retire   --org ORG_ID --key KEY`;
+  field retire   --org ORG_ID --key KEY
+  job rerun      --job JOB_ID --step predict|postprocess       (needs TEMPORAL_ADDRESS; waits for it)
+  sample rerun   --sample SAMPLE_ID --step probe|pyramid|tissue (needs TEMPORAL_ADDRESS; waits for it)`;
 
 const options = {
   name: { type: 'string' },
@@ -35,6 +39,9 @@ const options = {
   label: { type: 'string' },
   type: { type: 'string' },
   options: { type: 'string' },
+  job: { type: 'string' },
+  sample: { type: 'string' },
+  step: { type: 'string' },
 } as const;
 
 const count = z.coerce.number().int().positive();
@@ -73,6 +80,8 @@ const schemas = {
       path: ['options'],
     }),
   'field retire': z.object({ org: z.uuid(), key: z.string().min(1) }),
+  'job rerun': z.object({ job: z.uuid(), step: z.enum(rerunSteps.job) }),
+  'sample rerun': z.object({ sample: z.uuid(), step: z.enum(rerunSteps.sample) }),
 };
 type Command = keyof typeof schemas;
 
@@ -92,8 +101,15 @@ function parseCommand(argv: string[]): { command: Command; values: Record<string
   return { command: command as Command, values: parsed.data };
 }
 
-/** Runs one admin command against the database and returns what it prints (as JSON). */
-export async function runAdminCommand(sql: Sql, argv: string[]): Promise<Record<string, unknown>> {
+/**
+ * Runs one admin command against the database and returns what it prints (as JSON). `temporal`
+ * connects to the workflow engine, for the commands that need one (re-runs) only.
+ */
+export async function runAdminCommand(
+  sql: Sql,
+  argv: string[],
+  temporal?: () => Promise<Omit<RerunDeps, 'sql'>>,
+): Promise<Record<string, unknown>> {
   const { command, values: v } = parseCommand(argv);
   switch (command) {
     case 'org create': {
@@ -174,7 +190,37 @@ export async function runAdminCommand(sql: Sql, argv: string[]): Promise<Record<
       await grantCredits(sql, { organizationId: input.org, amount: input.amount, note: input.note });
       return { organizationId: input.org, granted: input.amount };
     }
+    case 'job rerun': {
+      const input = v as z.infer<(typeof schemas)['job rerun']>;
+      const rerun = await rerunStep(
+        { sql, ...(await connect(temporal, command)) },
+        {
+          kind: 'job',
+          id: input.job,
+          step: input.step,
+        },
+      );
+      // The statistics hold a histogram per marker: too long to print; the re-run's result in Temporal has them.
+      if (rerun.step === 'predict' && 'tiles' in rerun.result) {
+        const { tiles, failedTiles } = rerun.result;
+        return { workflowId: rerun.workflowId, step: rerun.step, result: { tiles, failedTiles } };
+      }
+      return { ...rerun };
+    }
+    case 'sample rerun': {
+      const input = v as z.infer<(typeof schemas)['sample rerun']>;
+      const rerun = await rerunStep(
+        { sql, ...(await connect(temporal, command)) },
+        { kind: 'sample', id: input.sample, step: input.step },
+      );
+      return { ...rerun };
+    }
   }
+}
+
+async function connect(temporal: (() => Promise<Omit<RerunDeps, 'sql'>>) | undefined, command: string) {
+  if (!temporal) throw new UsageError(`${command} needs the workflow engine (TEMPORAL_ADDRESS)`);
+  return temporal();
 }
 
 /** An organization with one owner and an API key, through the commands above (dev, tests, benchmarks). */

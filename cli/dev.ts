@@ -15,6 +15,7 @@ import {
   createLogger,
   createStore,
   ensureSchedules,
+  ensureSearchAttributes,
   loadWorkflowBundle,
   resolveSigningSecret,
   startApi,
@@ -100,6 +101,8 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     temporal: { ...config.temporal, address: config.temporal.address! },
   });
   services.push({ stop: () => client.connection.close() });
+  // The dev server we start has them already; a configured TEMPORAL_ADDRESS may not.
+  await ensureSearchAttributes(client, config.temporal.namespace);
   await ensureSchedules(client, config.temporal.taskQueuePrefix);
   const workers = await startWorkers({
     address: config.temporal.address!,

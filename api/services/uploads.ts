@@ -137,7 +137,7 @@ export function createUploadService(deps: UploadServiceDeps) {
   /** Starts ingest once the last byte is stored; safe to repeat (the workflow id is fixed). */
   async function ensureIngestStarted(record: UploadRecord): Promise<void> {
     if (record.status !== 'deid_running' || record.ingestStartedAt) return;
-    await workflows.startIngest(record.id);
+    await workflows.startIngest(record.id, { organizationId: record.organizationId });
     await samples.markIngestStarted(sql, record.id);
   }
 

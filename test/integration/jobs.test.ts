@@ -484,15 +484,19 @@ describe('the workflow engine: prediction starts and cancels', () => {
     // No worker polls this prefix, so the workflow is only created, never run.
     const real = createWorkflowEngine(stack.client, { taskQueuePrefix: `idle${Date.now()}` });
     const jobId = '11111111-2222-4333-8444-555555555555';
-    await real.startPrediction(jobId);
-    await real.startPrediction(jobId);
+    const subject = {
+      organizationId: stack.tenant.organizationId,
+      sampleId: '66666666-2222-4333-8444-555555555555',
+    };
+    await real.startPrediction(jobId, subject);
+    await real.startPrediction(jobId, subject);
     const handle = stack.client.workflow.getHandle(workflowIds.prediction(jobId));
     const description = await handle.describe();
     expect(description).toMatchObject({ type: 'predictionWorkflow', status: { name: 'RUNNING' } });
     expect(await real.cancelPrediction(jobId)).toBe('requested');
     await handle.terminate('test over');
     // A closed workflow is never started again under its id, and cannot be cancelled.
-    await real.startPrediction(jobId);
+    await real.startPrediction(jobId, subject);
     expect((await handle.describe()).runId).toBe(description.runId);
     expect(await real.cancelPrediction(jobId)).toBe('not_found');
     expect(await real.cancelPrediction('99999999-2222-4333-8444-555555555555')).toBe('not_found');

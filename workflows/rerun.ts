@@ -1,0 +1,69 @@
+import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { type SampleRerunStep, siblingTaskQueue } from '../schemas/temporal';
+
+/** An operator watches a re-run: a few attempts, then the failure is theirs to read. */
+function computeActivities() {
+  return proxyActivities<Activities>({
+    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
+    startToCloseTimeout: '12 hours',
+    heartbeatTimeout: '2 minutes',
+    retry: { maximumAttempts: 3, initialInterval: '2 seconds', maximumInterval: '1 minute' },
+  });
+}
+
+type PostprocessInput = Parameters<Activities['postprocessJob']>[0];
+
+export type RerunActivityInput =
+  | { kind: 'job'; id: string; step: 'predict' }
+  | {
+      kind: 'job';
+      id: string;
+      step: 'postprocess';
+      /** What the job's last `predictJob` returned: postprocessing builds on it. */
+      layout: PostprocessInput['layout'];
+      statistics: PostprocessInput['statistics'];
+    }
+  | { kind: 'sample'; id: string; step: SampleRerunStep };
+
+interface RerunResults {
+  predict: Awaited<ReturnType<Activities['predictJob']>>;
+  postprocess: Awaited<ReturnType<Activities['postprocessJob']>>;
+  probe: Awaited<ReturnType<Activities['probeSlide']>>;
+  pyramid: Awaited<ReturnType<Activities['buildHePyramid']>>;
+  tissue: Awaited<ReturnType<Activities['detectTissue']>>;
+}
+
+export type RerunActivityResult = {
+  [S in keyof RerunResults]: { step: S; result: RerunResults[S] };
+}[keyof RerunResults];
+
+/**
+ * An operator's re-run of one step of a job or an ingest
+ * (`rerun-{kind}-{id}-{step}-{time}`, `npm run admin -- job|sample rerun`). Every step is
+ * idempotent and reads its inputs from the database; a job's steps run in re-run mode, which
+ * leaves the job's status and credits alone.
+ */
+export async function rerunActivityWorkflow(input: RerunActivityInput): Promise<RerunActivityResult> {
+  const compute = computeActivities();
+  switch (input.step) {
+    case 'predict':
+      return { step: input.step, result: await compute.predictJob({ jobId: input.id, rerun: true }) };
+    case 'postprocess':
+      return {
+        step: input.step,
+        result: await compute.postprocessJob({
+          jobId: input.id,
+          layout: input.layout,
+          statistics: input.statistics,
+          rerun: true,
+        }),
+      };
+    case 'probe':
+      return { step: input.step, result: await compute.probeSlide({ sampleId: input.id }) };
+    case 'pyramid':
+      return { step: input.step, result: await compute.buildHePyramid({ sampleId: input.id }) };
+    case 'tissue':
+      return { step: input.step, result: await compute.detectTissue({ sampleId: input.id }) };
+  }
+}
