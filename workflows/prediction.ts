@@ -1,4 +1,5 @@
 import {
+  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
@@ -24,6 +25,8 @@ function computeActivities() {
     startToCloseTimeout: '12 hours',
     heartbeatTimeout: '2 minutes',
     retry: { maximumAttempts: 5, initialInterval: '2 seconds', maximumInterval: '1 minute' },
+    // A cancelled run must have stopped writing before the last step removes its partial store.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   });
 }
 

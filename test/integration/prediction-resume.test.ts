@@ -1,0 +1,97 @@
+/** @jest-environment ./test/support/onnx-environment.js */
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { RunningWorkers } from '../../cli/runtime';
+import { grantCredits } from '../../db/credits';
+import { workflowIds } from '../../schemas/temporal';
+import { apiClient } from '../support/http';
+import { startStack, type TestStack } from '../support/stack';
+import { SHARED_WSI, uploadFile } from '../support/uploads';
+
+let stack: TestStack;
+let call: ReturnType<typeof apiClient>;
+let sampleId: string;
+let markers: string[];
+
+beforeAll(async () => {
+  stack = await startStack();
+  call = apiClient(stack.api, stack.tenant.apiKey);
+  await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
+  const workers = await stack.startWorker();
+  try {
+    sampleId = (await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).id;
+    await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+  } finally {
+    await workers.shutdown();
+  }
+  markers = ((await call('GET', '/markers')).json.markers as { name: string }[]).map((m) => m.name);
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function submit(): Promise<string> {
+  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers });
+  expect(submitted.status).toBe(202);
+  return submitted.json.jobId as string;
+}
+
+/** Every object of a job's store, by its key relative to the store. */
+async function storeObjects(jobId: string): Promise<Map<string, Buffer>> {
+  const prefix = `orgs/${stack.tenant.organizationId}/samples/${sampleId}/jobs/${jobId}/`;
+  const objects = new Map<string, Buffer>();
+  for await (const key of stack.store.list(prefix)) {
+    objects.set(key.slice(prefix.length), Buffer.from((await stack.store.get(key))!));
+  }
+  return objects;
+}
+
+/** Waits until the running predictJob attempt has heartbeated a token with a finished shard. */
+async function predictionCheckpoint(jobId: string): Promise<void> {
+  const handle = stack.client.workflow.getHandle(workflowIds.prediction(jobId));
+  for (let i = 0; i < 1200; i++) {
+    const { raw } = await handle.describe();
+    const run = raw.pendingActivities?.find((a) => a.activityType?.name === 'predictJob');
+    const payload = run?.heartbeatDetails?.payloads?.[0];
+    if (payload && defaultPayloadConverter.fromPayload<{ shardsDone: number }>(payload).shardsDone >= 1)
+      return;
+    await sleep(25);
+  }
+  throw new Error('predictJob never heartbeated a finished shard');
+}
+
+test('a worker stopped in the middle of inference: the next one resumes and writes the same store', async () => {
+  let workers: RunningWorkers = await stack.startWorker();
+  const interrupted = await submit();
+  await predictionCheckpoint(interrupted);
+  await workers.shutdown();
+
+  workers = await stack.startWorker();
+  try {
+    const handle = stack.client.workflow.getHandle(workflowIds.prediction(interrupted));
+    expect(await handle.result()).toEqual({ status: 'completed' });
+    const history = await handle.fetchHistory();
+    const attempts = history.events
+      ?.filter((event) => event.activityTaskStartedEventAttributes)
+      .map((event) => event.activityTaskStartedEventAttributes?.attempt ?? 0);
+    expect(Math.max(...(attempts ?? []))).toBeGreaterThan(1);
+
+    const clean = await submit();
+    expect(await stack.client.workflow.getHandle(workflowIds.prediction(clean)).result()).toEqual({
+      status: 'completed',
+    });
+    const resumed = await storeObjects(interrupted);
+    const reference = await storeObjects(clean);
+    expect([...resumed.keys()].sort()).toEqual([...reference.keys()].sort());
+    for (const [key, bytes] of reference) {
+      expect({ key, same: resumed.get(key)!.equals(bytes) }).toEqual({ key, same: true });
+    }
+    // Charged once each, for the full price.
+    const jobs =
+      await stack.sql`SELECT reserved_credits, settled_at FROM jobs WHERE id IN ${stack.sql([interrupted, clean])}`;
+    expect(jobs.every((job) => job.settled_at !== null)).toBe(true);
+  } finally {
+    await workers.shutdown();
+  }
+}, 180_000);
