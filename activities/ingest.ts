@@ -15,8 +15,8 @@ import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
 import { detectSlideFormat, type SlideFormat } from '../compute/slide/format';
 import { normalizeWithVips } from '../compute/slide/normalize';
 import { type FileSource, fileSource } from '../compute/source';
-import { countTissuePatches, detectTissue, encodeMaskPng } from '../compute/tissue';
-import { readMaskArray, writeMaskArray } from '../compute/zarr';
+import { detectTissue, encodeMaskPng } from '../compute/tissue';
+import { writeMaskArray } from '../compute/zarr';
 import type { Sql } from '../db';
 import {
   clearDerivedObjects,
@@ -35,6 +35,7 @@ import {
 import { failureTypes } from '../schemas/temporal';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
+import { storedPatchGrid } from './patch-grid';
 import { storePrefix, storeSink, storeSource } from './store-adapters';
 
 /** Tissue is found at about this scale (DESIGN: 8 to 16 µm per pixel). */
@@ -224,22 +225,8 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore; scr
   async function recount(sample: IngestSample): Promise<{ patchCount: number | null }> {
     const slide = await findSlide(sql, sample.id);
     const mpp = effectiveMpp(sample);
-    if (!slide?.tissueMaskZarrPrefix || mpp === null) {
-      await recordPatchCount(sql, { sampleId: sample.id, patchCount: null, mpp });
-      return { patchCount: null };
-    }
-    const mask = await readMaskArray(storePrefix(store, slide.tissueMaskZarrPrefix));
-    const base = slide.levels[0]!;
-    const patchCount = countTissuePatches({
-      mask: mask.mask,
-      width: mask.width,
-      height: mask.height,
-      maskDownsampleX: slide.tissueMaskDownsampleX!,
-      maskDownsampleY: slide.tissueMaskDownsampleY!,
-      levelWidthPx: base.widthPx,
-      levelHeightPx: base.heightPx,
-      mpp,
-    });
+    const grid = slide && mpp !== null ? await storedPatchGrid(store, slide, mpp) : undefined;
+    const patchCount = grid?.count ?? null;
     await recordPatchCount(sql, { sampleId: sample.id, patchCount, mpp });
     return { patchCount };
   }

@@ -9,8 +9,6 @@ import {
   predictMarkers,
 } from '../compute/prediction';
 import { openHePyramid } from '../compute/pyramid';
-import { tissuePatchGrid } from '../compute/tissue';
-import { readMaskArray } from '../compute/zarr';
 import type { Sql } from '../db';
 import { settleJobInTransaction } from '../db/credits';
 import { applyJobProgress, findJobById, type JobRow, recordJobProgress } from '../db/jobs';
@@ -20,6 +18,7 @@ import type { JobStatus } from '../schemas/enums';
 import type { TerminalJobStatus } from '../schemas/jobs';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
+import { storedPatchGrid } from './patch-grid';
 import { storePrefix } from './store-adapters';
 
 /** Progress events are throttled to one a second (DECISIONS.md, Job lifecycle). */
@@ -71,24 +70,14 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
   /** The credit grid the job was priced on, rebuilt from the stored tissue mask at the job's mpp. */
   async function patchGridOf(job: JobRow) {
     const slide = await findSlide(sql, job.sampleId);
-    if (!slide?.tissueMaskZarrPrefix || !slide.hePrefix || job.mpp === null) {
+    const grid =
+      slide?.hePrefix && job.mpp !== null ? await storedPatchGrid(store, slide, job.mpp) : undefined;
+    if (!slide?.hePrefix || !grid) {
       throw ApplicationFailure.nonRetryable(
         `sample ${job.sampleId} has no tissue mask or pyramid`,
         'conflict',
       );
     }
-    const mask = await readMaskArray(storePrefix(store, slide.tissueMaskZarrPrefix));
-    const base = slide.levels[0]!;
-    const grid = tissuePatchGrid({
-      mask: mask.mask,
-      width: mask.width,
-      height: mask.height,
-      maskDownsampleX: slide.tissueMaskDownsampleX!,
-      maskDownsampleY: slide.tissueMaskDownsampleY!,
-      levelWidthPx: base.widthPx,
-      levelHeightPx: base.heightPx,
-      mpp: job.mpp,
-    });
     return { grid, hePrefix: slide.hePrefix };
   }
 
