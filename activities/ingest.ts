@@ -61,9 +61,8 @@ async function rejectingBadSlides<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-export function createIngestActivities(deps: { sql: Sql; store: ObjectStore; scratchDir?: string }) {
+export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   const { sql, store } = deps;
-  const scratchDir = deps.scratchDir ?? os.tmpdir();
 
   async function sampleOrFail(sampleId: string): Promise<IngestSample> {
     const sample = await findIngestSample(sql, sampleId);
@@ -171,7 +170,8 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore; scr
       const format = await detectSlideFormat(source);
       return work(format === 'tiff' ? await openTiffSlide(source) : await openDicomSlide(source));
     }
-    const dir = await mkdtemp(path.join(scratchDir, 'sps-ingest-'));
+    // The worker's temporary folder (TMPDIR): docs/operations.md sizes it.
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'sps-ingest-'));
     let normalized: FileSource | undefined;
     try {
       const original = path.join(dir, 'slide.ndpi');

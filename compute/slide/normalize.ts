@@ -14,11 +14,11 @@ const run = promisify(execFile);
 export async function normalizeWithVips(
   inputPath: string,
   outputPath: string,
-  options: { vips?: string; signal?: AbortSignal } = {},
+  options: { signal?: AbortSignal } = {},
 ): Promise<void> {
   const target = `${outputPath}[tile,tile-width=512,tile-height=512,compression=jpeg,Q=95,bigtiff]`;
   try {
-    await run(options.vips ?? 'vips', ['flatten', inputPath, target, '--background', '255 255 255'], {
+    await run('vips', ['flatten', inputPath, target, '--background', '255 255 255'], {
       signal: options.signal,
       maxBuffer: 1 << 20,
       env: systemVipsEnv(),
