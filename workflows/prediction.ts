@@ -19,6 +19,16 @@ const io = proxyActivities<Activities>({
   retry: { maximumAttempts: 10, initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 
+/**
+ * The last step settles the credits: it must happen whatever the outage, so it retries until
+ * it succeeds (it is idempotent: a settled job is left alone).
+ */
+const settlement = proxyActivities<Activities>({
+  startToCloseTimeout: '5 minutes',
+  // No maximumAttempts: Temporal retries without limit.
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+});
+
 function computeActivities() {
   return proxyActivities<Activities>({
     taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
@@ -61,7 +71,7 @@ export async function predictionWorkflow(
     else errorMessage = reasonOf(err);
   }
   await CancellationScope.nonCancellable(() =>
-    io.finishJob({ jobId, outcome, succeededFraction, errorMessage }),
+    settlement.finishJob({ jobId, outcome, succeededFraction, errorMessage }),
   );
   return { status: outcome };
 }

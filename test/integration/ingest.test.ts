@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { openTiffSlide } from '../../compute/slide';
@@ -69,6 +69,20 @@ describe('ingest of every slide in ../shared/data/wsi', () => {
     expect(await stack.store.stat(slide!.tissue_mask_png_key)).toBeDefined();
     if (expected.mpp === null) expect(slide!.patch_count).toBeNull();
     else expect(slide!.patch_count).toBeGreaterThanOrEqual(0);
+  });
+
+  test('every lower level of the DICOM pyramid is a VOLUME instance that ingests on its own too', async () => {
+    const dir = path.join(SHARED_WSI, 'dicom', 'CMU-1-Small-Region');
+    const levels = (await readdir(dir)).filter(
+      (file) => file.endsWith('.dcm') && !file.startsWith('level-0-'),
+    );
+    expect(levels).toHaveLength(11);
+    for (const file of levels) {
+      const upload = await uploadFile(call, path.join(dir, file));
+      const { result, detail } = await ingested(upload.id);
+      expect({ file, result }).toEqual({ file, result: { status: 'ready', statusMessage: null } });
+      expect(detail.widthPx).toBeGreaterThan(0);
+    }
   });
 
   test('CMU-1: the tissue covers most of the slide and the patch count follows the mpp', async () => {

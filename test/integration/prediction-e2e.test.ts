@@ -101,21 +101,28 @@ test('upload -> ready -> dry run -> submit -> stream to completed -> results rea
     max: number;
     nonzero: number;
     nan: number;
+    omeSame: boolean;
+    omeLevels: number;
   }>(
     `
 import json, sys
 import numpy as np
 import zarr
+from ome_zarr.io import parse_url
+from ome_zarr.reader import Reader
 root = zarr.open_group(sys.argv[1], mode='r')
 names = [m['name'] for m in root.attrs['ome']['multiscales']]
 dapi = np.asarray(root['markers/DAPI/0'])
-print(json.dumps({'markers': names, 'shape': list(dapi.shape), 'max': float(np.nanmax(dapi)), 'nonzero': int((dapi > 0).sum()), 'nan': int(np.isnan(dapi).sum())}))
+node = list(Reader(parse_url(sys.argv[1] + '/markers/DAPI'))())[0]
+ome = np.asarray(node.data[0])
+print(json.dumps({'markers': names, 'shape': list(dapi.shape), 'max': float(np.nanmax(dapi)), 'nonzero': int((dapi > 0).sum()), 'nan': int(np.isnan(dapi).sum()), 'omeSame': bool(np.array_equal(ome, dapi)), 'omeLevels': len(node.data)}))
 `,
     [store],
   );
   expect(read.markers).toEqual(['DAPI', 'CD3']);
   expect(read.shape[0]).toBe(1);
-  expect(read).toMatchObject({ nan: 0 });
+  expect(read).toMatchObject({ nan: 0, omeSame: true });
+  expect(read.omeLevels).toBeGreaterThan(1);
   expect(read.nonzero).toBeGreaterThan(0);
 });
 

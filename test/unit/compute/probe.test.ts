@@ -157,4 +157,9 @@ describe('calibration rules', () => {
     expect(effectiveMppOf(anisotropic)).toBeNull();
     expect(mppOf(0.25, null)).toBeNull();
   });
+
+  test('axes within 1 % of each other are one scale; beyond 1 % they are not', () => {
+    expect(effectiveMppOf(mppOf(0.5, 0.5045))).toBeCloseTo(0.50225, 6);
+    expect(effectiveMppOf(mppOf(0.5, 0.5056))).toBeNull();
+  });
 });
