@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { type DeidReport, deidentifyTiff } from '../../../compute/deid';
@@ -8,6 +8,7 @@ import { isComputeError } from '../../../compute/errors';
 import { parseAperioDescription, probeSlide } from '../../../compute/slide';
 import { bytesSource } from '../../../compute/source';
 import { allIfds, FieldType, openTiff, readTile, Tag, type TiffFile } from '../../../compute/tiff';
+import { runPython } from '../../support/python';
 import { fixtureDir, MemorySink, tinyTiff, withSource, wsiDir } from './helpers';
 
 interface Copy {
@@ -205,6 +206,72 @@ describe('deidentifyTiff: other slides re-parse with identical tiles', () => {
     const copy = await deidentify(path.join(fixtureDir, 'bracs-l2.bigtiff-be.tif'));
     expect([copy.copy.bigTiff, copy.copy.littleEndian]).toEqual([true, false]);
     await expectSameTiles(copy, [['0', '0']]);
+  });
+});
+
+describe('deidentifyTiff: every identifying key and tag the issue names', () => {
+  const markers = {
+    description: [
+      'Title = Secret-Title-7',
+      'Barcode = BC-998877',
+      'DSR ID = dsr-host-31',
+      'Time Zone = GMT+0100',
+      'Filename = patient-jones',
+      'Date = 01/02/24',
+      'Time = 03:04:05',
+      'User = 5c1e-user-uuid',
+      'ScanScope ID = SS-9999',
+    ],
+    tags: [
+      'Artist-Dr-Who',
+      'HostComputer-pc-42',
+      'Copyright-ACME-Path',
+      'DocumentName-Case-77',
+      'XMP-creator-jane',
+      'Software-Scanner-9.1',
+      '2024:01:02 03:04:05',
+    ],
+  };
+
+  test('a slide carrying all of them keeps none, and keeps its scale', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'sps-deid-tags-'));
+    try {
+      const file = path.join(dir, 'identifying.svs');
+      const description = `Aperio Image Library v12.0.15\r\n64x64 [0,0 64x64] (16x16) RAW|AppMag = 20|MPP = 0.5|${markers.description.join('|')}`;
+      await runPython(
+        `
+import sys, numpy as np, tifffile
+xmp = b'<x:xmpmeta><dc:creator>XMP-creator-jane</dc:creator></x:xmpmeta>'
+tifffile.imwrite(sys.argv[1], np.full((64, 64, 3), 200, np.uint8), tile=(16, 16), photometric='rgb',
+  description=sys.argv[2], metadata=None, software='Software-Scanner-9.1', datetime='2024:01:02 03:04:05',
+  extratags=[(315, 's', 0, 'Artist-Dr-Who', True), (316, 's', 0, 'HostComputer-pc-42', True),
+             (33432, 's', 0, 'Copyright-ACME-Path', True), (269, 's', 0, 'DocumentName-Case-77', True),
+             (700, 'B', len(xmp), xmp, True)])
+`,
+        [file, description],
+      );
+      const original = await readFile(file);
+      const { bytes } = await deidentify(file);
+      for (const marker of [...markers.description, ...markers.tags]) {
+        expect({ marker, inOriginal: original.includes(marker.split(' = ').at(-1)!) }).toEqual({
+          marker,
+          inOriginal: true,
+        });
+        expect({ marker, inCopy: bytes.includes(marker.split(' = ').at(-1)!) }).toEqual({
+          marker,
+          inCopy: false,
+        });
+      }
+      const kept = parseAperioDescription((await openTiff(bytesSource(bytes))).ifds[0]!.description ?? '');
+      expect(kept.properties).toEqual(
+        expect.arrayContaining([
+          { key: 'MPP', value: '0.5' },
+          { key: 'AppMag', value: '20' },
+        ]),
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
