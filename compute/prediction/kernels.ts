@@ -219,75 +219,48 @@ export function writePlane(
   const y1 = Math.min(sq.y1, clip.y1);
   if (x0 >= x1 || y0 >= y1) return sums;
   const bins = histogram.length;
-  const last = bins - 1;
   const lo = range[0];
   const perBin = bins / (range[1] - range[0]);
   const ch = g.chunkHeight;
   const cw = g.chunkWidth;
-  const chunkLength = g.chunkLength;
-  const chunkRow = g.chunksX * chunkLength;
-  const yFirst = ys.first;
-  const ySecond = ys.second;
-  const yWeight = ys.weight;
-  const xFirst = xs.first;
-  const xSecond = xs.second;
-  const xWeight = xs.weight;
-  // A square of exactly the tile's side is copied, not resampled (every weight is 0).
-  const exactX = sq.x1 - sq.x0 === tile;
-  const i0 = x0 - sq.x0;
-  const i1 = x1 - sq.x0;
   const row = new Float32Array(tile);
-  // The stored values of one row of the square, resampled along x (float32, as stored).
-  const line = new Float32Array(i1);
   let min = Number.POSITIVE_INFINITY;
   let max = Number.NEGATIVE_INFINITY;
   let sum = 0;
   for (let y = y0; y < y1; y++) {
     const j = y - sq.y0;
-    const r0 = offset + yFirst[j]! * tile;
-    const fy = yWeight[j]!;
-    // The row's values along the tile: straight from the source when no blend is needed.
-    let from: Float32Array = source;
-    let base = r0;
-    if (fy !== 0) {
-      const r1 = offset + ySecond[j]! * tile;
-      const gy = 1 - fy;
-      for (let i = 0; i < tile; i++) row[i] = gy * source[r0 + i]! + fy * source[r1 + i]!;
-      from = row;
-      base = 0;
-    }
-    let values: Float32Array;
-    if (exactX) values = from.subarray(base, base + i1);
+    const r0 = offset + ys.first[j]! * tile;
+    const fy = ys.weight[j]!;
+    if (fy === 0) row.set(source.subarray(r0, r0 + tile));
     else {
-      for (let i = i0; i < i1; i++) {
-        const fx = xWeight[i]!;
-        const a = from[base + xFirst[i]!]!;
-        line[i] = fx === 0 ? a : (1 - fx) * a + fx * from[base + xSecond[i]!]!;
-      }
-      values = line;
+      const r1 = offset + ys.second[j]! * tile;
+      for (let i = 0; i < tile; i++) row[i] = (1 - fy) * source[r0 + i]! + fy * source[r1 + i]!;
     }
     const ly = y - shardY;
-    const cy = (ly / ch) | 0;
-    const rowBase = cy * chunkRow + (ly - cy * ch) * cw;
+    const cy = Math.floor(ly / ch);
+    const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
     for (let x = x0; x < x1; ) {
       // One run per chunk the row crosses.
       const lx = x - shardX;
-      const cx = (lx / cw) | 0;
+      const cx = Math.floor(lx / cw);
       const end = Math.min(x1, shardX + (cx + 1) * cw);
-      shard.set(values.subarray(x - sq.x0, end - sq.x0), rowBase + cx * chunkLength + (lx - cx * cw));
-      x = end;
-    }
-    // Statistics of what is stored (float32), so a reader recomputing them agrees.
-    for (let i = i0; i < i1; i++) {
-      const v = values[i]!;
-      if (v < min) min = v;
-      if (v > max) max = v;
-      sum += v;
-      // Truncation is floor here: anything below the range lands in bin 0 either way.
-      let bin = ((v - lo) * perBin) | 0;
-      if (bin < 0) bin = 0;
-      else if (bin > last) bin = last;
-      histogram[bin]!++;
+      let at = rowBase + cx * g.chunkLength + (lx - cx * cw);
+      for (; x < end; x++, at++) {
+        const i = x - sq.x0;
+        const fx = xs.weight[i]!;
+        const a = row[xs.first[i]!]!;
+        // Statistics of what is stored (float32), so a reader recomputing them agrees.
+        const v = fx === 0 ? a : Math.fround((1 - fx) * a + fx * row[xs.second[i]!]!);
+        shard[at] = v;
+        if (v < min) min = v;
+        if (v > max) max = v;
+        sum += v;
+        // Truncation is floor here: anything below the range lands in bin 0 either way.
+        let bin = ((v - lo) * perBin) | 0;
+        if (bin < 0) bin = 0;
+        else if (bin >= bins) bin = bins - 1;
+        histogram[bin]!++;
+      }
     }
   }
   sums.count = (x1 - x0) * (y1 - y0);
