@@ -70,26 +70,13 @@ async function createSession(spec: ModelSpec, threads: number): Promise<ModelSes
   if (inner.inputNames.length !== 1 || inner.outputNames.length !== 1 || !inputName || !outputName) {
     throw new ComputeError('UnsupportedModel', `${spec.onnxPath}: one input and one output expected`);
   }
-  const side = spec.tileSize + 2 * spec.halo;
-  const tileLength = spec.channels.length * spec.tileSize * spec.tileSize;
   return {
     spec,
     async run(input, count) {
-      if (input.length !== count * 3 * side * side) {
-        throw new RangeError(
-          `input of ${input.length} floats is not ${count} tiles of 3 x ${side} x ${side}`,
-        );
-      }
-      const feeds = { [inputName]: new ort.Tensor('float32', input, [count, 3, side, side]) };
-      const result = await inner.run(feeds);
-      const output = result[outputName];
-      if (!(output?.data instanceof Float32Array) || output.data.length !== count * tileLength) {
-        throw new ComputeError(
-          'UnsupportedModel',
-          `${spec.version} answered ${JSON.stringify(output?.dims)}, not [${count}, ${spec.channels.length}, ${spec.tileSize}, ${spec.tileSize}] float32`,
-        );
-      }
-      return output.data;
+      const dims = inputDims(spec, input, count);
+      const result = await inner.run({ [inputName]: new ort.Tensor('float32', input, dims) });
+      const data = result[outputName]?.data;
+      return checkedOutput(spec, data instanceof Float32Array ? data : undefined, count);
     },
   };
 }
@@ -97,26 +84,33 @@ async function createSession(spec: ModelSpec, threads: number): Promise<ModelSes
 async function createWorkerSession(spec: ModelSpec, threads: number): Promise<ModelSession> {
   checkSpec(spec);
   const runner = await startWorkerRunner(spec.onnxPath, sessionOptions(threads));
-  const side = spec.tileSize + 2 * spec.halo;
-  const tileLength = spec.channels.length * spec.tileSize * spec.tileSize;
   return {
     spec,
     async run(input, count) {
-      if (input.length !== count * 3 * side * side) {
-        throw new RangeError(
-          `input of ${input.length} floats is not ${count} tiles of 3 x ${side} x ${side}`,
-        );
-      }
-      const data = await runner.run(input, [count, 3, side, side]);
-      if (data.length !== count * tileLength) {
-        throw new ComputeError(
-          'UnsupportedModel',
-          `${spec.version} answered ${data.length} floats, not ${count} x ${spec.channels.length} x ${spec.tileSize}^2`,
-        );
-      }
-      return data;
+      return checkedOutput(spec, await runner.run(input, inputDims(spec, input, count)), count);
     },
   };
+}
+
+/** The `[N, 3, S, S]` shape of `count` whole input tiles; anything else is the caller's bug. */
+function inputDims(spec: ModelSpec, input: Float32Array, count: number): number[] {
+  const side = spec.tileSize + 2 * spec.halo;
+  if (input.length !== count * 3 * side * side) {
+    throw new RangeError(`input of ${input.length} floats is not ${count} tiles of 3 x ${side} x ${side}`);
+  }
+  return [count, 3, side, side];
+}
+
+/** The model's answer, if it is `[N, C, T, T]` float32 as the registry says; else the model is wrong. */
+function checkedOutput(spec: ModelSpec, data: Float32Array | undefined, count: number): Float32Array {
+  const expected = count * spec.channels.length * spec.tileSize * spec.tileSize;
+  if (data === undefined || data.length !== expected) {
+    throw new ComputeError(
+      'UnsupportedModel',
+      `${spec.version} answered ${data?.length ?? 'no'} floats, not float32 [${count}, ${spec.channels.length}, ${spec.tileSize}, ${spec.tileSize}]`,
+    );
+  }
+  return data;
 }
 
 function sessionOptions(threads: number) {
