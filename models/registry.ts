@@ -114,3 +114,47 @@ export function modelSpec(version: string): {
     outputRange: [model.outputRange[0], model.outputRange[1]],
   };
 }
+
+/**
+ * Nucleus segmentation models, for the model-based segmenter (compute/segmentation/onnx.ts, whose
+ * comment states the input and output convention every entry follows).
+ *
+ * The bundled v1 is UNTRAINED (scripts/make-segmentation-model.py): the classical front end as an
+ * ONNX graph, i.e. hematoxylin density by colour deconvolution, lightly smoothed, against a cut
+ * of mean + 0.4 standard deviations of the tile's tissue densities. It gives the model path a real
+ * ONNX Runtime run end to end; it is no better than the classical segmenter, and a trained model
+ * (StarDist, HoVer-Net exported to the convention) replaces it by a new entry here.
+ */
+export interface SegmentationModel {
+  version: string;
+  /** The ONNX file, relative to models/. */
+  onnxFile: string;
+  /** Microns per pixel of the model's input. */
+  mpp: number;
+  /** Tile side, in model pixels, a slide tiler should feed (the model itself takes any size). */
+  tileSize: number;
+  /** Context pixels the model needs around a tile, at its scale. */
+  halo: number;
+  /** Output names: foreground probability, and a centre map when the model has one. */
+  outputs: { foreground: string; centre?: string };
+}
+
+export const segmentationModels: readonly SegmentationModel[] = [
+  {
+    version: 'segmentation-baseline-v1',
+    onnxFile: 'segmentation-baseline-v1.onnx',
+    mpp: 0.5,
+    tileSize: 1024,
+    halo: 2,
+    outputs: { foreground: 'foreground' },
+  },
+];
+
+export const CURRENT_SEGMENTATION_MODEL = 'segmentation-baseline-v1';
+
+/** What the model-based segmenter needs of a registered model: its file as an absolute path. */
+export function segmentationModelSpec(version: string): SegmentationModel & { onnxPath: string } {
+  const model = segmentationModels.find((m) => m.version === version);
+  if (!model) throw new Error(`segmentation model ${version} is not registered`);
+  return { ...model, onnxPath: modelFilePath(model.onnxFile) };
+}

@@ -24,17 +24,21 @@ export interface ClassicalOptions extends InstanceOptions {
   cellExpansionUm: number;
 }
 
+/**
+ * Tuned on the two MoNuSeg tiles of ../shared/data/nuclei (bench/segmentation-quality.ts), in
+ * coarse steps of each parameter, one at a time; every value is a plausible size for nuclei.
+ */
 export const defaultClassicalOptions: Readonly<ClassicalOptions> = {
-  smoothingUm: 0.5,
+  smoothingUm: 0.25,
   minThresholdOd: 0.3,
   maxThresholdOd: 1.2,
   whiteLevel: 220,
   openingRadiusUm: 0.5,
   maxHoleAreaUm2: 10,
   distanceSmoothingUm: 0.5,
-  seedSeparationUm: 2.5,
+  seedSeparationUm: 1.75,
   minSeedDistanceUm: 0.75,
-  minAreaUm2: 8,
+  minAreaUm2: 6,
   maxAreaUm2: 300,
   minSolidity: 0.8,
   cellExpansionUm: 5,

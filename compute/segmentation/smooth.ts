@@ -29,7 +29,11 @@ export function gaussianBlur(src: Float32Array, width: number, height: number, s
   return out;
 }
 
-/** Along x. Interior pixels need no clamping; only the `radius` pixels at each end do. */
+/**
+ * Along x: each row is copied into a line padded by its edge values, then every tap pair is
+ * added across the whole row (x innermost, no bounds checks); the kernel's symmetry halves the
+ * multiplications.
+ */
 function blurRows(
   src: Float32Array,
   dst: Float32Array,
@@ -38,28 +42,26 @@ function blurRows(
   taps: Float32Array,
 ): void {
   const radius = (taps.length - 1) >> 1;
-  const last = width - 1;
+  const line = new Float64Array(width + 2 * radius);
+  const sum = new Float64Array(width);
   for (let y = 0; y < height; y++) {
     const row = y * width;
-    for (let x = 0; x < width; x++) {
-      let sum = 0;
-      if (x >= radius && x + radius <= last) {
-        const from = row + x - radius;
-        for (let k = 0; k < taps.length; k++) sum += taps[k]! * src[from + k]!;
-      } else {
-        for (let k = 0; k < taps.length; k++) {
-          let xx = x + k - radius;
-          if (xx < 0) xx = 0;
-          else if (xx > last) xx = last;
-          sum += taps[k]! * src[row + xx]!;
-        }
-      }
-      dst[row + x] = sum;
+    for (let x = 0; x < width; x++) line[x + radius] = src[row + x]!;
+    line.fill(src[row]!, 0, radius);
+    line.fill(src[row + width - 1]!, radius + width);
+    const centre = taps[radius]!;
+    for (let x = 0; x < width; x++) sum[x] = centre * line[x + radius]!;
+    for (let k = 1; k <= radius; k++) {
+      const w = taps[radius + k]!;
+      const left = radius - k;
+      const right = radius + k;
+      for (let x = 0; x < width; x++) sum[x]! += w * (line[left + x]! + line[right + x]!);
     }
+    for (let x = 0; x < width; x++) dst[row + x] = sum[x]!;
   }
 }
 
-/** Along y, a whole row at a time so every read walks memory in order. */
+/** Along y, the same way: whole source rows (edges repeated) added into an output row. */
 function blurColumns(
   src: Float32Array,
   dst: Float32Array,
@@ -68,16 +70,17 @@ function blurColumns(
   taps: Float32Array,
 ): void {
   const radius = (taps.length - 1) >> 1;
-  const last = height - 1;
+  const sum = new Float64Array(width);
   for (let y = 0; y < height; y++) {
     const to = y * width;
-    for (let k = 0; k < taps.length; k++) {
-      let yy = y + k - radius;
-      if (yy < 0) yy = 0;
-      else if (yy > last) yy = last;
-      const from = yy * width;
-      const w = taps[k]!;
-      for (let x = 0; x < width; x++) dst[to + x]! += w * src[from + x]!;
+    const centre = taps[radius]!;
+    for (let x = 0; x < width; x++) sum[x] = centre * src[to + x]!;
+    for (let k = 1; k <= radius; k++) {
+      const w = taps[radius + k]!;
+      const above = Math.max(y - k, 0) * width;
+      const below = Math.min(y + k, height - 1) * width;
+      for (let x = 0; x < width; x++) sum[x]! += w * (src[above + x]! + src[below + x]!);
     }
+    for (let x = 0; x < width; x++) dst[to + x] = sum[x]!;
   }
 }
