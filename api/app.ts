@@ -16,6 +16,7 @@ import { healthRoutes } from './routes/health';
 import { jobStreamRoutes } from './routes/job-stream';
 import { jobRoutes } from './routes/jobs';
 import { sampleRoutes } from './routes/samples';
+import { segmentationRoutes } from './routes/segmentation';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
 import { createCatalogService } from './services/catalog';
 import { createJobStreamService, registerJobStreamMetrics } from './services/job-stream';
@@ -23,6 +24,7 @@ import { createJobService } from './services/jobs';
 import { createPredictionService } from './services/predictions';
 import { createSampleListService } from './services/sample-list';
 import { createSampleService } from './services/samples';
+import { createSegmentationService } from './services/segmentation';
 import { createUploadService } from './services/uploads';
 import type { WorkflowEngine } from './workflow-engine';
 
@@ -42,6 +44,8 @@ export interface ApiSettings {
     streamHeartbeatMs?: number;
     /** The SSE `retry` of job streams (DECISIONS.md: 5000 ms). */
     streamRetryMs?: number;
+    /** Wait before a failed segmentation may be retried (DECISIONS.md: 60 s). */
+    segmentationRetryCooldownSeconds?: number;
   };
 }
 
@@ -68,7 +72,20 @@ export function createApp(deps: ApiDeps): Express {
     limits: settings.limits,
     onBytesStored: (count) => metrics.uploadedBytes.inc(count),
   });
-  const samples = createSampleService({ sql, workflows, appUrl: settings.appUrl });
+  const segmentation = createSegmentationService({
+    sql,
+    store,
+    workflows,
+    logger,
+    publicBaseUrl: settings.publicBaseUrl,
+    retryCooldownSeconds: settings.limits.segmentationRetryCooldownSeconds,
+  });
+  const samples = createSampleService({
+    sql,
+    workflows,
+    appUrl: settings.appUrl,
+    segmentationState: segmentation.stateOf,
+  });
   const lists = createSampleListService({
     sql,
     appUrl: settings.appUrl,
@@ -100,6 +117,7 @@ export function createApp(deps: ApiDeps): Express {
   v1.use(rateLimit(sql, { ratePerSecond: settings.limits.ratePerSecond, burst: settings.limits.rateBurst }));
   v1.use(uploadRoutes(uploads));
   v1.use(sampleRoutes({ samples, lists, catalog }));
+  v1.use(segmentationRoutes(segmentation));
   v1.use(jobStreamRoutes(jobStreams, { retryMs: streamRetryMs }));
   v1.use(jobRoutes({ predictions, jobs }));
   v1.use((_req, _res, next) => next(notFound('endpoint')));

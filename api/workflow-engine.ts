@@ -5,7 +5,12 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { searchAttributeNames, taskQueueName, workflowIds } from '../schemas/temporal';
+import {
+  type SegmentationRunRef,
+  searchAttributeNames,
+  taskQueueName,
+  workflowIds,
+} from '../schemas/temporal';
 import type { ingestWorkflow, recountWorkflow } from '../workflows';
 
 /** The typed keys of our search attributes (names and why in schemas/temporal.ts). */
@@ -46,6 +51,10 @@ export interface WorkflowEngine {
    * running (never started, or already closed: completed, failed, terminated, timed out).
    */
   cancelPrediction(jobId: string): Promise<'requested' | 'not_found'>;
+  /** Starts `segmentation-{sampleId}-{attempt}`; idempotent like `startPrediction`. */
+  startSegmentation(run: SegmentationRunRef): Promise<void>;
+  /** Starts `segmentation-markers-{layerId}-{jobId}`: the layer's marker tables for a newer prediction. */
+  startSegmentationMarkers(run: SegmentationRunRef & { layerId: string }, jobId: string): Promise<void>;
   ping(): Promise<void>;
 }
 
@@ -113,6 +122,38 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     }
   }
 
+  async function startSegmentation(run: SegmentationRunRef): Promise<void> {
+    try {
+      await client.workflow.start('segmentationWorkflow', {
+        workflowId: workflowIds.segmentation(run.sampleId, run.attempt),
+        taskQueue: ioQueue,
+        args: [{ runId: run.id }],
+        typedSearchAttributes: searchAttributesOf({ ...run, jobId: run.id }),
+        staticSummary: `Segmentation run ${run.attempt} of sample ${run.sampleId}`,
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
+  async function startSegmentationMarkers(
+    run: SegmentationRunRef & { layerId: string },
+    jobId: string,
+  ): Promise<void> {
+    try {
+      await client.workflow.start('segmentationMarkersWorkflow', {
+        workflowId: workflowIds.segmentationMarkers(run.layerId, jobId),
+        taskQueue: ioQueue,
+        args: [{ runId: run.id, jobId }],
+        typedSearchAttributes: searchAttributesOf({ ...run, jobId: run.id }),
+        staticSummary: `Marker tables of segmentation layer ${run.layerId} for prediction job ${jobId}`,
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
   // The server accepts a cancel request for a closed workflow without complaint, so the state
   // is read first: only a running workflow can act on it (and will then settle the job).
   async function cancelPrediction(jobId: string): Promise<'requested' | 'not_found'> {
@@ -131,5 +172,13 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     await client.connection.withDeadline(Date.now() + 2000, () => client.workflowService.getSystemInfo({}));
   }
 
-  return { startIngest, startRecount, startPrediction, cancelPrediction, ping };
+  return {
+    startIngest,
+    startRecount,
+    startPrediction,
+    cancelPrediction,
+    startSegmentation,
+    startSegmentationMarkers,
+    ping,
+  };
 }

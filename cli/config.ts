@@ -49,6 +49,7 @@ const EnvSchema = z.object({
   SIGNED_URL_TTL_SECONDS: positiveInt.default(3600),
   JOB_STREAM_HEARTBEAT_SECONDS: positiveInt.default(15),
   JOB_STREAM_RETRY_MS: positiveInt.default(5000),
+  SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
   WORKFLOW_BUNDLE_PATH: z.string().optional(),
   TEMPORAL_CLI: z.string().default('temporal'),
   SPS_DEV_POSTGRES_PORT: port.default(54329),
@@ -91,6 +92,7 @@ export interface Config {
     signedUrlTtlSeconds: number;
     streamHeartbeatMs: number;
     streamRetryMs: number;
+    segmentationRetryCooldownSeconds: number;
   };
 }
 
@@ -155,6 +157,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       signedUrlTtlSeconds: e.SIGNED_URL_TTL_SECONDS,
       streamHeartbeatMs: e.JOB_STREAM_HEARTBEAT_SECONDS * 1000,
       streamRetryMs: e.JOB_STREAM_RETRY_MS,
+      segmentationRetryCooldownSeconds: e.SEGMENTATION_RETRY_COOLDOWN_SECONDS,
     },
   };
 }

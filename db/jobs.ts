@@ -52,6 +52,20 @@ export async function findJobById(sql: Queryable, jobId: string): Promise<JobRow
   return row;
 }
 
+/**
+ * The sample's newest prediction with results (completed or partial_failed): the one whose
+ * markers a segmentation layer's marker tables summarise.
+ */
+export async function latestPredictionWithResults(
+  sql: Queryable,
+  sampleId: string,
+): Promise<JobRow | undefined> {
+  const [row] = await sql<JobRow[]>`
+    SELECT ${jobColumns(sql)} FROM jobs WHERE sample_id = ${sampleId} AND results_available
+    ORDER BY completed_at DESC NULLS LAST, created_at DESC LIMIT 1`;
+  return row;
+}
+
 /** What pricing needs of a sample: its state, effective mpp, and the tissue patch count ingest made. */
 export interface PricingSample {
   id: string;

@@ -27,6 +27,7 @@ import {
   TrashPage,
   TrashQuery,
 } from './samples';
+import { SegmentationLayerParams, SegmentationManifest, SegmentationState } from './segmentation';
 import {
   CreatedUpload,
   CreateUploadRequest,
@@ -447,6 +448,73 @@ export const endpoints = {
         'Not in this organization, no such file, or a path outside the store (`..`, absolute) (`not_found`)',
       ),
       409: error('No results yet (`results_not_ready`)'),
+      ...bearerErrors,
+    },
+  },
+  getSegmentation: {
+    method: 'get',
+    path: '/samples/{id}/segmentation',
+    auth: 'bearer',
+    summary: "The sample's segmentation state (newest run, its layer when completed); credit-free",
+    request: { params: SampleIdParams, query: EmptyQuery },
+    responses: {
+      200: { description: 'The segmentation state', schema: SegmentationState },
+      404: error('Not an owned sample (another organization, a public handle) (`not_found`)'),
+      ...bearerErrors,
+    },
+  },
+  startSegmentation: {
+    method: 'post',
+    path: '/samples/{id}/segmentation',
+    auth: 'bearer',
+    summary:
+      'Start or retry segmentation: idempotent and credit-free. Active or completed work is reused; failed work is retried after the cooldown (60 s), cancelled work at once',
+    request: { params: SampleIdParams, query: EmptyQuery },
+    responses: {
+      200: { description: 'Completed work (reused)', schema: SegmentationState },
+      202: { description: 'Queued or running work, new or reused', schema: SegmentationState },
+      404: error('Not an owned sample (`not_found`)'),
+      409: error(
+        'The sample is not ready or is in Trash (`sample_not_ready`), or is being deleted (`deletion_in_progress`)',
+      ),
+      429: error(
+        'Over the per-credential rate (`rate_limited`), or a retry before the cooldown has passed (`retry_cooldown`, with `retryAfterSeconds`)',
+      ),
+      401: error('Missing, malformed or revoked credential (`unauthorized`)'),
+    },
+  },
+  getSegmentationManifest: {
+    method: 'get',
+    path: '/samples/{id}/segmentation/{layerId}/manifest',
+    auth: 'bearer',
+    summary: 'The manifest of a completed segmentation layer (without `downloads`)',
+    request: { params: SegmentationLayerParams, query: EmptyQuery },
+    responses: {
+      200: { description: 'The manifest', schema: SegmentationManifest },
+      404: error('No such completed layer of an owned sample (`not_found`)'),
+      ...bearerErrors,
+    },
+  },
+  getSegmentationFile: {
+    method: 'get',
+    path: '/samples/{id}/segmentation/{layerId}/files/{path}',
+    splat: 'path',
+    auth: 'bearer',
+    summary:
+      'One file of a completed layer, by a path from its manifest: `mask/...` (the uint32 OME-Zarr store), `features/instances.parquet`, `features/markers/{marker}.parquet`, `provenance.json`',
+    request: {
+      params: z.object({
+        id: z.uuid(),
+        layerId: z.uuid(),
+        path: z.string().meta({ description: 'Path inside the layer; slashes are not encoded' }),
+      }),
+      query: EmptyQuery,
+    },
+    responses: {
+      200: { description: 'The file', contentType: 'application/octet-stream' },
+      404: error(
+        'No such layer or file, or a path the manifest does not name (`..`, absolute) (`not_found`)',
+      ),
       ...bearerErrors,
     },
   },

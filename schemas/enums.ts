@@ -45,3 +45,15 @@ export type OAuthScope = z.infer<typeof OAuthScope>;
 export const expirationSources = ['org_default', 'custom'] as const;
 export const ExpirationSource = z.enum(expirationSources);
 export type ExpirationSource = z.infer<typeof ExpirationSource>;
+
+export const segmentationStatuses = [
+  'not_started',
+  'queued',
+  'running',
+  'postprocessing',
+  'completed',
+  'failed',
+  'cancelled',
+] as const;
+export const SegmentationStatus = z.enum(segmentationStatuses).meta({ id: 'SegmentationStatus' });
+export type SegmentationStatus = z.infer<typeof SegmentationStatus>;

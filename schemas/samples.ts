@@ -11,6 +11,7 @@ import {
   Uuid,
 } from './common';
 import { ExpirationSource, JobStatus, SampleStatus } from './enums';
+import { SegmentationState } from './segmentation';
 
 export const TAG_RULES = { maxRawItems: 1000, maxDistinct: 50, maxLength: 50 } as const;
 /** A tag that only the public cohort may carry; writing it is 403 like `fields.public`. */
@@ -30,26 +31,6 @@ export const SampleJob = z
     resultsAvailable: z.boolean(),
   })
   .meta({ id: 'SampleJob' });
-
-export const segmentationStatuses = [
-  'not_started',
-  'queued',
-  'running',
-  'postprocessing',
-  'completed',
-  'failed',
-  'cancelled',
-] as const;
-
-export const SegmentationState = z
-  .strictObject({
-    status: z.enum(segmentationStatuses),
-    retryable: z.boolean(),
-    creditCost: z.literal(0),
-    job: z.record(z.string(), z.unknown()).nullable(),
-    layer: z.record(z.string(), z.unknown()).nullable(),
-  })
-  .meta({ id: 'SegmentationState' });
 
 export const FieldValues = z.record(z.string(), z.unknown()).meta({
   description: 'Field values keyed by definition key; `tags` is a sorted string array, `public` a boolean',

@@ -9,14 +9,27 @@ export function taskQueueName(prefix: string, kind: TaskQueueKind): string {
   return prefix === '' ? kind : `${prefix}-${kind}`;
 }
 
+/** What starting a segmentation run's workflows needs to know of the run. */
+export interface SegmentationRunRef {
+  id: string;
+  organizationId: string;
+  sampleId: string;
+  attempt: number;
+}
+
 /** Workflow ids are derived from domain ids so that starts are idempotent. */
 export const workflowIds = {
   ingest: (sampleId: string) => `ingest-${sampleId}`,
   recount: (sampleId: string) => `recount-${sampleId}`,
   prediction: (jobId: string) => `prediction-${jobId}`,
+  /** Run n (1, 2, ...) of a sample's segmentation: a retry is a new run, never a reused id. */
+  segmentation: (sampleId: string, attempt: number) => `segmentation-${sampleId}-${attempt}`,
+  /** The marker tables of a layer remade for a newer prediction job. */
+  segmentationMarkers: (layerId: string, jobId: string) => `segmentation-markers-${layerId}-${jobId}`,
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
   predictionReconciler: 'prediction-reconciler',
+  segmentationReconciler: 'segmentation-reconciler',
   /** An operator's re-run of one step; the time keeps every re-run in the job's history. */
   rerun: (kind: RerunKind, id: string, step: string, at: Date) =>
     `rerun-${kind}-${id}-${step}-${at.getTime()}`,

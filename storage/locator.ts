@@ -15,6 +15,23 @@ export const objectKeys = {
   /** A prediction job's OME-Zarr store (a prefix), under its sample so that a purge removes it. */
   predictionStore: (organizationId: string, sampleId: string, jobId: string) =>
     `orgs/${organizationId}/samples/${sampleId}/jobs/${jobId}/`,
+  /** A segmentation layer (a prefix): `segmentationLayerFiles` names what lies under it. */
+  segmentationLayer: (organizationId: string, sampleId: string, layerId: string) =>
+    `orgs/${organizationId}/samples/${sampleId}/segmentation/${layerId}/`,
   /** Everything tissue detection writes: `mask.png` and the `mask.zarr/` array. */
   tissue: (organizationId: string, sampleId: string) => `orgs/${organizationId}/samples/${sampleId}/tissue/`,
+} as const;
+
+/** The files of a segmentation layer, relative to its prefix. */
+export const segmentationLayerFiles = {
+  /** The uint32 OME-NGFF label image (a store prefix). */
+  mask: 'mask/',
+  instances: 'features/instances.parquet',
+  /** Prefix of `{marker}.parquet`. */
+  markers: 'features/markers/',
+  provenance: 'provenance.json',
+  /** The manifest with artifact paths relative to the layer; the API makes them URLs. */
+  manifest: 'manifest.json',
+  /** Per-tile cell records: the working set the mask and tables are made from (never served). */
+  objects: 'objects/',
 } as const;

@@ -2,13 +2,16 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Sql } from '../../db';
 import { cancelJobWithoutWorkflow, findJob, type JobRow, requestJobCancel } from '../../db/jobs';
+import { findSegmentationRun, type SegmentationRunRow } from '../../db/segmentation-runs';
 import {
   type CancelResult,
   isTerminalJobStatus,
   type JobStatusBody,
   type ResultLocation,
 } from '../../schemas/jobs';
+import { isActiveSegmentationStatus } from '../../schemas/segmentation';
 import { isStorageError, type ObjectInfo, type ObjectStore, resolveKey } from '../../storage';
+import { segmentationLayerFiles } from '../../storage/locator';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
@@ -63,11 +66,27 @@ export function normaliseStorePath(segments: readonly string[]): string | undefi
   return relative;
 }
 
-/** A job kind that `/jobs/{id}` may name, and what cancelling it means. */
-type JobTarget = { kind: 'inference'; job: JobRow };
-// Segmentation jobs share the `/jobs/{id}` id space when their issue lands: `findTarget` then
-// also looks them up, and `cancel` answers an active one with 409 `segmentation_active` (its
-// lifecycle belongs to the segmentation endpoints), a terminal one with 400 like inference.
+/**
+ * What `/jobs/{id}` may name: a prediction job, or a segmentation run (same id space). A
+ * segmentation run reads like a credit-free job whose result store is its label mask; it is
+ * cancelled only through its own lifecycle, so cancel answers 409 while it is active.
+ */
+type JobTarget = { kind: 'inference'; job: JobRow } | { kind: 'segmentation'; run: SegmentationRunRow };
+
+function segmentationJobBody(run: SegmentationRunRow): JobStatusBody {
+  return {
+    id: run.id,
+    status: run.status,
+    progress: run.progress,
+    reservedCredits: 0,
+    markers: run.markers,
+    createdAt: iso(run.createdAt),
+    startedAt: iso(run.startedAt),
+    completedAt: iso(run.completedAt),
+    errorMessage: run.errorMessage,
+    resultsAvailable: run.status === 'completed',
+  };
+}
 
 export function createJobService(deps: JobServiceDeps) {
   const { sql, store, workflows, logger } = deps;
@@ -76,11 +95,14 @@ export function createJobService(deps: JobServiceDeps) {
   async function findTarget(principal: Principal, id: string): Promise<JobTarget> {
     const job = await findJob(sql, principal.organizationId, id);
     if (job) return { kind: 'inference', job };
+    const run = await findSegmentationRun(sql, principal.organizationId, id);
+    if (run) return { kind: 'segmentation', run };
     throw notFound('job');
   }
 
   async function get(principal: Principal, id: string): Promise<JobStatusBody> {
-    return toJobStatusBody((await findTarget(principal, id)).job);
+    const target = await findTarget(principal, id);
+    return target.kind === 'inference' ? toJobStatusBody(target.job) : segmentationJobBody(target.run);
   }
 
   /**
@@ -92,6 +114,16 @@ export function createJobService(deps: JobServiceDeps) {
    */
   async function cancel(principal: Principal, id: string): Promise<CancelResult> {
     const target = await findTarget(principal, id);
+    if (target.kind === 'segmentation') {
+      const { status } = target.run;
+      if (isActiveSegmentationStatus(status)) {
+        throw new AppError(
+          'segmentation_active',
+          'a segmentation run is owned by its own lifecycle and cannot be cancelled here',
+        );
+      }
+      throw alreadyTerminal({ status });
+    }
     if (isTerminalJobStatus(target.job.status)) throw alreadyTerminal(target.job);
     const job = await requestJobCancel(sql, principal.organizationId, id);
     if (!job) throw notFound('job');
@@ -111,21 +143,31 @@ export function createJobService(deps: JobServiceDeps) {
     return { id, status: 'cancelled' };
   }
 
-  function alreadyTerminal(job: JobRow): AppError {
+  function alreadyTerminal(job: { status: string }): AppError {
     return new AppError('job_already_terminal', `the job is already ${job.status}`, {
       details: { status: job.status },
     });
   }
 
-  async function resultStore(principal: Principal, id: string): Promise<{ job: JobRow; prefix: string }> {
-    const { job } = await findTarget(principal, id);
-    if (!job.resultsAvailable || job.resultPrefix === null) {
-      const why = isTerminalJobStatus(job.status)
-        ? `the job ended ${job.status} without results`
-        : `the job is ${job.status}; results exist once it completes`;
+  async function resultStore(principal: Principal, id: string): Promise<{ prefix: string }> {
+    const target = await findTarget(principal, id);
+    const { status } = target.kind === 'inference' ? target.job : target.run;
+    const prefix =
+      target.kind === 'inference'
+        ? target.job.resultsAvailable
+          ? target.job.resultPrefix
+          : null
+        : target.run.status === 'completed' && target.run.layerPrefix
+          ? `${target.run.layerPrefix}${segmentationLayerFiles.mask}`
+          : null;
+    if (prefix === null) {
+      const ended = isTerminalJobStatus(status);
+      const why = ended
+        ? `the job ended ${status} without results`
+        : `the job is ${status}; results exist once it completes`;
       throw new AppError('results_not_ready', why);
     }
-    return { job, prefix: job.resultPrefix };
+    return { prefix };
   }
 
   async function resultLocation(principal: Principal, id: string): Promise<ResultLocation> {

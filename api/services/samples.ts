@@ -8,6 +8,7 @@ import type {
   PatchSampleRequest,
   SampleDetail,
 } from '../../schemas/samples';
+import type { SegmentationState } from '../../schemas/segmentation';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
@@ -21,6 +22,8 @@ export interface SampleServiceDeps {
   sql: Sql;
   workflows: WorkflowEngine;
   appUrl: string;
+  /** The segmentation state a sample detail shows (the segmentation service's). */
+  segmentationState: (sampleId: string) => Promise<SegmentationState>;
   now?: () => Date;
 }
 
@@ -47,9 +50,10 @@ export function createSampleService(deps: SampleServiceDeps) {
   const now = deps.now ?? (() => new Date());
 
   async function toDetail(record: details.SampleRecord): Promise<SampleDetail> {
-    const [jobs, fields] = await Promise.all([
+    const [jobs, fields, segmentation] = await Promise.all([
       details.listNewestJobs(sql, record.id, NEWEST_JOBS),
       fieldValuesOf(sql, [record.id]),
+      deps.segmentationState(record.id),
     ]);
     const sampleFields = fields.get(record.id) ?? { tags: [], public: false };
     const expiresInDays = record.expiresAt
@@ -87,8 +91,7 @@ export function createSampleService(deps: SampleServiceDeps) {
         resultsAvailable: job.resultsAvailable,
       })),
       jobCount: record.jobCount,
-      // Segmentation arrives with its own issue; until then no sample has started it.
-      segmentation: { status: 'not_started', retryable: false, creditCost: 0, job: null, layer: null },
+      segmentation,
     };
   }
 

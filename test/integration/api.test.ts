@@ -153,6 +153,12 @@ describe('operations endpoints', () => {
       cancelPrediction: async () => {
         throw new Error('unreachable');
       },
+      startSegmentation: async () => {
+        throw new Error('unreachable');
+      },
+      startSegmentationMarkers: async () => {
+        throw new Error('unreachable');
+      },
       ping: async () => {
         throw new Error('connection refused');
       },

@@ -32,11 +32,11 @@ export async function insertPricedSample(
 }
 
 /**
- * Wraps the real engine so that prediction starts and cancels are recorded, and can be made to
- * fail or to find no workflow, without any prediction workflow running.
+ * Wraps the real engine so that prediction and segmentation starts and prediction cancels are
+ * recorded, and can be made to fail or to find no workflow, without any workflow running.
  */
 export function recordingEngine() {
-  const calls = { started: [] as string[], cancelled: [] as string[] };
+  const calls = { started: [] as string[], cancelled: [] as string[], segmentations: [] as string[] };
   const behaviour = {
     startFails: false,
     cancelAnswer: 'requested' as 'requested' | 'not_found',
@@ -50,6 +50,10 @@ export function recordingEngine() {
     async cancelPrediction(jobId) {
       calls.cancelled.push(jobId);
       return behaviour.cancelAnswer;
+    },
+    async startSegmentation(run) {
+      if (behaviour.startFails) throw new Error('the workflow engine is unreachable');
+      calls.segmentations.push(run.id);
     },
   });
   return { calls, behaviour, wrap };

@@ -4,7 +4,11 @@ import type { apiClient } from './http';
 
 const CHUNK_BYTES = 1 << 20;
 
-/** Uploads `bytes` through the resumable protocol in 1 MiB chunks; answers the created upload. */
+/**
+ * Uploads `bytes` through the resumable protocol in 1 MiB chunks; answers the created upload.
+ * `autoSegment` is false unless a test asks for it, so that tests of other steps do not also
+ * segment every slide they ingest.
+ */
 export async function uploadBytes(
   call: ReturnType<typeof apiClient>,
   bytes: Uint8Array,
@@ -12,6 +16,7 @@ export async function uploadBytes(
 ) {
   const created = await call('POST', '/uploads', {
     contentType: 'application/octet-stream',
+    autoSegment: false,
     ...fields,
     fileSize: bytes.length,
   });
