@@ -8,7 +8,9 @@ const swc = [
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': swc },
+  // hyparquet(-writer) ship only ES modules; Jest's CommonJS runtime needs them compiled.
+  transform: { '^.+\\.ts$': swc, '/node_modules/hyparquet(-writer)?/.+\\.js$': swc },
+  transformIgnorePatterns: ['/node_modules/(?!hyparquet(-writer)?/)'],
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

@@ -26,7 +26,9 @@ export type ComputeErrorTag =
   /** A Zarr array whose metadata asks for something our reader does not handle. */
   | 'UnsupportedZarr'
   /** A model file whose inputs or outputs are not what its spec promises. */
-  | 'UnsupportedModel';
+  | 'UnsupportedModel'
+  /** A stored file of segmented tile objects that does not decode (truncated, another version). */
+  | 'CorruptTileObjects';
 
 export class ComputeError extends Error {
   readonly _tag: ComputeErrorTag;

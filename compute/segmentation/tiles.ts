@@ -56,6 +56,13 @@ export function planSegmentationTiles(
   return tiles;
 }
 
+/**
+ * Halo around each core, µm: at least the widest cell (the classical segmenter's nuclei reach
+ * about 20 µm across, cells 5 µm more on each side), plus room for the segmenter's own context
+ * (smoothing, Otsu, watershed) to settle before the objects a tile keeps.
+ */
+export const DEFAULT_HALO_UM = 40;
+
 /** A halo in microns as whole level-0 pixels, rounded up so it is never smaller than asked. */
 export function haloPixels(haloUm: number, mpp: number): number {
   if (!(haloUm >= 0) || !(mpp > 0)) throw new RangeError(`halo ${haloUm} µm at ${mpp} µm/px`);

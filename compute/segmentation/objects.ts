@@ -1,0 +1,310 @@
+import { zstdCompressSync, zstdDecompressSync } from 'node:zlib';
+import { ComputeError } from '../errors';
+import type { RgbImage, SlideImage } from '../image';
+import { M, MEASUREMENT_COUNT, measureCell } from './features';
+import { stainDensities } from './stain';
+import { grownRect, type SegmentationTile } from './tiles';
+import type { LabelImage, Segmenter } from './types';
+
+/**
+ * The cells one tile owns: those whose centroid lies in its core, each whole (the segmenter saw
+ * the core grown by a halo), as row runs in level-0 pixels with its measurements. This is what
+ * a segmentation activity stores per tile (`objects/{index}.bin`) and what the mask painter and
+ * the table writers read back, so the slide is segmented once and everything after is a pass
+ * over small files.
+ *
+ * Local label `k` (1-based) of tile `t` becomes layer label `labelOffsets[t] + k`.
+ */
+export interface TileObjects {
+  tile: SegmentationTile;
+  count: number;
+  /** `count x MEASUREMENT_COUNT`, row-major, pixel units (see `MEASUREMENTS`). */
+  measurements: Float64Array;
+  /** Object `k` (0-based) owns runs `runStart[k] .. runStart[k + 1]` (in triples). */
+  runStart: Uint32Array;
+  /** Triples `(y, x0, x1)`, level-0 pixels, `x1` exclusive; each object's rows ascending. */
+  runs: Uint32Array;
+  /**
+   * Kept objects that touch the edge of the window read (where it is not the slide's edge): the
+   * halo was too small for them, so they may be cut. Zero when the halo fits the largest cell.
+   */
+  cutObjects: number;
+}
+
+export interface SegmentTileOptions {
+  segmenter: Segmenter;
+  /** Microns per level-0 pixel. */
+  mpp: number;
+  /** Level-0 pixels read around the core on every side: at least the largest cell's diameter. */
+  haloPx: number;
+  signal?: AbortSignal;
+}
+
+/** Reads the tile's core and halo from level 0, segments it, and keeps the objects it owns. */
+export async function segmentTileObjects(
+  slide: SlideImage,
+  tile: SegmentationTile,
+  options: SegmentTileOptions,
+): Promise<TileObjects> {
+  const window = grownRect(tile, options.haloPx, slide);
+  const rgb = await slide.readRegion({ level: 0, ...window }, options.signal);
+  return segmentWindowObjects(rgb, window, tile, slide, options);
+}
+
+/** As `segmentTileObjects`, for pixels already read: `rgb` is `window` of level 0. */
+export async function segmentWindowObjects(
+  rgb: RgbImage,
+  window: { x: number; y: number; width: number; height: number },
+  tile: SegmentationTile,
+  slide: { widthPx: number; heightPx: number },
+  options: SegmentTileOptions,
+): Promise<TileObjects> {
+  const { cells, nuclei } = await options.segmenter.segment(rgb, options.mpp, options.signal);
+  checkLabels(cells, rgb, 'cells');
+  checkLabels(nuclei, rgb, 'nuclei');
+  const stats = labelStatistics(cells);
+  const owned = ownedLabels(stats, window, tile);
+  const nucleusArea = labelAreas(nuclei, cells.count);
+  const { runStart, runs } = collectRuns(cells, owned, stats, window);
+  const densities = { densities: stainDensities(rgb), x: window.x, y: window.y };
+  const count = owned.length;
+  const measurements = new Float64Array(count * MEASUREMENT_COUNT);
+  for (let k = 0; k < count; k++) {
+    const own = runs.subarray(runStart[k]! * 3, runStart[k + 1]! * 3);
+    measureCell(own, nucleusArea[owned[k]!]!, densities, measurements, k * MEASUREMENT_COUNT);
+  }
+  const cutObjects = owned.filter((label) => touchesInnerEdge(stats, label, window, slide)).length;
+  return { tile, count, measurements, runStart, runs, cutObjects };
+}
+
+function checkLabels(image: LabelImage, rgb: RgbImage, what: string): void {
+  if (
+    image.width !== rgb.width ||
+    image.height !== rgb.height ||
+    image.labels.length !== rgb.width * rgb.height
+  ) {
+    throw new RangeError(`the segmenter's ${what} are not ${rgb.width} x ${rgb.height}`);
+  }
+}
+
+/** Per label (index = label): pixel count, run count, coordinate sums and bounding box in the window. */
+interface LabelStatistics {
+  area: Float64Array;
+  runs: Uint32Array;
+  sumX: Float64Array;
+  sumY: Float64Array;
+  minX: Int32Array;
+  minY: Int32Array;
+  maxX: Int32Array;
+  maxY: Int32Array;
+}
+
+function labelStatistics(cells: LabelImage): LabelStatistics {
+  const n = cells.count + 1;
+  const s: LabelStatistics = {
+    area: new Float64Array(n),
+    runs: new Uint32Array(n),
+    sumX: new Float64Array(n),
+    sumY: new Float64Array(n),
+    minX: new Int32Array(n).fill(0x7fffffff),
+    minY: new Int32Array(n).fill(0x7fffffff),
+    maxX: new Int32Array(n).fill(-1),
+    maxY: new Int32Array(n).fill(-1),
+  };
+  const { labels, width, height } = cells;
+  for (let y = 0; y < height; y++) {
+    const row = y * width;
+    let x = 0;
+    while (x < width) {
+      const label = labels[row + x]!;
+      const start = x;
+      while (x < width && labels[row + x] === label) x++;
+      if (label === 0) continue;
+      if (label >= n) throw new RangeError(`label ${label} above the count ${cells.count}`);
+      const length = x - start;
+      s.area[label]! += length;
+      s.runs[label]!++;
+      s.sumX[label]! += (length * (start + x - 1)) / 2;
+      s.sumY[label]! += length * y;
+      if (start < s.minX[label]!) s.minX[label] = start;
+      if (x - 1 > s.maxX[label]!) s.maxX[label] = x - 1;
+      if (y < s.minY[label]!) s.minY[label] = y;
+      s.maxY[label] = y;
+    }
+  }
+  return s;
+}
+
+/** Labels whose centroid (level-0 pixel index, rounded down) lies in the core, ascending. */
+function ownedLabels(
+  s: LabelStatistics,
+  window: { x: number; y: number },
+  core: { x: number; y: number; width: number; height: number },
+): number[] {
+  const owned: number[] = [];
+  for (let label = 1; label < s.area.length; label++) {
+    const area = s.area[label]!;
+    if (area === 0) continue;
+    // Half-open cores and floored centroids: a centroid on a shared border belongs to one tile.
+    const cx = Math.floor(window.x + s.sumX[label]! / area);
+    const cy = Math.floor(window.y + s.sumY[label]! / area);
+    if (cx >= core.x && cx < core.x + core.width && cy >= core.y && cy < core.y + core.height)
+      owned.push(label);
+  }
+  return owned;
+}
+
+function labelAreas(image: LabelImage, count: number): Float64Array {
+  const areas = new Float64Array(count + 1);
+  const { labels } = image;
+  for (let i = 0; i < labels.length; i++) {
+    const label = labels[i]!;
+    if (label !== 0 && label <= count) areas[label]!++;
+  }
+  return areas;
+}
+
+/** The runs of the owned labels, grouped by object in `owned` order, in level-0 pixels. */
+function collectRuns(
+  cells: LabelImage,
+  owned: readonly number[],
+  s: LabelStatistics,
+  window: { x: number; y: number },
+): { runStart: Uint32Array; runs: Uint32Array } {
+  const slot = new Int32Array(cells.count + 1).fill(-1);
+  const runStart = new Uint32Array(owned.length + 1);
+  owned.forEach((label, k) => {
+    slot[label] = k;
+    runStart[k + 1] = runStart[k]! + s.runs[label]!;
+  });
+  const runs = new Uint32Array(runStart[owned.length]! * 3);
+  const next = runStart.slice(0, owned.length);
+  const { labels, width, height } = cells;
+  for (let y = 0; y < height; y++) {
+    const row = y * width;
+    let x = 0;
+    while (x < width) {
+      const label = labels[row + x]!;
+      const start = x;
+      while (x < width && labels[row + x] === label) x++;
+      const k = label === 0 ? -1 : slot[label]!;
+      if (k < 0) continue;
+      const at = next[k]!++ * 3;
+      runs[at] = window.y + y;
+      runs[at + 1] = window.x + start;
+      runs[at + 2] = window.x + x;
+    }
+  }
+  return { runStart, runs };
+}
+
+function touchesInnerEdge(
+  s: LabelStatistics,
+  label: number,
+  window: { x: number; y: number; width: number; height: number },
+  slide: { widthPx: number; heightPx: number },
+): boolean {
+  return (
+    (s.minX[label] === 0 && window.x > 0) ||
+    (s.minY[label] === 0 && window.y > 0) ||
+    (s.maxX[label] === window.width - 1 && window.x + window.width < slide.widthPx) ||
+    (s.maxY[label] === window.height - 1 && window.y + window.height < slide.heightPx)
+  );
+}
+
+/** First label of every tile in the layer: labels run 1..total without gaps, in tile order. */
+export function labelOffsets(counts: readonly number[]): { offsets: number[]; total: number } {
+  const offsets: number[] = [];
+  let total = 0;
+  for (const count of counts) {
+    if (!Number.isSafeInteger(count) || count < 0) throw new RangeError(`object count ${count}`);
+    offsets.push(total);
+    total += count;
+  }
+  if (total > 0xffff_ffff) throw new ComputeError('TooLarge', `${total} cells do not fit uint32 labels`);
+  return { offsets, total };
+}
+
+/** The centroid of object `k`, level-0 pixel indices. */
+export function objectCentroid(objects: TileObjects, k: number): { x: number; y: number } {
+  const base = k * MEASUREMENT_COUNT;
+  return { x: objects.measurements[base + M.centroid_x]!, y: objects.measurements[base + M.centroid_y]! };
+}
+
+const MAGIC = 0x4f535053; // "SPSO" little-endian
+const FORMAT_VERSION = 1;
+const HEADER_WORDS = 12;
+
+/**
+ * A small versioned binary form: magic, version, then a zstd frame of a 48-byte header (tile,
+ * counts, measurement count) and the arrays, little-endian: measurements (float64), run
+ * starts and runs (uint32). Millions of runs would be slow and large as JSON.
+ */
+export function encodeTileObjects(objects: TileObjects): Uint8Array {
+  const { tile, count, measurements, runStart, runs } = objects;
+  const bodyBytes = HEADER_WORDS * 4 + measurements.byteLength + runStart.byteLength + runs.byteLength;
+  const body = new Uint8Array(bodyBytes);
+  const header = new Uint32Array(body.buffer, 0, HEADER_WORDS);
+  header.set([
+    tile.index,
+    tile.x,
+    tile.y,
+    tile.width,
+    tile.height,
+    count,
+    runs.length / 3,
+    MEASUREMENT_COUNT,
+    objects.cutObjects,
+  ]);
+  let at = HEADER_WORDS * 4;
+  for (const array of [measurements, runStart, runs]) {
+    body.set(new Uint8Array(array.buffer, array.byteOffset, array.byteLength), at);
+    at += array.byteLength;
+  }
+  const packed = zstdCompressSync(body);
+  const out = new Uint8Array(8 + packed.byteLength);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, MAGIC, true);
+  view.setUint32(4, FORMAT_VERSION, true);
+  out.set(packed, 8);
+  return out;
+}
+
+export function decodeTileObjects(bytes: Uint8Array): TileObjects {
+  const corrupt = (what: string, cause?: unknown) =>
+    new ComputeError('CorruptTileObjects', `tile objects: ${what}`, cause === undefined ? undefined : { cause });
+  if (bytes.byteLength < 8) throw corrupt('too short');
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (view.getUint32(0, true) !== MAGIC) throw corrupt('not a tile objects file');
+  if (view.getUint32(4, true) !== FORMAT_VERSION) throw corrupt(`version ${view.getUint32(4, true)}`);
+  let body: Uint8Array;
+  try {
+    // A fresh, aligned buffer: the typed arrays below are views of it.
+    body = new Uint8Array(zstdDecompressSync(bytes.subarray(8)));
+  } catch (err) {
+    throw corrupt('does not decompress', err);
+  }
+  if (body.byteLength < HEADER_WORDS * 4) throw corrupt('header cut short');
+  const h = new Uint32Array(body.buffer, body.byteOffset, HEADER_WORDS);
+  const [index, x, y, width, height, count, runCount, measurementCount, cutObjects] = Array.from(
+    h.subarray(0, 9),
+  );
+  if (measurementCount !== MEASUREMENT_COUNT) throw corrupt(`${measurementCount} measurements per object`);
+  const expected = HEADER_WORDS * 4 + count! * MEASUREMENT_COUNT * 8 + (count! + 1) * 4 + runCount! * 12;
+  if (body.byteLength !== expected) throw corrupt(`${body.byteLength} bytes, expected ${expected}`);
+  let at = body.byteOffset + HEADER_WORDS * 4;
+  const measurements = new Float64Array(body.buffer, at, count! * MEASUREMENT_COUNT);
+  at += measurements.byteLength;
+  const runStart = new Uint32Array(body.buffer, at, count! + 1);
+  at += runStart.byteLength;
+  const runs = new Uint32Array(body.buffer, at, runCount! * 3);
+  if (runStart[count!] !== runCount) throw corrupt('run starts do not end at the run count');
+  return {
+    tile: { index: index!, x: x!, y: y!, width: width!, height: height! },
+    count: count!,
+    measurements,
+    runStart,
+    runs,
+    cutObjects: cutObjects!,
+  };
+}
