@@ -20,7 +20,10 @@ export { predictionMarkerReader } from './marker-reader';
 export { LABEL_ZSTD_LEVEL, type LabelMaskProgress, type WriteLabelMaskOptions, writeLabelMask } from './mask';
 export { type InstanceOptions, nucleusInstances } from './nuclei';
 export {
+  DUPLICATE_OVERLAP,
   decodeTileObjects,
+  dropDuplicateObjects,
+  earlierNeighbours,
   encodeTileObjects,
   labelOffsets,
   objectCentroid,

@@ -272,7 +272,11 @@ export function encodeTileObjects(objects: TileObjects): Uint8Array {
 
 export function decodeTileObjects(bytes: Uint8Array): TileObjects {
   const corrupt = (what: string, cause?: unknown) =>
-    new ComputeError('CorruptTileObjects', `tile objects: ${what}`, cause === undefined ? undefined : { cause });
+    new ComputeError(
+      'CorruptTileObjects',
+      `tile objects: ${what}`,
+      cause === undefined ? undefined : { cause },
+    );
   if (bytes.byteLength < 8) throw corrupt('too short');
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (view.getUint32(0, true) !== MAGIC) throw corrupt('not a tile objects file');
@@ -307,4 +311,115 @@ export function decodeTileObjects(bytes: Uint8Array): TileObjects {
     runs,
     cutObjects: cutObjects!,
   };
+}
+
+/**
+ * The earlier tiles whose objects can overlap `tile`'s: those before it in the plan whose
+ * window (core grown by the halo) meets its window. With a halo under the core size these are
+ * its left, upper-left, upper and upper-right neighbours.
+ */
+export function earlierNeighbours(
+  tiles: readonly SegmentationTile[],
+  tile: SegmentationTile,
+  haloPx: number,
+): SegmentationTile[] {
+  const reach = 2 * haloPx;
+  return tiles.filter(
+    (t) =>
+      t.index < tile.index &&
+      t.x < tile.x + tile.width + reach &&
+      tile.x < t.x + t.width + reach &&
+      t.y < tile.y + tile.height + reach &&
+      tile.y < t.y + t.height + reach,
+  );
+}
+
+/** Share of the smaller of two objects that their overlap must reach for one to be a duplicate. */
+export const DUPLICATE_OVERLAP = 0.5;
+
+/**
+ * Drops the objects of a tile that an earlier tile already holds. Each window segments a
+ * border object on its own, and two windows rarely agree to the pixel: both copies can have
+ * their centroid in their own core, or the one tile splits what the other merges. An object is
+ * dropped when it covers at least `DUPLICATE_OVERLAP` of the smaller of itself and an object of
+ * `earlier` (their final, already reconciled objects). Deterministic in tile order, so running
+ * tiles in index order (or this as a pass after segmenting them) gives the same layer on every
+ * retry. Where a small overlap remains, the mask gives the pixels to the earlier tile.
+ */
+export function dropDuplicateObjects(objects: TileObjects, earlier: readonly TileObjects[]): TileObjects {
+  if (objects.count === 0 || earlier.length === 0) return objects;
+  const window = objectBounds(objects);
+  const owner = new Int32Array(window.width * window.height).fill(-1);
+  const areas: number[] = [];
+  for (const other of earlier) {
+    for (let k = 0; k < other.count; k++) {
+      const id = areas.length;
+      areas.push(other.measurements[k * MEASUREMENT_COUNT + M.area]!);
+      forEachRunIn(other, k, window, (row, x0, x1) => owner.fill(id, row + x0, row + x1));
+    }
+  }
+  const keep: number[] = [];
+  const overlap = new Map<number, number>();
+  for (let k = 0; k < objects.count; k++) {
+    overlap.clear();
+    forEachRunIn(objects, k, window, (row, x0, x1) => {
+      for (let i = row + x0; i < row + x1; i++) {
+        const id = owner[i]!;
+        if (id >= 0) overlap.set(id, (overlap.get(id) ?? 0) + 1);
+      }
+    });
+    const area = objects.measurements[k * MEASUREMENT_COUNT + M.area]!;
+    const duplicate = [...overlap].some(([id, n]) => n >= DUPLICATE_OVERLAP * Math.min(area, areas[id]!));
+    if (!duplicate) keep.push(k);
+  }
+  return keep.length === objects.count ? objects : selectObjects(objects, keep);
+}
+
+function objectBounds(objects: TileObjects): { x: number; y: number; width: number; height: number } {
+  let x0 = Number.POSITIVE_INFINITY;
+  let y0 = Number.POSITIVE_INFINITY;
+  let x1 = 0;
+  let y1 = 0;
+  for (let k = 0; k < objects.count; k++) {
+    const b = k * MEASUREMENT_COUNT;
+    x0 = Math.min(x0, objects.measurements[b + M.bbox_min_x]!);
+    y0 = Math.min(y0, objects.measurements[b + M.bbox_min_y]!);
+    x1 = Math.max(x1, objects.measurements[b + M.bbox_max_x]!);
+    y1 = Math.max(y1, objects.measurements[b + M.bbox_max_y]!);
+  }
+  return { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
+}
+
+/** Calls `visit(rowStart, x0, x1)` for each run of object `k` clipped to `rect` (raster of `rect`). */
+function forEachRunIn(
+  objects: TileObjects,
+  k: number,
+  rect: { x: number; y: number; width: number; height: number },
+  visit: (row: number, x0: number, x1: number) => void,
+): void {
+  const { runs, runStart } = objects;
+  for (let r = runStart[k]! * 3, end = runStart[k + 1]! * 3; r < end; r += 3) {
+    const y = runs[r]! - rect.y;
+    if (y < 0 || y >= rect.height) continue;
+    const x0 = Math.max(runs[r + 1]!, rect.x) - rect.x;
+    const x1 = Math.min(runs[r + 2]!, rect.x + rect.width) - rect.x;
+    if (x1 > x0) visit(y * rect.width, x0, x1);
+  }
+}
+
+function selectObjects(objects: TileObjects, keep: readonly number[]): TileObjects {
+  const measurements = new Float64Array(keep.length * MEASUREMENT_COUNT);
+  const runStart = new Uint32Array(keep.length + 1);
+  keep.forEach((k, j) => {
+    measurements.set(
+      objects.measurements.subarray(k * MEASUREMENT_COUNT, (k + 1) * MEASUREMENT_COUNT),
+      j * MEASUREMENT_COUNT,
+    );
+    runStart[j + 1] = runStart[j]! + objects.runStart[k + 1]! - objects.runStart[k]!;
+  });
+  const runs = new Uint32Array(runStart[keep.length]! * 3);
+  keep.forEach((k, j) => {
+    runs.set(objects.runs.subarray(objects.runStart[k]! * 3, objects.runStart[k + 1]! * 3), runStart[j]! * 3);
+  });
+  return { ...objects, count: keep.length, measurements, runStart, runs };
 }
