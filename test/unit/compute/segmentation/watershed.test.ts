@@ -65,6 +65,32 @@ describe('the seeded watershed', () => {
     expect(a! + b!).toBeGreaterThan(560);
   });
 
+  it('follows the relief, not the distance from the seeds: a small disc beside a large one', () => {
+    // Radii 12 and 7, centres 16 apart: the waist is at x = 31, while seeds flooding at equal
+    // speed would meet at x = 28, halfway between the centres.
+    const mask = new Uint8Array(width * height);
+    for (let i = 0; i < mask.length; i++) {
+      const x = i % width;
+      const y = Math.floor(i / width);
+      if ((x - 20) ** 2 + (y - 20) ** 2 <= 144 || (x - 36) ** 2 + (y - 20) ** 2 <= 49) mask[i] = 1;
+    }
+    const distance = distanceToBackground(mask, width, height);
+    const seeds = peakSeeds(distance, mask, width, height, { separation: 5, minHeight: 2 });
+    expect(seeds.count).toBe(2);
+    const labels = seededWatershed({
+      elevation: distance.map((d) => -d),
+      labels: seeds.labels,
+      mask,
+      width,
+      height,
+    });
+    const big = labels[20 * width + 20]!;
+    const small = labels[20 * width + 36]!;
+    expect(big).not.toBe(small);
+    expect([29, 30].map((x) => labels[20 * width + x])).toEqual([big, big]);
+    expect(labels[20 * width + 33]).toBe(small);
+  });
+
   it('keeps a lone disc whole', () => {
     const mask = new Uint8Array(width * height);
     for (let i = 0; i < mask.length; i++)
