@@ -4,9 +4,11 @@ import { createIngestActivities } from './ingest';
 import { createPredictionActivities } from './prediction';
 import { createReconcilerActivities } from './prediction-reconciler';
 import { createRetentionActivities } from './retention';
+import { createSegmentationActivities } from './segmentation';
+import { createSegmentationStartActivities, type SegmentationStartDeps } from './segmentation-starts';
 import { createUploadActivities } from './uploads';
 
-export interface ActivityDeps {
+export interface ActivityDeps extends SegmentationStartDeps {
   sql: Sql;
   store: ObjectStore;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
@@ -21,6 +23,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createPredictionActivities(deps),
     ...createReconcilerActivities(deps),
     ...createRetentionActivities(deps),
+    ...createSegmentationActivities(deps),
+    ...createSegmentationStartActivities(deps),
   };
 }
 

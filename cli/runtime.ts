@@ -75,8 +75,8 @@ function installTemporalRuntime(logger: Logger): void {
 
 /**
  * The Schedules: expired samples into Trash every 15 minutes, samples past the 7-day Trash
- * window purged every hour, and prediction jobs whose workflow never started started every
- * minute. Creating them again is a no-op, so every worker may.
+ * window purged every hour, and prediction jobs and segmentation runs whose workflow never
+ * started started every minute. Creating them again is a no-op, so every worker may.
  */
 export async function ensureSchedules(client: Client, taskQueuePrefix: string): Promise<void> {
   const taskQueue = taskQueueName(taskQueuePrefix, 'io');
@@ -86,6 +86,11 @@ export async function ensureSchedules(client: Client, taskQueuePrefix: string): 
     {
       id: workflowIds.predictionReconciler,
       workflowType: 'reconcilePredictionJobsWorkflow',
+      every: '1 minute',
+    },
+    {
+      id: workflowIds.segmentationReconciler,
+      workflowType: 'reconcileSegmentationRunsWorkflow',
       every: '1 minute',
     },
   ] as const;
@@ -157,6 +162,8 @@ export async function startWorkers(options: {
     sql: options.sql,
     store: options.store,
     startPrediction: engine.startPrediction,
+    startSegmentation: engine.startSegmentation,
+    startSegmentationMarkers: engine.startSegmentationMarkers,
   });
   const workers = await Promise.all(
     taskQueueKinds.map((kind) =>

@@ -2,3 +2,8 @@ export { ingestWorkflow } from './ingest';
 export { predictionWorkflow, reconcilePredictionJobsWorkflow } from './prediction';
 export { type RerunActivityInput, type RerunActivityResult, rerunActivityWorkflow } from './rerun';
 export { recountWorkflow, retentionSweepWorkflow, trashPurgeWorkflow } from './samples';
+export {
+  reconcileSegmentationRunsWorkflow,
+  segmentationMarkersWorkflow,
+  segmentationWorkflow,
+} from './segmentation';

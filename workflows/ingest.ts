@@ -1,4 +1,10 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  patched,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SampleStatus } from '../schemas/enums';
 import { failureTypes, siblingTaskQueue } from '../schemas/temporal';
@@ -30,7 +36,8 @@ export interface IngestResult {
 
 /**
  * Takes a sample from its last uploaded byte to `ready`: assemble the chunks, de-identify
- * (`deid_running`), then probe, build the H&E pyramid and find the tissue (`preprocessing`).
+ * (`deid_running`), then probe, build the H&E pyramid and find the tissue (`preprocessing`),
+ * then start segmentation when the upload asked for it.
  * A step that fails for good ends the sample in `deid_failed` or `preprocess_failed` with a
  * reason, and the derived objects are removed; the workflow itself completes normally, so an
  * operator sees the outcome in its result.
@@ -54,7 +61,20 @@ export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> 
   } catch (err) {
     return fail(sampleId, 'preprocess_failed', err);
   }
+  if (patched('auto-segmentation')) await startAutoSegmentation(sampleId);
   return { status: 'ready', statusMessage: null };
+}
+
+/**
+ * A sample uploaded with `autoSegment` starts segmentation once ready. The sample is ready
+ * whatever happens here: a run that could not be queued is one POST away.
+ */
+async function startAutoSegmentation(sampleId: string): Promise<void> {
+  try {
+    await io.queueAutoSegmentation({ sampleId });
+  } catch {
+    // Retried by the proxy already; the sample stays ready without a run.
+  }
 }
 
 async function fail(sampleId: string, status: 'deid_failed' | 'preprocess_failed', err: unknown) {

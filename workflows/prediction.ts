@@ -4,6 +4,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   isCancellation,
+  patched,
   proxyActivities,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -73,7 +74,19 @@ export async function predictionWorkflow(
   await CancellationScope.nonCancellable(() =>
     settlement.finishJob({ jobId, outcome, succeededFraction, errorMessage }),
   );
+  if (patched('segmentation-marker-refresh') && (outcome === 'completed' || outcome === 'partial_failed')) {
+    await refreshSegmentationMarkers(jobId);
+  }
   return { status: outcome };
+}
+
+/** A segmented sample's marker tables follow its newest prediction; the job is settled already. */
+async function refreshSegmentationMarkers(jobId: string): Promise<void> {
+  try {
+    await io.refreshSegmentationMarkers({ jobId });
+  } catch {
+    // The tables keep summarising the previous prediction; a re-run of segmentation renews them.
+  }
 }
 
 /** The active steps; undefined when the job turned terminal meanwhile (a cancel without a workflow). */

@@ -21,4 +21,5 @@ export {
   finishPredictionStore,
   PREDICTION_FILL_VALUE,
   type PredictionStoreLayout,
+  readPredictionLayout,
 } from './store';

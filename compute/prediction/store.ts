@@ -1,5 +1,6 @@
+import { ComputeError } from '../errors';
 import { type PyramidLevel, pyramidLevels } from '../pyramid/plan';
-import { encodeJson, groupMetadata, type KeyValueSink, ShardedArray } from '../zarr';
+import { encodeJson, groupMetadata, type KeyValueSink, openArray, parseJson, ShardedArray } from '../zarr';
 import { type ChannelStatistics, downsampleFloatIntoQuadrant } from './kernels';
 
 /**
@@ -155,6 +156,53 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
     signal,
   );
   return { version: 1, layout: key, done: tasks.length, total: tasks.length };
+}
+
+/**
+ * The layout of a finished store, read back from its root group (markers, model, H&E level,
+ * scale) and its first level-0 array (size, shards, chunks), for readers of its pixels. The
+ * output range is the model's, which the store does not record.
+ */
+export async function readPredictionLayout(
+  sink: KeyValueSink,
+  outputRange: readonly [number, number],
+  signal?: AbortSignal,
+): Promise<PredictionStoreLayout> {
+  const root = await sink.get('zarr.json', signal);
+  if (!root)
+    throw new ComputeError('UnsupportedZarr', 'no root zarr.json: the prediction store is unfinished');
+  const attributes = parseJson(root, 'zarr.json').attributes as
+    | {
+        prediction?: { model?: unknown; markers?: unknown; heLevel?: unknown };
+        ome?: { multiscales?: { datasets?: { coordinateTransformations?: { scale?: unknown }[] }[] }[] };
+      }
+    | undefined;
+  const { model, markers, heLevel } = attributes?.prediction ?? {};
+  const scale = attributes?.ome?.multiscales?.[0]?.datasets?.[0]?.coordinateTransformations?.[0]?.scale;
+  if (
+    typeof model !== 'string' ||
+    !Array.isArray(markers) ||
+    markers.length === 0 ||
+    !markers.every((m): m is string => typeof m === 'string') ||
+    typeof heLevel !== 'number' ||
+    !Array.isArray(scale) ||
+    typeof scale[2] !== 'number'
+  ) {
+    throw new ComputeError('UnsupportedZarr', 'the root zarr.json is not a prediction store');
+  }
+  for (const marker of markers) checkMarkerName(marker);
+  const { spec } = await openArray(sink, `markers/${markers[0]}/0`, signal);
+  return {
+    markers,
+    widthPx: spec.shape[2],
+    heightPx: spec.shape[1],
+    heLevel,
+    pixelSizeUm: scale[2],
+    shardSize: spec.shardShape[0],
+    chunkSize: spec.chunkShape[0],
+    model,
+    outputRange: [outputRange[0], outputRange[1]],
+  };
 }
 
 /** Everything the store's bytes depend on besides the pixels. */

@@ -1,0 +1,431 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import { readPredictionLayout } from '../compute/prediction';
+import { openHePyramid } from '../compute/pyramid';
+import {
+  createClassicalSegmenter,
+  decodeTileObjects,
+  EXPRESSION_COLUMNS,
+  encodeTileObjects,
+  GEOMETRY_COLUMNS,
+  haloPixels,
+  type LabelMaskProgress,
+  labelOffsets,
+  MORPHOLOGY_COLUMNS,
+  writeLabelMask as paintLabelMask,
+  planSegmentationTiles,
+  predictionMarkerReader,
+  type SegmentationTile,
+  segmentTileObjects,
+  writeInstanceTable as writeInstances,
+  writeMarkerTables as writeMarkers,
+} from '../compute/segmentation';
+import { readMaskArray } from '../compute/zarr';
+import type { Sql } from '../db';
+import { findJobById, latestPredictionWithResults } from '../db/jobs';
+import { findIngestSample, findSlide, type SlideRecord } from '../db/sample-slides';
+import {
+  findSegmentationRunById,
+  finishSegmentationRun,
+  recordMarkerTables,
+  recordSegmentationProgress,
+  type SegmentationRunRow,
+} from '../db/segmentation-runs';
+import { dispatchableModel } from '../models/registry';
+import { SEGMENTATION_SCHEMA_VERSION, type SegmentationManifest } from '../schemas/segmentation';
+import type { ObjectStore } from '../storage';
+import { objectKeys, segmentationLayerFiles } from '../storage/locator';
+import { storePrefix } from './store-adapters';
+
+/** Progress events are throttled to one a second, like a prediction's. */
+const PROGRESS_INTERVAL_MS = 1000;
+/** Segmenting the tiles is most of a run's time; the post-processing steps share the rest. */
+const TILES_SHARE_OF_PROGRESS = 0.9;
+/** Level-0 core side: a few MB of RGB per tile, and few enough tiles to heartbeat each. */
+const CORE_SIZE_PX = 1024;
+/** Around each core: more than the largest cell (a 40 µm nucleus grown by the cell expansion). */
+const HALO_UM = 32;
+
+/** What `segmentTiles` leaves at `objects/index.json` for the steps after it. */
+export interface TileIndex {
+  widthPx: number;
+  heightPx: number;
+  mpp: number;
+  haloPx: number;
+  tiles: SegmentationTile[];
+  /** Cells each tile owns, in tile order: the label offsets follow from them. */
+  counts: number[];
+  segmenter: { name: string; version: string; parameters: Record<string, unknown> };
+}
+
+interface TilesProgress {
+  nextTile: number;
+  counts: number[];
+}
+
+export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStore }) {
+  const { sql, store } = deps;
+
+  async function runOrFail(runId: string): Promise<SegmentationRunRow> {
+    const run = await findSegmentationRunById(sql, runId);
+    if (!run) throw ApplicationFailure.nonRetryable(`segmentation run ${runId} not found`, 'not_found');
+    return run;
+  }
+
+  const layerPrefixOf = (run: SegmentationRunRow) =>
+    objectKeys.segmentationLayer(run.organizationId, run.sampleId, run.layerId);
+
+  /** `running`, with the layer's prefix recorded; false when the run ended meanwhile. */
+  async function beginSegmentation(input: { runId: string }): Promise<{ active: boolean }> {
+    const run = await runOrFail(input.runId);
+    const active = await recordSegmentationProgress(sql, {
+      runId: run.id,
+      status: 'running',
+      progress: 0,
+      layerPrefix: layerPrefixOf(run),
+    });
+    return { active };
+  }
+
+  async function advanceSegmentation(input: {
+    runId: string;
+    status: 'running' | 'postprocessing';
+  }): Promise<{ active: boolean }> {
+    const progress = input.status === 'postprocessing' ? TILES_SHARE_OF_PROGRESS : undefined;
+    return { active: await recordSegmentationProgress(sql, { ...input, progress }) };
+  }
+
+  /** The slide's pyramid, tissue mask and scale, or a failure the user can act on. */
+  async function inputsOf(run: SegmentationRunRow) {
+    const [sample, slide] = await Promise.all([
+      findIngestSample(sql, run.sampleId),
+      findSlide(sql, run.sampleId),
+    ]);
+    const mpp = sample?.mppOverride ?? sample?.mppCalibrated ?? null;
+    if (!slide?.hePrefix || !slide.tissueMaskZarrPrefix) {
+      throw ApplicationFailure.nonRetryable('the sample has no H&E pyramid or tissue mask', 'conflict');
+    }
+    if (mpp === null) {
+      throw ApplicationFailure.nonRetryable('the sample has no pixel size (mpp): set it first', 'conflict');
+    }
+    return { slide: slide as SlideRecord & { hePrefix: string; tissueMaskZarrPrefix: string }, mpp };
+  }
+
+  /**
+   * Segments every tissue tile into `objects/{index}.bin` and writes `objects/index.json`.
+   * Heartbeats after each tile with the tiles done and their counts; a retry continues there
+   * and rewrites nothing before it, so labels never repeat.
+   */
+  async function segmentTiles(input: {
+    runId: string;
+  }): Promise<{ elapsedMs: number; instanceCount: number }> {
+    const started = Date.now();
+    const run = await runOrFail(input.runId);
+    const { slide, mpp } = await inputsOf(run);
+    const context = Context.current();
+    const he = await openHePyramid(storePrefix(store, slide.hePrefix));
+    const tissue = await readMaskArray(storePrefix(store, slide.tissueMaskZarrPrefix));
+    const tiles = planSegmentationTiles(he, {
+      coreSize: CORE_SIZE_PX,
+      tissue: {
+        ...tissue,
+        maskDownsampleX: slide.tissueMaskDownsampleX!,
+        maskDownsampleY: slide.tissueMaskDownsampleY!,
+      },
+    });
+    const segmenter = createClassicalSegmenter();
+    const haloPx = haloPixels(HALO_UM, mpp);
+    const resume = context.info.heartbeatDetails as TilesProgress | undefined;
+    const counts = resume?.counts.slice(0, resume.nextTile) ?? [];
+    const prefix = layerPrefixOf(run);
+    let lastEvent = 0;
+    for (const tile of tiles.slice(counts.length)) {
+      const objects = await segmentTileObjects(he, tile, {
+        segmenter,
+        mpp,
+        haloPx,
+        signal: context.cancellationSignal,
+      });
+      await store.put(
+        `${prefix}${segmentationLayerFiles.objects}${tile.index}.bin`,
+        encodeTileObjects(objects),
+      );
+      counts.push(objects.count);
+      heartbeat({ nextTile: counts.length, counts } satisfies TilesProgress);
+      if (Date.now() - lastEvent >= PROGRESS_INTERVAL_MS) {
+        lastEvent = Date.now();
+        const progress = (TILES_SHARE_OF_PROGRESS * counts.length) / tiles.length;
+        await recordSegmentationProgress(sql, { runId: run.id, status: 'running', progress });
+      }
+    }
+    const index: TileIndex = {
+      widthPx: he.widthPx,
+      heightPx: he.heightPx,
+      mpp,
+      haloPx,
+      tiles,
+      counts,
+      segmenter: {
+        name: segmenter.name,
+        version: segmenter.version,
+        parameters: { ...segmenter.parameters },
+      },
+    };
+    await store.put(
+      `${prefix}${segmentationLayerFiles.objects}index.json`,
+      Buffer.from(JSON.stringify(index)),
+    );
+    return { elapsedMs: Date.now() - started, instanceCount: counts.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * The terminal record, once. A run that ends without a layer loses its partial files; a
+   * completed one gets its manifest and provenance first, so a completed row always has them.
+   */
+  async function finishSegmentation(input: {
+    runId: string;
+    outcome: 'completed' | 'failed' | 'cancelled';
+    errorMessage: string | null;
+    timings: Record<string, number>;
+  }): Promise<void> {
+    const run = await runOrFail(input.runId);
+    if (run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled') return;
+    const prefix = layerPrefixOf(run);
+    if (input.outcome !== 'completed') {
+      for await (const key of store.list(prefix)) await store.delete(key);
+      await finishSegmentationRun(sql, {
+        runId: run.id,
+        status: input.outcome,
+        errorMessage: input.errorMessage,
+      });
+      return;
+    }
+    const index = await readTileIndex(prefix);
+    await writeProvenance(run, index, input.timings);
+    await writeManifest(run, index);
+    await finishSegmentationRun(sql, {
+      runId: run.id,
+      status: 'completed',
+      instanceCount: index.counts.reduce((a, b) => a + b, 0),
+      segmenter: `${index.segmenter.name}@${index.segmenter.version}`,
+    });
+  }
+
+  async function readTileIndex(prefix: string): Promise<TileIndex> {
+    const bytes = await store.get(`${prefix}${segmentationLayerFiles.objects}index.json`);
+    if (!bytes) throw new Error(`${prefix} has no tile index: segmentTiles has not finished`);
+    return JSON.parse(Buffer.from(bytes).toString('utf8')) as TileIndex;
+  }
+
+  /** Reads what `segmentTiles` stored: the tile index and each tile's cells. */
+  async function layerObjects(run: SegmentationRunRow) {
+    const prefix = layerPrefixOf(run);
+    const index = await readTileIndex(prefix);
+    const { offsets } = labelOffsets(index.counts);
+    const loadTileObjects = async (tileIndex: number) => {
+      const bytes = await store.get(`${prefix}${segmentationLayerFiles.objects}${tileIndex}.bin`);
+      if (!bytes) throw new Error(`${prefix}: the objects of tile ${tileIndex} are missing`);
+      return decodeTileObjects(bytes);
+    };
+    return { prefix, index, labelOffsets: offsets, loadTileObjects };
+  }
+
+  /** The uint32 label image and its pyramid, shard by shard; a retry resumes at the next shard. */
+  async function writeLabelMask(input: { runId: string }): Promise<{ elapsedMs: number }> {
+    const started = Date.now();
+    const run = await runOrFail(input.runId);
+    const layer = await layerObjects(run);
+    const context = Context.current();
+    await paintLabelMask(storePrefix(store, `${layer.prefix}${segmentationLayerFiles.mask}`), {
+      widthPx: layer.index.widthPx,
+      heightPx: layer.index.heightPx,
+      pixelSizeUm: layer.index.mpp,
+      tiles: layer.index.tiles,
+      haloPx: layer.index.haloPx,
+      labelOffsets: layer.labelOffsets,
+      loadTileObjects: layer.loadTileObjects,
+      // From `.../segmentation/{layerId}/mask/` up to the sample's `he/`.
+      sourceImage: '../../../he/',
+      signal: context.cancellationSignal,
+      resume: context.info.heartbeatDetails as LabelMaskProgress | undefined,
+      onProgress: (progress) => heartbeat(progress),
+    });
+    return { elapsedMs: Date.now() - started };
+  }
+
+  /** `features/instances.parquet`, written to a local file and streamed to the store. */
+  async function writeInstanceTable(input: { runId: string }): Promise<{ elapsedMs: number; rows: number }> {
+    const started = Date.now();
+    const run = await runOrFail(input.runId);
+    const layer = await layerObjects(run);
+    const rows = await withScratchFolder(async (folder) => {
+      const path = join(folder, 'instances.parquet');
+      const table = await writeInstances({
+        path,
+        mpp: layer.index.mpp,
+        tiles: layer.index.tiles,
+        labelOffsets: layer.labelOffsets,
+        loadTileObjects: layer.loadTileObjects,
+        instanceIdBase: instanceIdBase(run),
+        signal: Context.current().cancellationSignal,
+        onProgress: (progress) => heartbeat(progress),
+      });
+      await uploadFile(path, `${layer.prefix}${segmentationLayerFiles.instances}`);
+      return table.rows;
+    });
+    return { elapsedMs: Date.now() - started, rows };
+  }
+
+  /**
+   * `features/markers/{marker}.parquet` for each marker of a prediction of the sample: `jobId`
+   * when given (a refresh after that job completed), else the newest with results. A sample
+   * without predictions has no marker tables; tables of markers no longer predicted are removed.
+   */
+  async function writeMarkerTables(input: { runId: string; jobId?: string }): Promise<{ elapsedMs: number }> {
+    const started = Date.now();
+    const run = await runOrFail(input.runId);
+    const job = input.jobId
+      ? await findJobById(sql, input.jobId)
+      : await latestPredictionWithResults(sql, run.sampleId);
+    const layer = await layerObjects(run);
+    const markersPrefix = `${layer.prefix}${segmentationLayerFiles.markers}`;
+    const markers = job?.resultsAvailable && job.resultPrefix ? job.markers : [];
+    if (job && markers.length > 0) {
+      const prediction = storePrefix(store, job.resultPrefix!);
+      const { outputRange } = dispatchableModel(job.model ?? '');
+      const layout = await readPredictionLayout(prediction, outputRange);
+      await withScratchFolder(async (folder) => {
+        await writeMarkers({
+          markers,
+          pathOf: (marker) => join(folder, `${marker}.parquet`),
+          readMarkerRegion: predictionMarkerReader(prediction, layout),
+          valueRange: outputRange,
+          tiles: layer.index.tiles,
+          labelOffsets: layer.labelOffsets,
+          loadTileObjects: layer.loadTileObjects,
+          instanceIdBase: instanceIdBase(run),
+          signal: Context.current().cancellationSignal,
+          onProgress: (progress) => heartbeat(progress),
+        });
+        for (const marker of markers) {
+          await uploadFile(join(folder, `${marker}.parquet`), `${markersPrefix}${marker}.parquet`);
+        }
+      });
+    }
+    for await (const key of store.list(markersPrefix)) {
+      const marker = key.slice(markersPrefix.length).replace(/\.parquet$/, '');
+      if (!markers.includes(marker)) await store.delete(key);
+    }
+    await recordMarkerTables(sql, run.id, { markerJobId: markers.length > 0 ? job!.id : null, markers });
+    return { elapsedMs: Date.now() - started };
+  }
+
+  /** After a marker refresh of a completed layer: its manifest lists the new tables. */
+  async function publishSegmentationManifest(input: { runId: string }): Promise<void> {
+    const run = await runOrFail(input.runId);
+    if (run.status !== 'completed') return;
+    await writeManifest(run, await readTileIndex(layerPrefixOf(run)));
+  }
+
+  async function uploadFile(path: string, key: string): Promise<void> {
+    await store.write(key, createReadStream(path));
+  }
+
+  async function writeProvenance(
+    run: SegmentationRunRow,
+    index: TileIndex,
+    timings: Record<string, number>,
+  ): Promise<void> {
+    const slide = await findSlide(sql, run.sampleId);
+    const heZarr = slide?.hePrefix ? await store.get(`${slide.hePrefix}zarr.json`) : undefined;
+    const provenance = {
+      schemaVersion: SEGMENTATION_SCHEMA_VERSION,
+      layerId: run.layerId,
+      sampleId: run.sampleId,
+      runId: run.id,
+      attempt: run.attempt,
+      segmenter: index.segmenter,
+      tiling: { coreSizePx: CORE_SIZE_PX, haloPx: index.haloPx, tiles: index.tiles.length, mpp: index.mpp },
+      inputs: {
+        heZarrJsonSha256: heZarr ? sha256(heZarr) : null,
+        predictionJobId: run.markerJobId,
+        markers: run.markers,
+      },
+      instanceCount: index.counts.reduce((a, b) => a + b, 0),
+      instanceIdBase: instanceIdBase(run).toString(),
+      timingsMs: timings,
+      createdAt: new Date().toISOString(),
+    };
+    await store.put(
+      `${layerPrefixOf(run)}${segmentationLayerFiles.provenance}`,
+      Buffer.from(JSON.stringify(provenance, null, 2)),
+    );
+  }
+
+  /** The manifest with paths relative to the layer; the API turns them into its file URLs. */
+  async function writeManifest(run: SegmentationRunRow, index: TileIndex): Promise<void> {
+    const fresh = await runOrFail(run.id);
+    const manifest: SegmentationManifest = {
+      schemaVersion: SEGMENTATION_SCHEMA_VERSION,
+      layerId: run.layerId,
+      entityType: 'cell',
+      modelVersion: `${index.segmenter.name}@${index.segmenter.version}`,
+      coordinateFrame: 'he-level-0-pixels',
+      instanceCount: index.counts.reduce((a, b) => a + b, 0),
+      createdAt: (fresh.completedAt ?? new Date()).toISOString(),
+      artifacts: {
+        mask: { format: 'ome-zarr-v3', dtype: 'uint32', baseUrl: segmentationLayerFiles.mask },
+        cells: {
+          format: 'parquet',
+          morphologyUrl: segmentationLayerFiles.instances,
+          markerExpressionBaseUrl: segmentationLayerFiles.markers,
+          markers: fresh.markers,
+          joinKey: 'instance_id',
+          maskJoinKey: 'local_label',
+          geometry: ['instance_id', 'local_label', ...GEOMETRY_COLUMNS],
+          morphology: [...MORPHOLOGY_COLUMNS],
+          expression: [...EXPRESSION_COLUMNS],
+        },
+        provenance: { format: 'json', url: segmentationLayerFiles.provenance },
+      },
+    };
+    await store.put(
+      `${layerPrefixOf(run)}${segmentationLayerFiles.manifest}`,
+      Buffer.from(JSON.stringify(manifest, null, 2)),
+    );
+  }
+
+  return {
+    beginSegmentation,
+    advanceSegmentation,
+    segmentTiles,
+    writeLabelMask,
+    writeInstanceTable,
+    writeMarkerTables,
+    publishSegmentationManifest,
+    finishSegmentation,
+  };
+}
+
+/** instance_id = layer number * 2^32 + local label: unique across layers, as a uint64. */
+function instanceIdBase(run: SegmentationRunRow): bigint {
+  return BigInt(run.layerNumber) << 32n;
+}
+
+function sha256(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** A private scratch folder for local files (Parquet is written to disk, then streamed up). */
+async function withScratchFolder<T>(work: (folder: string) => Promise<T>): Promise<T> {
+  const folder = await mkdtemp(join(tmpdir(), 'sps-segmentation-'));
+  try {
+    return await work(folder);
+  } finally {
+    await rm(folder, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,110 @@
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { RunningWorkers } from '../../cli/runtime';
+import { SegmentationState } from '../../schemas/segmentation';
+import { workflowIds } from '../../schemas/temporal';
+import { segmentationLayerFiles } from '../../storage/locator';
+import { apiClient } from '../support/http';
+import { startStack, type TestStack } from '../support/stack';
+import { SHARED_WSI, uploadFile } from '../support/uploads';
+
+let stack: TestStack;
+let call: ReturnType<typeof apiClient>;
+/** The same slide uploaded twice: one run is interrupted, the other is the reference. */
+const samples: string[] = [];
+
+beforeAll(async () => {
+  stack = await startStack();
+  call = apiClient(stack.api, stack.tenant.apiKey);
+  const workers = await stack.startWorker();
+  try {
+    for (let i = 0; i < 2; i++) {
+      const id = (await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).id;
+      await stack.client.workflow.getHandle(workflowIds.ingest(id)).result();
+      samples.push(id);
+    }
+  } finally {
+    await workers.shutdown();
+  }
+}, 180_000);
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function start(sampleId: string): Promise<SegmentationState> {
+  const answer = await call('POST', `/samples/${sampleId}/segmentation`);
+  expect(answer.status).toBe(202);
+  return SegmentationState.parse(answer.json);
+}
+
+/** Waits until the running segmentTiles attempt has heartbeated at least one stored tile. */
+async function tilesCheckpoint(sampleId: string): Promise<void> {
+  const handle = stack.client.workflow.getHandle(workflowIds.segmentation(sampleId, 1));
+  for (let i = 0; i < 2400; i++) {
+    const { raw } = await handle.describe();
+    const run = raw.pendingActivities?.find((a) => a.activityType?.name === 'segmentTiles');
+    const payload = run?.heartbeatDetails?.payloads?.[0];
+    if (payload && defaultPayloadConverter.fromPayload<{ nextTile: number }>(payload).nextTile >= 1) return;
+    await sleep(25);
+  }
+  throw new Error('segmentTiles never heartbeated a finished tile');
+}
+
+/** The mask store's objects (keys relative to it), for a byte-for-byte comparison. */
+async function maskObjects(sampleId: string): Promise<Map<string, Buffer>> {
+  const [row] = await stack.sql<{ prefix: string }[]>`
+    SELECT layer_prefix AS prefix FROM segmentation_runs WHERE sample_id = ${sampleId} AND status = 'completed'`;
+  const prefix = `${row!.prefix}${segmentationLayerFiles.mask}`;
+  const objects = new Map<string, Buffer>();
+  for await (const key of stack.store.list(prefix)) {
+    objects.set(key.slice(prefix.length), Buffer.from((await stack.store.get(key))!));
+  }
+  return objects;
+}
+
+test('a worker stopped while segmenting tiles: the next one resumes, and the mask equals an uninterrupted run', async () => {
+  const [interrupted, reference] = samples as [string, string];
+  let workers: RunningWorkers = await stack.startWorker();
+  const run = await start(interrupted);
+  await tilesCheckpoint(interrupted);
+  await workers.shutdown();
+  const stoppedAt = Date.now();
+
+  workers = await stack.startWorker();
+  try {
+    const handle = stack.client.workflow.getHandle(workflowIds.segmentation(interrupted, 1));
+    expect(await handle.result()).toEqual({ status: 'completed' });
+    const history = await handle.fetchHistory();
+    const attempts = history.events
+      ?.filter((event) => event.activityTaskStartedEventAttributes)
+      .map((event) => event.activityTaskStartedEventAttributes?.attempt ?? 0);
+    expect(Math.max(...(attempts ?? []))).toBeGreaterThan(1);
+    const [row] = await stack.sql<{ prefix: string }[]>`
+      SELECT layer_prefix AS prefix FROM segmentation_runs WHERE id = ${run.job!.id}`;
+    const firstTile = `${row!.prefix}${segmentationLayerFiles.objects}0.bin`;
+    // The tile stored before the stop was not segmented again: the retry resumed after it.
+    expect((await stat(path.join(stack.fsRoot, firstTile))).mtimeMs).toBeLessThan(stoppedAt);
+
+    await start(reference);
+    expect(await stack.client.workflow.getHandle(workflowIds.segmentation(reference, 1)).result()).toEqual({
+      status: 'completed',
+    });
+    const resumed = await maskObjects(interrupted);
+    const clean = await maskObjects(reference);
+    expect([...resumed.keys()].sort()).toEqual([...clean.keys()].sort());
+    for (const [key, bytes] of clean) {
+      if (key === 'zarr.json') continue;
+      expect({ key, same: resumed.get(key)!.equals(bytes) }).toEqual({ key, same: true });
+    }
+    const states = await Promise.all(
+      [interrupted, reference].map(async (id) =>
+        SegmentationState.parse((await call('GET', `/samples/${id}/segmentation`)).json),
+      ),
+    );
+    expect(states[0]!.layer!.instanceCount).toBe(states[1]!.layer!.instanceCount);
+  } finally {
+    await workers.shutdown();
+  }
+}, 300_000);

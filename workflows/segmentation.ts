@@ -1,0 +1,95 @@
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { siblingTaskQueue } from '../schemas/temporal';
+
+const io = proxyActivities<Activities>({
+  startToCloseTimeout: '5 minutes',
+  retry: { maximumAttempts: 10, initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+
+/** The terminal record must be written whatever the outage: it retries without limit (idempotent). */
+const finishing = proxyActivities<Activities>({
+  startToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+});
+
+function computeActivities() {
+  return proxyActivities<Activities>({
+    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
+    startToCloseTimeout: '12 hours',
+    heartbeatTimeout: '2 minutes',
+    retry: { maximumAttempts: 5, initialInterval: '2 seconds', maximumInterval: '1 minute' },
+    // A cancelled run must have stopped writing before the last step removes the partial layer.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+  });
+}
+
+export interface SegmentationInput {
+  runId: string;
+}
+
+/**
+ * One segmentation run (`segmentation-{sampleId}-{n}`), credit-free: `running` (tiles with a
+ * halo, nuclei and cells, resumable tile by tile) -> `postprocessing` (the uint32 label mask
+ * and its pyramid, the morphology table, the marker tables of the newest prediction) ->
+ * `completed` with the manifest and provenance written, else `failed` (retryable after the
+ * cooldown) or `cancelled`. The terminal record is written outside the cancellation scope.
+ */
+export async function segmentationWorkflow(
+  input: SegmentationInput,
+): Promise<{ status: 'completed' | 'failed' | 'cancelled' | 'superseded' }> {
+  const { runId } = input;
+  const compute = computeActivities();
+  let outcome: 'completed' | 'failed' | 'cancelled' = 'failed';
+  let errorMessage: string | null = null;
+  const timings: Record<string, number> = {};
+  try {
+    if (!(await io.beginSegmentation({ runId })).active) return { status: 'superseded' };
+    const tiles = await compute.segmentTiles({ runId });
+    timings.segmentTilesMs = tiles.elapsedMs;
+    if (!(await io.advanceSegmentation({ runId, status: 'postprocessing' })).active) {
+      return { status: 'superseded' };
+    }
+    timings.writeLabelMaskMs = (await compute.writeLabelMask({ runId })).elapsedMs;
+    timings.writeInstanceTableMs = (await compute.writeInstanceTable({ runId })).elapsedMs;
+    timings.writeMarkerTablesMs = (await compute.writeMarkerTables({ runId })).elapsedMs;
+    outcome = 'completed';
+  } catch (err) {
+    if (isCancellation(err)) outcome = 'cancelled';
+    else errorMessage = reasonOf(err);
+  }
+  await CancellationScope.nonCancellable(() =>
+    finishing.finishSegmentation({ runId, outcome, errorMessage, timings }),
+  );
+  return { status: outcome };
+}
+
+/**
+ * The marker tables of a completed layer, remade for a newer completed prediction of its
+ * sample (`segmentation-markers-{layerId}-{jobId}`); the mask and morphology stay as they are.
+ */
+export async function segmentationMarkersWorkflow(input: { runId: string; jobId: string }): Promise<void> {
+  const compute = computeActivities();
+  await compute.writeMarkerTables({ runId: input.runId, jobId: input.jobId });
+  await io.publishSegmentationManifest({ runId: input.runId });
+}
+
+/** Run by a Schedule every minute: starts runs left `queued` because their start failed. */
+export async function reconcileSegmentationRunsWorkflow(): Promise<{ started: number }> {
+  const { started } = await io.reconcileSegmentationRuns({});
+  return { started };
+}
+
+function reasonOf(err: unknown): string {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure && cause.nonRetryable) return cause.message;
+  return "the segmentation failed on the service's side after several attempts; it can be retried";
+}
