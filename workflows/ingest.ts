@@ -1,29 +1,15 @@
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  patched,
-  proxyActivities,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SampleStatus } from '../schemas/enums';
-import { failureTypes, siblingTaskQueue } from '../schemas/temporal';
+import { failureTypes } from '../schemas/temporal';
+import { computeActivities } from './proxies';
 
+/** Ingest's io steps stream whole uploads (assembly), hence their long timeout and heartbeat. */
 const io = proxyActivities<Activities>({
   startToCloseTimeout: '2 hours',
   heartbeatTimeout: '2 minutes',
   retry: { maximumAttempts: 5, initialInterval: '2 seconds' },
 });
-
-/** CPU-heavy steps run on the compute queue; each heartbeats at least once a shard or tile run. */
-function computeActivities() {
-  return proxyActivities<Activities>({
-    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
-    startToCloseTimeout: '12 hours',
-    heartbeatTimeout: '2 minutes',
-    retry: { maximumAttempts: 5, initialInterval: '2 seconds', maximumInterval: '1 minute' },
-  });
-}
 
 export interface IngestInput {
   sampleId: string;
@@ -44,7 +30,7 @@ export interface IngestResult {
  */
 export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> {
   const { sampleId } = input;
-  const compute = computeActivities();
+  const compute = computeActivities({ maximumAttempts: 5 });
   const assembled = await io.assembleUpload({ sampleId });
   if (assembled.status === 'upload_failed')
     return { status: 'upload_failed', statusMessage: assembled.reason };

@@ -1,45 +1,15 @@
 import {
-  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
   isCancellation,
   patched,
-  proxyActivities,
-  workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
 import type { TerminalJobStatus } from '../schemas/jobs';
-import { siblingTaskQueue } from '../schemas/temporal';
+import { computeActivities, ioActivities as io, unfailingActivities as settlement } from './proxies';
 
 /** More failed patches than this share fails the job; fewer make it `partial_failed`. */
 const PARTIAL_FAILURE_LIMIT = 0.05;
-
-const io = proxyActivities<Activities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { maximumAttempts: 10, initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
-
-/**
- * The last step settles the credits: it must happen whatever the outage, so it retries until
- * it succeeds (it is idempotent: a settled job is left alone).
- */
-const settlement = proxyActivities<Activities>({
-  startToCloseTimeout: '5 minutes',
-  // No maximumAttempts: Temporal retries without limit.
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
-});
-
-function computeActivities() {
-  return proxyActivities<Activities>({
-    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
-    startToCloseTimeout: '12 hours',
-    heartbeatTimeout: '2 minutes',
-    retry: { maximumAttempts: 5, initialInterval: '2 seconds', maximumInterval: '1 minute' },
-    // A cancelled run must have stopped writing before the last step removes its partial store.
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  });
-}
 
 export interface PredictionInput {
   jobId: string;
@@ -57,7 +27,7 @@ export async function predictionWorkflow(
   input: PredictionInput,
 ): Promise<{ status: TerminalJobStatus | 'superseded' }> {
   const { jobId } = input;
-  const compute = computeActivities();
+  const compute = computeActivities({ maximumAttempts: 5, waitForCancellation: true });
   let outcome: TerminalJobStatus = 'failed';
   let succeededFraction: number | undefined;
   let errorMessage: string | null = null;

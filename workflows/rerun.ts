@@ -1,16 +1,6 @@
-import { proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { type SampleRerunStep, siblingTaskQueue } from '../schemas/temporal';
-
-/** An operator watches a re-run: a few attempts, then the failure is theirs to read. */
-function computeActivities() {
-  return proxyActivities<Activities>({
-    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
-    startToCloseTimeout: '12 hours',
-    heartbeatTimeout: '2 minutes',
-    retry: { maximumAttempts: 3, initialInterval: '2 seconds', maximumInterval: '1 minute' },
-  });
-}
+import type { SampleRerunStep } from '../schemas/temporal';
+import { computeActivities } from './proxies';
 
 type PostprocessInput = Parameters<Activities['postprocessJob']>[0];
 
@@ -45,7 +35,7 @@ export type RerunActivityResult = {
  * leaves the job's status and credits alone.
  */
 export async function rerunActivityWorkflow(input: RerunActivityInput): Promise<RerunActivityResult> {
-  const compute = computeActivities();
+  const compute = computeActivities({ maximumAttempts: 3 });
   switch (input.step) {
     case 'predict':
       return { step: input.step, result: await compute.predictJob({ jobId: input.id, rerun: true }) };

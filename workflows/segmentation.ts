@@ -1,36 +1,5 @@
-import {
-  ActivityCancellationType,
-  ActivityFailure,
-  ApplicationFailure,
-  CancellationScope,
-  isCancellation,
-  proxyActivities,
-  workflowInfo,
-} from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import { siblingTaskQueue } from '../schemas/temporal';
-
-const io = proxyActivities<Activities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { maximumAttempts: 10, initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
-
-/** The terminal record must be written whatever the outage: it retries without limit (idempotent). */
-const finishing = proxyActivities<Activities>({
-  startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
-});
-
-function computeActivities() {
-  return proxyActivities<Activities>({
-    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
-    startToCloseTimeout: '12 hours',
-    heartbeatTimeout: '2 minutes',
-    retry: { maximumAttempts: 5, initialInterval: '2 seconds', maximumInterval: '1 minute' },
-    // A cancelled run must have stopped writing before the last step removes the partial layer.
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  });
-}
+import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation } from '@temporalio/workflow';
+import { computeActivities, unfailingActivities as finishing, ioActivities as io } from './proxies';
 
 export interface SegmentationInput {
   runId: string;
@@ -47,7 +16,7 @@ export async function segmentationWorkflow(
   input: SegmentationInput,
 ): Promise<{ status: 'completed' | 'failed' | 'cancelled' | 'superseded' }> {
   const { runId } = input;
-  const compute = computeActivities();
+  const compute = computeActivities({ maximumAttempts: 5, waitForCancellation: true });
   let outcome: 'completed' | 'failed' | 'cancelled' = 'failed';
   let errorMessage: string | null = null;
   const timings: Record<string, number> = {};
@@ -77,7 +46,7 @@ export async function segmentationWorkflow(
  * sample (`segmentation-markers-{layerId}-{jobId}`); the mask and morphology stay as they are.
  */
 export async function segmentationMarkersWorkflow(input: { runId: string; jobId: string }): Promise<void> {
-  const compute = computeActivities();
+  const compute = computeActivities({ maximumAttempts: 5, waitForCancellation: true });
   await compute.writeMarkerTables({ runId: input.runId, jobId: input.jobId });
   await io.publishSegmentationManifest({ runId: input.runId });
 }
