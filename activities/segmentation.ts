@@ -38,7 +38,7 @@ import {
 import { dispatchableModel } from '../models/registry';
 import { SEGMENTATION_SCHEMA_VERSION, type SegmentationManifest } from '../schemas/segmentation';
 import type { ObjectStore } from '../storage';
-import { objectKeys, segmentationLayerFiles } from '../storage/locator';
+import { markerTableKey, objectKeys, segmentationLayerFiles } from '../storage/locator';
 import { storePrefix } from './store-adapters';
 
 /** Progress events are throttled to one a second, like a prediction's. */
@@ -281,7 +281,8 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
   }
 
   /**
-   * `features/markers/{marker}.parquet` for each marker of a prediction of the sample: `jobId`
+   * The marker tables (`features/markers/{jobId}/{marker}.parquet`, one generation per
+   * prediction) for each marker of a prediction of the sample: `jobId`
    * when given (a refresh after that job completed), else the newest with results. A sample
    * without predictions has no marker tables; tables of markers no longer predicted are removed.
    */
@@ -312,15 +313,17 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
           onProgress: (progress) => heartbeat(progress),
         });
         for (const marker of markers) {
-          await uploadFile(join(folder, `${marker}.parquet`), `${markersPrefix}${marker}.parquet`);
+          const key = `${layer.prefix}${markerTableKey(job.id, `${marker}.parquet`)}`;
+          await uploadFile(join(folder, `${marker}.parquet`), key);
         }
       });
     }
+    const generation = markers.length > 0 ? job!.id : null;
+    await recordMarkerTables(sql, run.id, { markerJobId: generation, markers });
+    // Older generations go once the row names the new one; links to them stop working then.
     for await (const key of store.list(markersPrefix)) {
-      const marker = key.slice(markersPrefix.length).replace(/\.parquet$/, '');
-      if (!markers.includes(marker)) await store.delete(key);
+      if (generation === null || !key.startsWith(`${markersPrefix}${generation}/`)) await store.delete(key);
     }
-    await recordMarkerTables(sql, run.id, { markerJobId: markers.length > 0 ? job!.id : null, markers });
     return { elapsedMs: Date.now() - started };
   }
 

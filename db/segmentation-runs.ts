@@ -45,18 +45,6 @@ export async function latestSegmentationRun(
   return row;
 }
 
-/** The newest run of each sample in `sampleIds`, keyed by sample. */
-export async function latestSegmentationRuns(
-  sql: Queryable,
-  sampleIds: readonly string[],
-): Promise<Map<string, SegmentationRunRow>> {
-  if (sampleIds.length === 0) return new Map();
-  const rows = await sql<SegmentationRunRow[]>`
-    SELECT DISTINCT ON (sample_id) ${runColumns(sql)} FROM segmentation_runs
-    WHERE sample_id IN ${sql([...sampleIds])} ORDER BY sample_id, attempt DESC`;
-  return new Map(rows.map((row) => [row.sampleId, row]));
-}
-
 /** A run of one organization, by its id (the `/jobs/{id}` id space). */
 export async function findSegmentationRun(
   sql: Queryable,

@@ -18,6 +18,17 @@ export const objectKeys = {
   /** A segmentation layer (a prefix): `segmentationLayerFiles` names what lies under it. */
   segmentationLayer: (organizationId: string, sampleId: string, layerId: string) =>
     `orgs/${organizationId}/samples/${sampleId}/segmentation/${layerId}/`,
+  /** The converted file of one attempt of an export (a new attempt never overwrites a served one). */
+  exportArtifact: (
+    organizationId: string,
+    sampleId: string,
+    exportId: string,
+    attempt: number,
+    filename: string,
+  ) => `orgs/${organizationId}/samples/${sampleId}/exports/${exportId}/${attempt}/${filename}`,
+  /** Everything an export made, for the sweep. */
+  exportPrefix: (organizationId: string, sampleId: string, exportId: string) =>
+    `orgs/${organizationId}/samples/${sampleId}/exports/${exportId}/`,
   /** Everything tissue detection writes: `mask.png` and the `mask.zarr/` array. */
   tissue: (organizationId: string, sampleId: string) => `orgs/${organizationId}/samples/${sampleId}/tissue/`,
 } as const;
@@ -27,7 +38,7 @@ export const segmentationLayerFiles = {
   /** The uint32 OME-NGFF label image (a store prefix). */
   mask: 'mask/',
   instances: 'features/instances.parquet',
-  /** Prefix of `{marker}.parquet`. */
+  /** Prefix of `{marker}.parquet` in the API; stored per generation (`markerTableKey`). */
   markers: 'features/markers/',
   provenance: 'provenance.json',
   /** The manifest with artifact paths relative to the layer; the API makes them URLs. */
@@ -35,3 +46,8 @@ export const segmentationLayerFiles = {
   /** Per-tile cell records: the working set the mask and tables are made from (never served). */
   objects: 'objects/',
 } as const;
+
+/** Where a marker table of one generation (the prediction job it summarises) lies in a layer. */
+export function markerTableKey(predictionJobId: string, file: string): string {
+  return `${segmentationLayerFiles.markers}${predictionJobId}/${file}`;
+}

@@ -1,8 +1,10 @@
 import { Router } from 'express';
 import { endpoints } from '../../schemas/endpoints';
-import { isStorageError, type ObjectStore, type RangeQuery, verifyObjectToken } from '../../storage';
-import { AppError, notFound } from '../errors';
+import { isStorageError, type ObjectStore, verifyObjectToken } from '../../storage';
+import { AppError } from '../errors';
 import { mount } from '../route';
+import { openStoredFile } from '../services/store-files';
+import { sendStoredFile } from './send-file';
 
 /** `Range: bytes=a-b`, `bytes=a-` or `bytes=-n` (one range); anything else reads the whole object. */
 export function parseRange(
@@ -33,26 +35,9 @@ export function fileRoutes(deps: { store: ObjectStore; signingSecret: string }):
       if (isStorageError(err)) throw new AppError('forbidden', 'the link is invalid or has expired');
       throw err;
     }
-    const info = await deps.store.stat(key);
-    if (!info) throw notFound('object');
-    const range = parseRange(req.get('range'), info.sizeBytes);
-    const body = await deps.store.read(key, range ? { range: range satisfies RangeQuery } : {});
-    if (!body) throw notFound('object');
-    res.setHeader('Accept-Ranges', 'bytes');
-    res.setHeader('Content-Type', info.contentType ?? 'application/octet-stream');
+    const file = await openStoredFile(deps.store, key, (size) => parseRange(req.get('range'), size));
     const download = typeof req.query.download === 'string' ? req.query.download : undefined;
-    if (download)
-      res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(download)}`);
-    if (range) {
-      res.status(206);
-      res.setHeader(
-        'Content-Range',
-        `bytes ${range.offset}-${range.offset + range.length - 1}/${info.sizeBytes}`,
-      );
-    }
-    res.setHeader('Content-Length', String(range ? range.length : info.sizeBytes));
-    body.on('error', (err) => res.destroy(err));
-    body.pipe(res);
+    sendStoredFile(res, file, { downloadName: download });
   });
   return router;
 }

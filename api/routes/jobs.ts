@@ -8,6 +8,7 @@ import type { JobService } from '../services/jobs';
 import type { PredictionService } from '../services/predictions';
 import { parse } from '../validate';
 import { parseRange } from './files';
+import { sendStoredFile } from './send-file';
 
 /** `POST /predict` and the job endpoints (the job stream has its own module). */
 export function jobRoutes(services: { predictions: PredictionService; jobs: JobService }): Router {
@@ -43,18 +44,7 @@ export function jobRoutes(services: { predictions: PredictionService; jobs: JobS
     const file = await jobs.openResultFile(principalOf(res.locals), id, path, (size) =>
       parseRange(req.get('range'), size),
     );
-    res.setHeader('Accept-Ranges', 'bytes');
-    res.setHeader('Content-Type', file.contentType);
-    if (file.range) {
-      res.status(206);
-      res.setHeader(
-        'Content-Range',
-        `bytes ${file.range.offset}-${file.range.offset + file.range.length - 1}/${file.info.sizeBytes}`,
-      );
-    }
-    res.setHeader('Content-Length', String(file.range ? file.range.length : file.info.sizeBytes));
-    file.body.on('error', (err) => res.destroy(err));
-    file.body.pipe(res);
+    sendStoredFile(res, file);
   });
   return router;
 }

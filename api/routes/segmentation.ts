@@ -7,6 +7,8 @@ import { principalOf } from '../auth';
 import { mount } from '../route';
 import type { SegmentationService } from '../services/segmentation';
 import { parse } from '../validate';
+import { parseRange } from './files';
+import { sendStoredFile } from './send-file';
 
 /** The segmentation lifecycle of a sample, its manifest and its files. */
 export function segmentationRoutes(segmentation: SegmentationService): Router {
@@ -35,11 +37,10 @@ export function segmentationRoutes(segmentation: SegmentationService): Router {
     );
     parse(EmptyQuery, req.query, 'query');
     const path = ([] as string[]).concat(req.params.path ?? []);
-    const file = await segmentation.openFile(principalOf(res.locals), id, layerId, path);
-    res.setHeader('Content-Type', file.contentType);
-    res.setHeader('Content-Length', String(file.info.sizeBytes));
-    file.body.on('error', (err) => res.destroy(err));
-    file.body.pipe(res);
+    const file = await segmentation.openFile(principalOf(res.locals), id, layerId, path, (size) =>
+      parseRange(req.get('range'), size),
+    );
+    sendStoredFile(res, file);
   });
   return router;
 }

@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Sql } from '../../db';
 import { cancelJobWithoutWorkflow, findJob, type JobRow, requestJobCancel } from '../../db/jobs';
@@ -10,11 +9,12 @@ import {
   type ResultLocation,
 } from '../../schemas/jobs';
 import { isActiveSegmentationStatus } from '../../schemas/segmentation';
-import { isStorageError, type ObjectInfo, type ObjectStore, resolveKey } from '../../storage';
+import { isStorageError, type ObjectStore, resolveKey } from '../../storage';
 import { segmentationLayerFiles } from '../../storage/locator';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
+import { openStoredFile, type RangeOf, type StoredFile } from './store-files';
 
 /** DECISIONS.md: signed result URLs live 1 h. */
 export const RESULT_URL_TTL_SECONDS = 3600;
@@ -185,24 +185,12 @@ export function createJobService(deps: JobServiceDeps) {
     principal: Principal,
     id: string,
     path: readonly string[],
-    rangeOf: (size: number) => { offset: number; length: number } | undefined,
-  ): Promise<{
-    body: Readable;
-    info: ObjectInfo;
-    range: { offset: number; length: number } | undefined;
-    contentType: string;
-  }> {
+    rangeOf: RangeOf,
+  ): Promise<StoredFile> {
     const { prefix } = await resultStore(principal, id);
     const relative = normaliseStorePath(path);
     if (relative === undefined) throw notFound('file');
-    const key = `${prefix}${relative}`;
-    const info = await store.stat(key);
-    if (!info) throw notFound('file');
-    const range = rangeOf(info.sizeBytes);
-    const body = await store.read(key, range ? { range } : {});
-    if (!body) throw notFound('file');
-    const contentType = relative.endsWith('.json') ? 'application/json' : 'application/octet-stream';
-    return { body, info, range, contentType };
+    return openStoredFile(store, `${prefix}${relative}`, rangeOf);
   }
 
   return { get, cancel, resultLocation, openResultFile };

@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Sql } from '../../db';
 import { findSample, type SampleRecord } from '../../db/sample-details';
@@ -14,12 +13,13 @@ import {
   type SegmentationManifest,
   type SegmentationState,
 } from '../../schemas/segmentation';
-import type { ObjectInfo, ObjectStore } from '../../storage';
-import { segmentationLayerFiles } from '../../storage/locator';
+import type { ObjectStore } from '../../storage';
+import { markerTableKey, segmentationLayerFiles } from '../../storage/locator';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
 import { normaliseStorePath } from './jobs';
+import { openStoredFile, type RangeOf, type StoredFile } from './store-files';
 
 /** DECISIONS.md: a failed segmentation may be retried 60 s after it ended (configurable). */
 export const SEGMENTATION_RETRY_COOLDOWN_SECONDS = 60;
@@ -187,17 +187,14 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
     sampleId: string,
     layerId: string,
     path: readonly string[],
-  ): Promise<{ body: Readable; info: ObjectInfo; contentType: string }> {
+    rangeOf: RangeOf,
+  ): Promise<StoredFile> {
     const run = await layer(principal, sampleId, layerId);
     const relative = normaliseStorePath(path);
     if (relative === undefined) throw notFound('file');
     const { artifacts } = await readStoredManifest(run.layerPrefix!);
     if (!isManifestPath(relative, artifacts)) throw notFound('file');
-    const key = `${run.layerPrefix}${relative}`;
-    const info = await store.stat(key);
-    const body = info ? await store.read(key) : undefined;
-    if (!info || !body) throw notFound('file');
-    return { body, info, contentType: contentTypeOf(relative) };
+    return openStoredFile(store, `${run.layerPrefix}${storedPathOf(relative, run)}`, rangeOf);
   }
 
   return { state, stateOf, start, manifest, openFile };
@@ -226,10 +223,13 @@ function isManifestPath(relative: string, artifacts: SegmentationManifest['artif
   return markerFiles.includes(relative);
 }
 
-function contentTypeOf(relative: string): string {
-  if (relative.endsWith('.json')) return 'application/json';
-  if (relative.endsWith('.parquet')) return 'application/vnd.apache.parquet';
-  return 'application/octet-stream';
+/**
+ * Marker tables are stored per generation (the prediction job they summarise), so that links
+ * handed out for one generation never serve another; the API path names the current one.
+ */
+function storedPathOf(relative: string, run: SegmentationRunRow): string {
+  if (!relative.startsWith(segmentationLayerFiles.markers) || run.markerJobId === null) return relative;
+  return markerTableKey(run.markerJobId, relative.slice(segmentationLayerFiles.markers.length));
 }
 
 export type SegmentationService = ReturnType<typeof createSegmentationService>;

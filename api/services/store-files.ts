@@ -1,0 +1,34 @@
+import type { Readable } from 'node:stream';
+import type { ObjectInfo, ObjectStore } from '../../storage';
+import { notFound } from '../errors';
+
+/** One stored object opened for a response: whole, or the one range the request asked for. */
+export interface StoredFile {
+  body: Readable;
+  info: ObjectInfo;
+  range: { offset: number; length: number } | undefined;
+  contentType: string;
+}
+
+export type RangeOf = (size: number) => { offset: number; length: number } | undefined;
+
+/** The content type a reader of our stores expects, by the key's extension. */
+export function contentTypeOf(key: string): string {
+  if (key.endsWith('.json')) return 'application/json';
+  if (key.endsWith('.parquet')) return 'application/vnd.apache.parquet';
+  return 'application/octet-stream';
+}
+
+/** Opens `key` (404 when it is missing) for streaming; `rangeOf` picks a range from its size. */
+export async function openStoredFile(
+  store: ObjectStore,
+  key: string,
+  rangeOf?: RangeOf,
+): Promise<StoredFile> {
+  const info = await store.stat(key);
+  if (!info) throw notFound('file');
+  const range = rangeOf?.(info.sizeBytes);
+  const body = await store.read(key, range ? { range } : {});
+  if (!body) throw notFound('file');
+  return { body, info, range, contentType: info.contentType ?? contentTypeOf(key) };
+}
