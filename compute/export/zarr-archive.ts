@@ -1,0 +1,253 @@
+import { ComputeError } from '../errors';
+import { encodeJson, type GroupMetadata, groupMetadata, type KeyValueSink, parseJson } from '../zarr';
+import type { ZipEntrySource } from './zarr-zip';
+
+/** One Zarr hierarchy (or part of one) to put into an archive. */
+export interface ArchiveSource {
+  sink: KeyValueSink;
+  /** The node (group or array) in the source to copy with everything under it; `''` the root. */
+  from: string;
+  /** Where that node lands in the archive; `''` the archive root. */
+  to: string;
+}
+
+/** A `zarr.json` written into the archive instead of (or besides) what the sources hold. */
+export interface ArchiveDocument {
+  /** Archive path of the node (`''` the root, `labels`). */
+  path: string;
+  metadata: GroupMetadata;
+}
+
+/**
+ * The entries of one archive that composes several hierarchies: every `zarr.json` first (the
+ * root first, then by depth, so a reader of the archive's head sees the whole hierarchy), then
+ * the chunk and shard objects source by source. Only metadata is read here; chunk entries read
+ * their source when the zip writer reaches them (a chunk never written is left out then).
+ *
+ * A source node is walked through what NGFF says is under it: the datasets of its multiscales
+ * (and any group met on the way), its `labels` group and the label images that lists. `documents`
+ * replace a source's `zarr.json` at the same archive path or add groups of their own; a folder
+ * between nodes that has none gets an empty group; two sources may not land on one path.
+ */
+export async function planZarrArchive(
+  sources: readonly ArchiveSource[],
+  documents: readonly ArchiveDocument[] = [],
+  signal?: AbortSignal,
+): Promise<ZipEntrySource[]> {
+  const metadata = new Map<string, ZipEntrySource>();
+  const chunks: ZipEntrySource[] = [];
+  for (const document of documents) {
+    const bytes = encodeJson(document.metadata);
+    metadata.set(metadataKey(document.path), { name: metadataKey(document.path), read: async () => bytes });
+  }
+  const overridden = new Set(metadata.keys());
+  const claimed = new Set<string>();
+  for (const source of sources) {
+    const walk = await walkNode(source.sink, trim(source.from), signal);
+    for (const node of walk.nodes) {
+      const target = metadataKey(relocate(node.path, source));
+      if (claimed.has(target)) throw new RangeError(`two sources write ${target}`);
+      claimed.add(target);
+      if (overridden.has(target)) continue;
+      const bytes = node.bytes;
+      metadata.set(target, { name: target, read: async () => bytes });
+    }
+    for (const key of walk.chunkKeys) {
+      const name = relocate(key, source);
+      chunks.push({ name, read: (readSignal) => source.sink.get(key, readSignal) });
+    }
+  }
+  addMissingGroups(metadata);
+  const ordered = [...metadata.values()].sort((a, b) => depth(a.name) - depth(b.name));
+  return [...ordered, ...chunks];
+}
+
+/**
+ * Zarr v3 has no implicit groups: a folder between nodes (the prediction store's `markers/`)
+ * needs its own `zarr.json`, or zarr-python does not see the nodes under it when it lists.
+ */
+function addMissingGroups(metadata: Map<string, ZipEntrySource>): void {
+  const empty = encodeJson(groupMetadata({}));
+  for (const key of [...metadata.keys()]) {
+    const parts = key.split('/').slice(0, -1);
+    for (let i = 1; i < parts.length; i++) {
+      const ancestor = metadataKey(parts.slice(0, i).join('/'));
+      if (!metadata.has(ancestor)) metadata.set(ancestor, { name: ancestor, read: async () => empty });
+    }
+  }
+}
+
+function trim(path: string): string {
+  return path.replace(/^\/+|\/+$/g, '');
+}
+
+function join(a: string, b: string): string {
+  return a === '' ? b : b === '' ? a : `${a}/${b}`;
+}
+
+function metadataKey(path: string): string {
+  return join(trim(path), 'zarr.json');
+}
+
+function depth(key: string): number {
+  return key.split('/').length;
+}
+
+/** A source path under `source.from`, moved to `source.to`. */
+function relocate(path: string, source: ArchiveSource): string {
+  const from = trim(source.from);
+  const rest = from === '' ? path : path === from ? '' : path.slice(from.length + 1);
+  return join(trim(source.to), rest);
+}
+
+interface Walk {
+  nodes: { path: string; bytes: Uint8Array }[];
+  chunkKeys: string[];
+}
+
+async function walkNode(sink: KeyValueSink, root: string, signal?: AbortSignal): Promise<Walk> {
+  const walk: Walk = { nodes: [], chunkKeys: [] };
+  const seen = new Set<string>();
+  const visit = async (path: string, required: boolean): Promise<void> => {
+    if (seen.has(path)) return;
+    seen.add(path);
+    const key = metadataKey(path);
+    const bytes = await sink.get(key, signal);
+    if (bytes === undefined) {
+      if (required) throw new ComputeError('UnsupportedZarr', `no ${key} in the source`);
+      return;
+    }
+    walk.nodes.push({ path, bytes });
+    const doc = parseJson(bytes, key);
+    if (doc.node_type === 'array') {
+      for (const chunk of chunkKeys(doc, key)) walk.chunkKeys.push(join(path, chunk));
+      return;
+    }
+    const ome = (doc.attributes as { ome?: Record<string, unknown> } | undefined)?.ome ?? {};
+    for (const dataset of datasetPaths(ome)) {
+      // Groups between this one and the array (a marker's own image group) come along.
+      const parts = dataset.split('/');
+      for (let i = 1; i < parts.length; i++) await visit(join(path, parts.slice(0, i).join('/')), false);
+      await visit(join(path, dataset), true);
+    }
+    if (Array.isArray(ome.labels)) {
+      for (const label of ome.labels) if (typeof label === 'string') await visit(join(path, label), true);
+    } else if (Array.isArray(ome.multiscales)) {
+      await visit(join(path, 'labels'), false);
+    }
+  };
+  await visit(root, true);
+  return walk;
+}
+
+function datasetPaths(ome: Record<string, unknown>): string[] {
+  const multiscales = Array.isArray(ome.multiscales) ? ome.multiscales : [];
+  const paths: string[] = [];
+  for (const multiscale of multiscales as { datasets?: { path?: unknown }[] }[]) {
+    for (const dataset of multiscale.datasets ?? []) {
+      if (typeof dataset.path === 'string' && !dataset.path.split('/').includes('..'))
+        paths.push(dataset.path);
+    }
+  }
+  return paths;
+}
+
+/** Every chunk key of a regular grid (shards, for a sharded array), in C order. */
+export function chunkKeys(doc: Record<string, unknown>, where: string): string[] {
+  const shape = doc.shape;
+  const grid = doc.chunk_grid as { name?: unknown; configuration?: { chunk_shape?: unknown } } | undefined;
+  const chunk = grid?.configuration?.chunk_shape;
+  const encoding = doc.chunk_key_encoding as
+    | { name?: unknown; configuration?: { separator?: unknown } }
+    | undefined;
+  const separator = encoding?.configuration?.separator ?? (encoding?.name === 'v2' ? '.' : '/');
+  const whole = (v: unknown): v is number[] =>
+    Array.isArray(v) && v.every((n) => Number.isSafeInteger(n) && n >= 0);
+  if (
+    grid?.name !== 'regular' ||
+    !whole(shape) ||
+    !whole(chunk) ||
+    shape.length !== chunk.length ||
+    chunk.some((n) => n === 0) ||
+    (separator !== '/' && separator !== '.') ||
+    (encoding?.name !== 'default' && encoding?.name !== 'v2')
+  ) {
+    throw new ComputeError('UnsupportedZarr', `${where}: not a regular chunk grid with default keys`);
+  }
+  const counts = shape.map((n, i) => Math.ceil(n / chunk[i]!));
+  const keys: string[] = [];
+  const index = counts.map(() => 0);
+  if (counts.some((n) => n === 0)) return keys;
+  for (;;) {
+    const body = index.join(separator as string);
+    keys.push(encoding.name === 'default' ? `c${separator}${body}` : body);
+    let axis = counts.length - 1;
+    while (axis >= 0 && ++index[axis]! === counts[axis]) index[axis--] = 0;
+    if (axis < 0) return keys;
+  }
+}
+
+/** Where the parts of a prediction export sit inside the archive. */
+export const ARCHIVE_HE_PATH = 'he';
+export const ARCHIVE_LABELS_PATH = 'labels';
+
+export interface PredictionArchiveSources {
+  /** The prediction store (its root group lists one multiscale per marker). */
+  prediction: KeyValueSink;
+  /** The H&E pyramid, to add under `he/`. */
+  he?: KeyValueSink;
+  /** A label image (the segmentation mask's group at the sink root), to add as `labels/{labelName}`. */
+  labels?: KeyValueSink;
+  /** Default `cells`. */
+  labelName?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * The entries of a zipped OME-Zarr of one prediction: the prediction store at the archive
+ * root (its root `zarr.json` is the archive's, still OME-NGFF 0.5, with an `export` attribute
+ * naming the other parts), the H&E image group under `he/`, and the mask as an NGFF label image
+ * `labels/cells` of the root image, so viewers overlay the cells on the markers (the label
+ * image's scales are in micrometres like the markers', though its grid is the H&E's level 0).
+ */
+export async function planPredictionArchive(sources: PredictionArchiveSources): Promise<ZipEntrySource[]> {
+  const { signal } = sources;
+  const labelName = sources.labelName ?? 'cells';
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(labelName)) throw new RangeError(`label name ${labelName}`);
+  const parts: ArchiveSource[] = [{ sink: sources.prediction, from: '', to: '' }];
+  const root = await readGroup(sources.prediction, 'zarr.json', signal);
+  const documents: ArchiveDocument[] = [];
+  const exported: Record<string, unknown> = { prediction: '' };
+  if (sources.he) {
+    parts.push({ sink: sources.he, from: '', to: ARCHIVE_HE_PATH });
+    exported.he = ARCHIVE_HE_PATH;
+  }
+  if (sources.labels) {
+    const labelPath = `${ARCHIVE_LABELS_PATH}/${labelName}`;
+    parts.push({ sink: sources.labels, from: '', to: labelPath });
+    const label = await readGroup(sources.labels, 'zarr.json', signal);
+    const ome = { ...(label.attributes.ome as Record<string, unknown>) };
+    ome['image-label'] = {
+      ...((ome['image-label'] as Record<string, unknown> | undefined) ?? {}),
+      source: { image: '../../' },
+    };
+    documents.push({ path: labelPath, metadata: groupMetadata({ ...label.attributes, ome }) });
+    documents.push({
+      path: ARCHIVE_LABELS_PATH,
+      metadata: groupMetadata({ ome: { version: '0.5', labels: [labelName] } }),
+    });
+    exported.labels = [labelPath];
+  }
+  documents.push({ path: '', metadata: groupMetadata({ ...root.attributes, export: exported }) });
+  return planZarrArchive(parts, documents, signal);
+}
+
+async function readGroup(sink: KeyValueSink, key: string, signal?: AbortSignal): Promise<GroupMetadata> {
+  const bytes = await sink.get(key, signal);
+  if (bytes === undefined) throw new ComputeError('UnsupportedZarr', `no ${key}: the store is unfinished`);
+  const doc = parseJson(bytes, key);
+  if (doc.zarr_format !== 3 || doc.node_type !== 'group' || typeof doc.attributes !== 'object') {
+    throw new ComputeError('UnsupportedZarr', `${key} is not a Zarr v3 group`);
+  }
+  return doc as unknown as GroupMetadata;
+}
