@@ -178,10 +178,10 @@ function main() {
   const dev = path.join(ROOT, 'dist', 'cli', 'dev.js');
   if (mode === 'start') return handOver(process.execPath, [dev, 'start'], env);
   if (mode === 'test') {
-    if (!onPath('openslide-show-properties') || !onPath('vips')) {
+    if (!onPath('openslide-show-properties') || !onPath('vips') || !onPath('xmllint')) {
       throw new Error(
-        'the tests read slides with OpenSlide and libvips: install them first ' +
-          '(Debian: apt-get install openslide-tools libvips-tools)',
+        'the tests read slides with OpenSlide and libvips and validate OME-XML with xmllint: ' +
+          'install them first (Debian: apt-get install openslide-tools libvips-tools libxml2-utils)',
       );
     }
     env.MINIO_BIN = ensureMinio();

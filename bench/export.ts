@@ -1,0 +1,235 @@
+import { execFile } from 'node:child_process';
+import { mkdir, open, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { planPredictionArchive, predictionTiffImage, writeOmeTiff, writeZarrZip } from '../compute/export';
+import { finishPredictionStore, markerArray, type PredictionStoreLayout } from '../compute/prediction/store';
+import { systemVipsEnv } from '../compute/slide/normalize';
+import { folderSink } from '../compute/zarr';
+
+/**
+ * Export throughput: a synthetic prediction store (`--markers` float32 markers of smooth values
+ * with fine texture on an elliptical "tissue", background 0 and left out as the real store
+ * does) is exported to a pyramidal OME-TIFF (deflate, level 6, no predictor) and to a zipped
+ * OME-Zarr, each in a child process of its own so its peak RSS is the export's alone.
+ *
+ * The reference is libvips on the same pixels in the same run: each marker's level 0 is written
+ * out raw (not timed), loaded once into a `.v` file (not timed), and
+ * `vips tiffsave --tile --pyramid --subifd --bigtiff --compression deflate --predictor none`
+ * (512 tiles) is timed per marker, summed; vips builds its levels itself where we copy
+ * the store's. The same without compression is printed too.
+ *
+ *   npm run bench:export [-- --sizes 8000,16000 --markers 8]
+ */
+const run = promisify(execFile);
+const { values } = parseArgs({
+  options: {
+    sizes: { type: 'string', default: '8000,16000' },
+    markers: { type: 'string', default: '8' },
+    keep: { type: 'boolean', default: false },
+    // Internal: one phase of one size, in a child process of its own.
+    phase: { type: 'string' },
+    size: { type: 'string' },
+  },
+});
+const scratch = path.join(process.env.SPS_TEST_SCRATCH ?? '/tmp', 'bench-export');
+const catalogue = ['DAPI', 'CD3', 'CD8', 'CD20', 'CD68', 'PanCK', 'Ki67', 'SMA', 'CD4', 'FOXP3'];
+const peakMiB = () => Math.round(process.resourceUsage().maxRSS / 1024);
+const seconds = (since: number) => (performance.now() - since) / 1000;
+const mib = (bytes: number) => bytes / 2 ** 20;
+
+function layoutOf(side: number, markers: number): PredictionStoreLayout {
+  return {
+    markers: catalogue.slice(0, markers),
+    widthPx: side,
+    heightPx: side,
+    heLevel: 1,
+    pixelSizeUm: 0.998,
+    shardSize: 4096,
+    chunkSize: 512,
+    model: 'synthetic',
+    outputRange: [0, 1],
+  };
+}
+
+/**
+ * Level 0 of every marker, shard by shard: a separable smooth field plus a texture table, inside
+ * an ellipse covering about 60 % of the slide; outside it the fill value.
+ */
+async function makeStore(dir: string, layout: PredictionStoreLayout): Promise<void> {
+  const sink = folderSink(path.join(dir, 'prediction'));
+  const side = layout.widthPx;
+  const texture = Float32Array.from({ length: 4096 }, (_, i) => Math.sin(i * 12.9898) * 0.04);
+  for (const [m, marker] of layout.markers.entries()) {
+    const array = markerArray(layout, marker, 0);
+    await array.writeMetadata(sink);
+    const columns = Float32Array.from({ length: side }, (_, x) => Math.sin((x + 97 * m) / 211));
+    const rows = Float32Array.from({ length: side }, (_, y) => Math.cos((y - 53 * m) / 173));
+    const { chunkHeight, chunkWidth, chunksX, chunkLength } = array.geometry;
+    const shard = array.allocateShard();
+    for (let sy = 0; sy < array.shardsY; sy++) {
+      for (let sx = 0; sx < array.shardsX; sx++) {
+        shard.fill(0);
+        const extent = array.shardExtent(sy, sx);
+        for (let y = 0; y < extent.height; y++) {
+          const gy = sy * layout.shardSize + y;
+          const dy = (gy - side / 2) / (0.45 * side);
+          const rowBase =
+            Math.floor(y / chunkHeight) * chunksX * chunkLength + (y % chunkHeight) * chunkWidth;
+          for (let x = 0; x < extent.width; x++) {
+            const gx = sx * layout.shardSize + x;
+            const dx = (gx - side / 2) / (0.45 * side);
+            if (dx * dx + dy * dy > 1) continue;
+            const at = rowBase + Math.floor(x / chunkWidth) * chunkLength + (x % chunkWidth);
+            shard[at] = 0.5 + 0.35 * columns[gx]! * rows[gy]! + texture[(gx * 7 + gy * 13) & 4095]!;
+          }
+        }
+        await array.writeShard(sink, sy, sx, shard);
+      }
+    }
+  }
+  await finishPredictionStore({ sink, layout, statistics: {} });
+}
+
+/** Each marker's level 0 as a raw float32 file, read back from the store a shard row at a time. */
+async function writeRawPlanes(dir: string, layout: PredictionStoreLayout): Promise<void> {
+  const sink = folderSink(path.join(dir, 'prediction'));
+  for (const marker of layout.markers) {
+    const array = markerArray(layout, marker, 0);
+    const file = await open(path.join(dir, `${marker}.raw`), 'w');
+    try {
+      for (let y = 0; y < layout.heightPx; y += layout.shardSize) {
+        const height = Math.min(layout.shardSize, layout.heightPx - y);
+        const rows = await array.readRegion(sink, { x: 0, y, width: layout.widthPx, height });
+        await file.write(new Uint8Array(rows.buffer, rows.byteOffset, rows.byteLength));
+      }
+    } finally {
+      await file.close();
+    }
+  }
+}
+
+interface PhaseResult {
+  seconds: number;
+  bytes: number;
+  peakMiB: number;
+}
+
+async function phase(name: string, side: number, markers: number): Promise<void> {
+  const dir = path.join(scratch, String(side));
+  const layout = layoutOf(side, markers);
+  const started = performance.now();
+  let bytes = 0;
+  if (name === 'make') {
+    await makeStore(dir, layout);
+    await writeRawPlanes(dir, layout);
+  } else if (name === 'tiff') {
+    const image = await predictionTiffImage(folderSink(path.join(dir, 'prediction')));
+    bytes = (await writeOmeTiff(path.join(dir, 'export.ome.tif'), [image], { compressionLevel: 6 })).bytes;
+  } else if (name === 'zip') {
+    const entries = await planPredictionArchive({ prediction: folderSink(path.join(dir, 'prediction')) });
+    bytes = (await writeZarrZip(path.join(dir, 'export.ome.zarr.zip'), entries)).bytes;
+  } else {
+    throw new Error(`unknown phase ${name}`);
+  }
+  const result: PhaseResult = { seconds: seconds(started), bytes, peakMiB: peakMiB() };
+  process.stdout.write(JSON.stringify(result));
+}
+
+async function child(name: string, side: number, markers: number): Promise<PhaseResult> {
+  const { stdout } = await run(
+    process.execPath,
+    [__filename, '--phase', name, '--size', String(side), '--markers', String(markers)],
+    { maxBuffer: 1 << 20 },
+  );
+  return JSON.parse(stdout) as PhaseResult;
+}
+
+/** `vips tiffsave` of every marker plane; answers seconds, bytes and the largest peak RSS. */
+async function vipsReference(dir: string, layout: PredictionStoreLayout, compress: boolean) {
+  let total = 0;
+  let bytes = 0;
+  let peak = 0;
+  for (const marker of layout.markers) {
+    const raw = path.join(dir, `${marker}.raw`);
+    const loaded = path.join(dir, `${marker}.v`);
+    await run(
+      'vips',
+      ['rawload', raw, loaded, String(layout.widthPx), String(layout.heightPx), '1', '--format', 'float'],
+      {
+        env: systemVipsEnv(),
+      },
+    );
+    const out = path.join(dir, `${marker}.vips.tif`);
+    // libvips 8.14 has no deflate level: libtiff's default, zlib's 6, as ours.
+    const compression = compress
+      ? ['--compression', 'deflate', '--predictor', 'none']
+      : ['--compression', 'none'];
+    const started = performance.now();
+    const { stderr } = await run(
+      '/usr/bin/time',
+      [
+        '-f',
+        'maxrss=%M',
+        'vips',
+        'tiffsave',
+        loaded,
+        out,
+        '--tile',
+        '--tile-width',
+        '512',
+        '--tile-height',
+        '512',
+        '--pyramid',
+        '--subifd',
+        '--bigtiff',
+        ...compression,
+      ],
+      { env: systemVipsEnv() },
+    );
+    total += seconds(started);
+    bytes += (await stat(out)).size;
+    peak = Math.max(peak, Number(/maxrss=(\d+)/.exec(stderr)?.[1] ?? 0) / 1024);
+    await rm(out);
+    await rm(loaded);
+  }
+  return { seconds: total, bytes, peakMiB: Math.round(peak) };
+}
+
+async function main(): Promise<void> {
+  const markers = Number(values.markers);
+  if (values.phase) return phase(values.phase, Number(values.size), markers);
+  const sizes = values.sizes.split(',').map(Number);
+  const rows: string[] = [];
+  for (const side of sizes) {
+    const dir = path.join(scratch, String(side));
+    const layout = layoutOf(side, markers);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    process.stdout.write(`${side} x ${side}, ${markers} markers: making the store... `);
+    const made = await child('make', side, markers);
+    process.stdout.write(`${made.seconds.toFixed(1)} s\n`);
+    const tiff = await child('tiff', side, markers);
+    const zip = await child('zip', side, markers);
+    const vips = await vipsReference(dir, layout, true);
+    const vipsRaw = await vipsReference(dir, layout, false);
+    const raw = side * side * 4 * markers;
+    const line = [
+      `${side / 1000}k x ${side / 1000}k, ${markers} markers (${mib(raw).toFixed(0)} MiB level 0)`,
+      `OME-TIFF ${tiff.seconds.toFixed(1)} s, ${mib(tiff.bytes).toFixed(0)} MiB, peak ${tiff.peakMiB} MiB`,
+      `zip ${zip.seconds.toFixed(1)} s, ${mib(zip.bytes).toFixed(0)} MiB, peak ${zip.peakMiB} MiB`,
+      `vips deflate ${vips.seconds.toFixed(1)} s, ${mib(vips.bytes).toFixed(0)} MiB, peak ${vips.peakMiB} MiB`,
+      `vips none ${vipsRaw.seconds.toFixed(1)} s, ${mib(vipsRaw.bytes).toFixed(0)} MiB`,
+      `OME-TIFF / vips deflate ${(tiff.seconds / vips.seconds).toFixed(2)}x`,
+    ].join('\n  ');
+    console.log(`  ${line}`);
+    rows.push(line);
+    if (!values.keep) await rm(dir, { recursive: true, force: true });
+  }
+  console.log(`\n${rows.join('\n')}`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
