@@ -5,12 +5,14 @@ const swc = [
   { jsc: { target: 'es2023', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } },
 ];
 
+const esmOnly = '(hyparquet(-writer)?|oidc-provider|jose|openid-client|oauth4webapi)';
+
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
-  // hyparquet(-writer) ship only ES modules; Jest's CommonJS runtime needs them compiled.
-  transform: { '^.+\\.ts$': swc, '/node_modules/hyparquet(-writer)?/.+\\.js$': swc },
-  transformIgnorePatterns: ['/node_modules/(?!hyparquet(-writer)?/)'],
+  // These ship only ES modules; Jest's CommonJS runtime needs them compiled.
+  transform: { '^.+\\.ts$': swc, [`/node_modules/${esmOnly}/.+\\.js$`]: swc },
+  transformIgnorePatterns: [`/node_modules/(?!${esmOnly}/)`],
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

@@ -8,6 +8,9 @@ import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
 import type { ObjectStore } from '../storage';
 import { authenticate } from './auth';
 import { errorHandler, notFound } from './errors';
+import { authorizationServerRoutes } from './oauth/routes';
+import { createAuthorizationServer } from './oauth/server';
+import { createTokenVerifier, remoteKeys } from './oauth/tokens';
 import { type ApiMetrics, createMetrics, observeRequests } from './observability';
 import { rateLimit } from './rate-limit';
 import { mount } from './route';
@@ -15,6 +18,7 @@ import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
 import { jobStreamRoutes } from './routes/job-stream';
 import { jobRoutes } from './routes/jobs';
+import { publicSampleRoutes } from './routes/public-samples';
 import { sampleRoutes } from './routes/samples';
 import { segmentationRoutes } from './routes/segmentation';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
@@ -22,17 +26,29 @@ import { createCatalogService } from './services/catalog';
 import { createJobStreamService, registerJobStreamMetrics } from './services/job-stream';
 import { createJobService } from './services/jobs';
 import { createPredictionService } from './services/predictions';
+import { createPublicSampleService } from './services/public-samples';
 import { createSampleListService } from './services/sample-list';
 import { createSampleService } from './services/samples';
 import { createSegmentationService } from './services/segmentation';
 import { createUploadService } from './services/uploads';
 import type { WorkflowEngine } from './workflow-engine';
 
+/**
+ * OAuth 2.0: by default the same program is the authorization server (`{auth_url}` is
+ * `publicBaseUrl`); with `external` the API only verifies tokens of that issuer.
+ */
+export interface OAuthSettings {
+  external?: { issuer: string; jwksUrl: string };
+  accessTokenTtlSeconds?: number;
+  refreshTokenTtlSeconds?: number;
+}
+
 export interface ApiSettings {
   publicBaseUrl: string;
   /** Root of the web application, for `appUrl` fields. */
   appUrl: string;
   signingSecret: string;
+  oauth?: OAuthSettings;
   limits: {
     ratePerSecond: number;
     rateBurst: number;
@@ -106,6 +122,35 @@ export function createApp(deps: ApiDeps): Express {
   registerJobStreamMetrics(metrics.registry, jobEvents);
   const streamRetryMs = settings.limits.streamRetryMs ?? JOB_STREAM_DEFAULTS.retryMs;
   const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`);
+  const publicSamples = createPublicSampleService({ sql, store });
+  const oauth = settings.oauth ?? {};
+  // RFC 8707: tokens are bound to `{base_url}`, and only such tokens are accepted here.
+  const resource = `${settings.publicBaseUrl}${API_PREFIX}`;
+  const authServer = oauth.external
+    ? undefined
+    : createAuthorizationServer({
+        sql,
+        logger,
+        settings: {
+          issuer: settings.publicBaseUrl,
+          resource,
+          cookieSecret: settings.signingSecret,
+          accessTokenTtlSeconds: oauth.accessTokenTtlSeconds ?? 3600,
+          refreshTokenTtlSeconds: oauth.refreshTokenTtlSeconds ?? 30 * 24 * 3600,
+        },
+      });
+  const verifyToken = oauth.external
+    ? createTokenVerifier({
+        issuer: oauth.external.issuer,
+        audience: resource,
+        keys: remoteKeys(oauth.external.jwksUrl),
+      })
+    : createTokenVerifier({
+        issuer: settings.publicBaseUrl,
+        audience: resource,
+        keys: authServer!.verificationKeys,
+        typ: 'at+jwt',
+      });
 
   const v1 = Router();
   mount(v1, endpoints.openapi, (_req, res) => {
@@ -113,13 +158,14 @@ export function createApp(deps: ApiDeps): Express {
   });
   v1.use(uploadSessionRoutes(uploads));
   v1.use(express.json({ limit: settings.limits.jsonBodyBytes }));
-  v1.use(authenticate(sql));
+  v1.use(authenticate(sql, verifyToken));
   v1.use(rateLimit(sql, { ratePerSecond: settings.limits.ratePerSecond, burst: settings.limits.rateBurst }));
   v1.use(uploadRoutes(uploads));
   v1.use(sampleRoutes({ samples, lists, catalog }));
   v1.use(segmentationRoutes(segmentation));
   v1.use(jobStreamRoutes(jobStreams, { retryMs: streamRetryMs }));
   v1.use(jobRoutes({ predictions, jobs }));
+  v1.use(publicSampleRoutes(publicSamples));
   v1.use((_req, _res, next) => next(notFound('endpoint')));
 
   const app = express();
@@ -127,6 +173,7 @@ export function createApp(deps: ApiDeps): Express {
   app.use(observeRequests(logger, metrics));
   app.use(healthRoutes({ sql, workflows, metrics }));
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
+  app.use(authorizationServerRoutes({ sql, server: authServer }));
   app.use(API_PREFIX, v1);
   app.use((_req, _res, next) => next(notFound('endpoint')));
   app.use(errorHandler(logger));

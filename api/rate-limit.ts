@@ -9,7 +9,7 @@ export function rateLimit(sql: Sql, limits: { ratePerSecond: number; burst: numb
     const principal = res.locals.principal;
     if (!principal) return next();
     const { allowed, retryAfterSeconds } = await takeRateToken(sql, {
-      key: `api_key:${principal.keyId}`,
+      key: principal.credentialId,
       ratePerSecond: limits.ratePerSecond,
       burst: limits.burst,
     });

@@ -1,10 +1,14 @@
+import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { generateApiKey } from '../api/credentials';
+import { hashPassword } from '../api/oauth/passwords';
 import type { Sql } from '../db';
 import { insertApiKey, revokeApiKey } from '../db/api-keys';
 import { grantCredits } from '../db/credits';
+import { insertOAuthClient, revokeOAuthClient, setUserPasswordHash } from '../db/oauth';
 import { insertOrganization } from '../db/organizations';
+import { PublishRefused, publishSample, unpublishSample } from '../db/public-samples';
 import { insertFieldDefinition, retireFieldDefinition } from '../db/sample-fields';
 import { upsertMembership, upsertUser } from '../db/users';
 import { Role } from '../schemas/enums';
@@ -20,7 +24,12 @@ export const ADMIN_USAGE = `Usage: npm run admin -- <command> [options]
   field create   --org ORG_ID --key KEY --label LABEL --type text|number|date|boolean|select|multi_select [--options a,b,c]
   field retire   --org ORG_ID --key KEY
   job rerun      --job JOB_ID --step predict|postprocess       (needs TEMPORAL_ADDRESS; waits for it)
-  sample rerun   --sample SAMPLE_ID --step probe|pyramid|tissue (needs TEMPORAL_ADDRESS; waits for it)`;
+  sample rerun   --sample SAMPLE_ID --step probe|pyramid|tissue (needs TEMPORAL_ADDRESS; waits for it)
+  sample publish --sample SAMPLE_ID [--job JOB_ID] [--markers a,b] [--name NAME]   (into the public cohort)
+  sample unpublish --sample SAMPLE_ID
+  user password  --email EMAIL [--password PASSWORD]      (sign-in on the OAuth pages; generated and printed once if omitted)
+  oauth-client create --name NAME --redirect-uri URI [--redirect-uri URI ...] [--confidential]
+  oauth-client revoke --id CLIENT_ID`;
 
 const options = {
   name: { type: 'string' },
@@ -42,6 +51,10 @@ const options = {
   job: { type: 'string' },
   sample: { type: 'string' },
   step: { type: 'string' },
+  markers: { type: 'string' },
+  password: { type: 'string' },
+  'redirect-uri': { type: 'string', multiple: true },
+  confidential: { type: 'boolean' },
 } as const;
 
 const count = z.coerce.number().int().positive();
@@ -82,6 +95,30 @@ const schemas = {
   'field retire': z.object({ org: z.uuid(), key: z.string().min(1) }),
   'job rerun': z.object({ job: z.uuid(), step: z.enum(rerunSteps.job) }),
   'sample rerun': z.object({ sample: z.uuid(), step: z.enum(rerunSteps.sample) }),
+  'sample publish': z.object({
+    sample: z.uuid(),
+    job: z.uuid().optional(),
+    markers: z.string().min(1).optional(),
+    name: z.string().min(1).max(200).optional(),
+  }),
+  'sample unpublish': z.object({ sample: z.uuid() }),
+  'user password': z.object({ email: z.email(), password: z.string().min(12).max(1000).optional() }),
+  'oauth-client create': z.object({
+    name: z.string().min(1).max(200),
+    // RFC 8252: loopback http for native apps and notebooks; https otherwise.
+    'redirect-uri': z
+      .array(
+        z
+          .url()
+          .refine(
+            (uri) => /^(https:|http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/])/.test(uri),
+            'https, or http on loopback',
+          ),
+      )
+      .min(1),
+    confidential: z.boolean().optional(),
+  }),
+  'oauth-client revoke': z.object({ id: z.string().min(1) }),
 };
 type Command = keyof typeof schemas;
 
@@ -206,6 +243,62 @@ export async function runAdminCommand(
         return { workflowId: rerun.workflowId, step: rerun.step, result: { tiles, failedTiles } };
       }
       return { ...rerun };
+    }
+    case 'sample publish': {
+      const input = v as z.infer<(typeof schemas)['sample publish']>;
+      try {
+        return {
+          ...(await publishSample(sql, {
+            sampleId: input.sample,
+            jobId: input.job,
+            markers: input.markers
+              ?.split(',')
+              .map((marker) => marker.trim())
+              .filter(Boolean),
+            displayName: input.name,
+          })),
+        };
+      } catch (err) {
+        if (err instanceof PublishRefused) throw new UsageError(`sample publish: ${err.message}`);
+        throw err;
+      }
+    }
+    case 'sample unpublish': {
+      const input = v as z.infer<(typeof schemas)['sample unpublish']>;
+      return { sampleId: input.sample, unpublished: await unpublishSample(sql, input.sample) };
+    }
+    case 'user password': {
+      const input = v as z.infer<(typeof schemas)['user password']>;
+      const password = input.password ?? randomBytes(18).toString('base64url');
+      const userId = await setUserPasswordHash(sql, input.email, await hashPassword(password));
+      if (!userId) throw new UsageError(`user password: no user with email ${input.email}`);
+      return input.password
+        ? { userId }
+        : { userId, password, note: 'shown once: only its scrypt hash is stored' };
+    }
+    case 'oauth-client create': {
+      const input = v as z.infer<(typeof schemas)['oauth-client create']>;
+      const clientId = `sps-${randomBytes(12).toString('base64url')}`;
+      const clientSecret = input.confidential ? randomBytes(32).toString('base64url') : undefined;
+      await insertOAuthClient(sql, {
+        clientId,
+        name: input.name,
+        metadata: {
+          client_name: input.name,
+          redirect_uris: input['redirect-uri'],
+          grant_types: ['authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          token_endpoint_auth_method: clientSecret ? 'client_secret_basic' : 'none',
+          ...(clientSecret ? { client_secret: clientSecret } : {}),
+        },
+      });
+      return clientSecret
+        ? { clientId, clientSecret, note: 'keep the secret: the token endpoint needs it' }
+        : { clientId, note: 'a public client: PKCE alone protects its codes' };
+    }
+    case 'oauth-client revoke': {
+      const input = v as z.infer<(typeof schemas)['oauth-client revoke']>;
+      return { clientId: input.id, revoked: await revokeOAuthClient(sql, input.id) };
     }
     case 'sample rerun': {
       const input = v as z.infer<(typeof schemas)['sample rerun']>;

@@ -50,6 +50,10 @@ const EnvSchema = z.object({
   JOB_STREAM_HEARTBEAT_SECONDS: positiveInt.default(15),
   JOB_STREAM_RETRY_MS: positiveInt.default(5000),
   SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
+  OAUTH_ISSUER: optionalUrl,
+  OAUTH_JWKS_URL: optionalUrl,
+  OAUTH_ACCESS_TOKEN_TTL_SECONDS: positiveInt.default(3600),
+  OAUTH_REFRESH_TOKEN_TTL_SECONDS: positiveInt.default(30 * 24 * 3600),
   WORKFLOW_BUNDLE_PATH: z.string().optional(),
   TEMPORAL_CLI: z.string().default('temporal'),
   SPS_DEV_POSTGRES_PORT: port.default(54329),
@@ -79,6 +83,12 @@ export interface Config {
         forcePathStyle: boolean;
       };
   signingSecret: string | undefined;
+  /** Built-in authorization server unless `external` names another issuer. */
+  oauth: {
+    external?: { issuer: string; jwksUrl: string };
+    accessTokenTtlSeconds: number;
+    refreshTokenTtlSeconds: number;
+  };
   workflowBundlePath: string | undefined;
   /** Only for `npm start` / `npm test`: where the local stand-ins listen. */
   dev: { postgresPort: number; temporalPort: number; temporalUiPort: number; temporalCli: string };
@@ -110,6 +120,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (e.STORAGE_BACKEND === 's3' && !e.S3_BUCKET) {
     throw new ConfigError('Invalid configuration:\n  S3_BUCKET: required when STORAGE_BACKEND=s3');
   }
+  if (Boolean(e.OAUTH_ISSUER) !== Boolean(e.OAUTH_JWKS_URL)) {
+    throw new ConfigError(
+      'Invalid configuration:\n  OAUTH_ISSUER, OAUTH_JWKS_URL: set both (external issuer) or neither',
+    );
+  }
   const dataDir = path.resolve(e.SPS_DATA_DIR);
   const publicBaseUrl = (e.PUBLIC_BASE_URL ?? `http://${e.HOST}:${e.PORT}`).replace(/\/$/, '');
   return {
@@ -140,6 +155,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
           }
         : { backend: 'fs', root: path.resolve(e.STORAGE_FS_ROOT ?? path.join(dataDir, 'objects')) },
     signingSecret: e.SIGNING_SECRET,
+    oauth: {
+      external:
+        e.OAUTH_ISSUER && e.OAUTH_JWKS_URL
+          ? { issuer: e.OAUTH_ISSUER, jwksUrl: e.OAUTH_JWKS_URL }
+          : undefined,
+      accessTokenTtlSeconds: e.OAUTH_ACCESS_TOKEN_TTL_SECONDS,
+      refreshTokenTtlSeconds: e.OAUTH_REFRESH_TOKEN_TTL_SECONDS,
+    },
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
     dev: {
       postgresPort: e.SPS_DEV_POSTGRES_PORT,

@@ -221,6 +221,7 @@ export async function startApi(options: {
       publicBaseUrl: config.http.publicBaseUrl,
       appUrl: config.http.appUrl,
       signingSecret: options.signingSecret,
+      oauth: config.oauth,
       limits: config.limits,
     },
   });

@@ -11,6 +11,8 @@ import {
   PredictRequest,
   ResultLocation,
 } from './jobs';
+import { AuthorizationServerMetadata, ConsentForm, InteractionParams, SignInForm } from './oauth';
+import { PublicSampleParams, PublicZarrParams } from './public-samples';
 import {
   BulkExpirationChange,
   BulkExpirationResult,
@@ -209,7 +211,7 @@ export const endpoints = {
     path: '/samples',
     auth: 'bearer',
     summary:
-      'Samples of the organization, newest first, in cursor pages; facets compose with AND. Until the public cohort exists, every scope answers with owned rows',
+      'Samples of the organization (`scope=mine`), of the public cohort (`scope=public`: only `q`), or both (`scope=all`: owned rows first, then public rows of other organizations unless a facet other than `q` is given), newest first, in cursor pages; facets compose with AND',
     request: { query: SampleListQuery },
     responses: {
       200: { description: 'A page', schema: SampleListPage },
@@ -538,6 +540,160 @@ export const endpoints = {
       },
       400: error('Unknown query parameter, or a Last-Event-ID that is not an event id (`invalid_request`)'),
       404: error('Not in this organization (`not_found`)'),
+      ...bearerErrors,
+    },
+  },
+  oauthMetadata: {
+    method: 'get',
+    path: '/.well-known/oauth-authorization-server',
+    root: true,
+    auth: 'none',
+    summary: 'RFC 8414 metadata of the built-in authorization server (`{auth_url}` is the API root)',
+    responses: {
+      200: { description: 'The metadata', schema: AuthorizationServerMetadata },
+      404: error('The API trusts an external authorization server (`not_found`)'),
+    },
+  },
+  oauthAuthorize: {
+    method: 'get',
+    path: '/oauth2/auth',
+    root: true,
+    auth: 'none',
+    summary:
+      'Authorization endpoint: `response_type=code` only, S256 PKCE required, `resource` = `{base_url}`; leads to sign-in and the organization consent page',
+    responses: {
+      303: { description: 'To the sign-in or consent page, or back to the client with `code` (or `error`)' },
+      400: { description: 'An OAuth error page (unknown client, redirect URI not registered)' },
+    },
+  },
+  oauthAuthorizeResume: {
+    method: 'get',
+    path: '/oauth2/auth/{uid}',
+    root: true,
+    auth: 'none',
+    summary: 'Where the sign-in and consent pages hand the request back to the authorization endpoint',
+    request: { params: InteractionParams },
+    responses: { 303: { description: 'Back to the client with `code` (or `error`)' } },
+  },
+  oauthToken: {
+    method: 'post',
+    path: '/oauth2/token',
+    root: true,
+    auth: 'none',
+    summary:
+      'Token endpoint (`authorization_code` with `code_verifier`, `refresh_token` with rotation); access tokens are JWTs for `{base_url}` carrying `org_id`',
+    request: { bodyContentType: 'application/x-www-form-urlencoded', body: z.record(z.string(), z.string()) },
+    responses: {
+      200: {
+        description: 'access_token (JWT), token_type Bearer, expires_in, refresh_token, scope',
+        schema: z.record(z.string(), z.unknown()),
+      },
+      400: { description: 'RFC 6749 error (`invalid_grant`, `invalid_scope`, `invalid_target`, ...)' },
+      401: { description: 'Client authentication failed (`invalid_client`)' },
+    },
+  },
+  oauthRevoke: {
+    method: 'post',
+    path: '/oauth2/revoke',
+    root: true,
+    auth: 'none',
+    summary: 'RFC 7009 revocation of a refresh token: its whole grant ends (and every access token of it)',
+    request: { bodyContentType: 'application/x-www-form-urlencoded', body: z.record(z.string(), z.string()) },
+    responses: { 200: { description: 'Revoked (also for an unknown token)' } },
+  },
+  oauthJwks: {
+    method: 'get',
+    path: '/oauth2/jwks',
+    root: true,
+    auth: 'none',
+    summary: 'The public keys that sign access tokens (JWKS)',
+    responses: {
+      200: {
+        description: 'A JWK Set',
+        schema: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }),
+      },
+    },
+  },
+  oauthInteraction: {
+    method: 'get',
+    path: '/oauth2/interaction/{uid}',
+    root: true,
+    auth: 'none',
+    summary: 'The sign-in page, or the consent page where the user picks one of their organizations',
+    request: { params: InteractionParams },
+    responses: {
+      200: { description: 'An HTML page', contentType: 'text/html', schema: z.string() },
+      400: { description: 'The interaction expired or its cookie is missing', contentType: 'text/html' },
+    },
+  },
+  oauthSignIn: {
+    method: 'post',
+    path: '/oauth2/interaction/{uid}/login',
+    root: true,
+    auth: 'none',
+    summary: 'Sign-in form: email and password',
+    request: {
+      params: InteractionParams,
+      bodyContentType: 'application/x-www-form-urlencoded',
+      body: SignInForm,
+    },
+    responses: {
+      303: { description: 'On to consent' },
+      401: {
+        description: 'The sign-in page again, saying the email or password is wrong',
+        contentType: 'text/html',
+      },
+    },
+  },
+  oauthConsent: {
+    method: 'post',
+    path: '/oauth2/interaction/{uid}/consent',
+    root: true,
+    auth: 'none',
+    summary: 'Consent form: the organization the token acts for, allow or deny',
+    request: {
+      params: InteractionParams,
+      bodyContentType: 'application/x-www-form-urlencoded',
+      body: ConsentForm,
+    },
+    responses: {
+      303: { description: 'Back to the authorization endpoint' },
+      400: {
+        description: "The consent page again: no organization picked, or not one of the user's",
+        contentType: 'text/html',
+      },
+    },
+  },
+  getPublicZarrFile: {
+    method: 'get',
+    path: '/public/samples/{publicId}/zarr/{path}',
+    splat: 'path',
+    auth: 'bearer',
+    summary:
+      "Byte proxy of a public sample's OME-Zarr store: the root `zarr.json`, `he/...` and `markers/{marker}/...` of the pinned markers; ETag and a single `Range`; credit-free; any organization's credential",
+    request: { params: PublicZarrParams, query: EmptyQuery },
+    responses: {
+      200: {
+        description: 'The file (`application/json` for `zarr.json`, else `application/octet-stream`)',
+        contentType: 'application/octet-stream',
+      },
+      206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      304: { description: 'If-None-Match matched the ETag' },
+      403: error('A path outside `he/` and the pinned markers, traversal, an encoded slash (`forbidden`)'),
+      404: error('No such public sample, or no such file (`not_found`)'),
+      ...bearerErrors,
+    },
+  },
+  getPublicThumbnail: {
+    method: 'get',
+    path: '/public/samples/{publicId}/thumbnail',
+    auth: 'bearer',
+    summary: "JPEG thumbnail of a public sample; credit-free; any organization's credential",
+    request: { params: PublicSampleParams, query: EmptyQuery },
+    responses: {
+      200: { description: 'The JPEG', contentType: 'image/jpeg' },
+      304: { description: 'If-None-Match matched the ETag' },
+      404: error('No such public sample, or it has no thumbnail (`not_found`)'),
       ...bearerErrors,
     },
   },

@@ -7,6 +7,7 @@ import {
   type SampleListFilter,
   type SampleListRow,
 } from '../../db/sample-list';
+import type { PagePosition } from '../../db/samples';
 import { hasControlCharacter, isCalendarDay } from '../../schemas/common';
 import {
   type FieldDefinition,
@@ -20,6 +21,7 @@ import {
 import type { Principal } from '../auth';
 import { createCursorCodec } from '../cursor';
 import { AppError } from '../errors';
+import { listPublicPage, type PublicPage } from './public-samples';
 import { TRASH_WINDOW_DAYS } from './samples';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -106,6 +108,20 @@ export function createSampleListService(deps: { sql: Sql; appUrl: string; signin
   const { sql } = deps;
   const cursors = createCursorCodec(deps.signingSecret, 'samples');
   const trashCursors = createCursorCodec(deps.signingSecret, 'trash');
+  const publicCursors = createCursorCodec(deps.signingSecret, 'samples-public');
+  /** The position before the first public row. */
+  const START: PagePosition = { createdAt: '', id: '' };
+  const fromStart = (position: PagePosition) => (position.createdAt === '' ? undefined : position);
+  const decodePublic = (cursor: string | undefined) =>
+    cursor ? fromStart(publicCursors.decode(cursor)) : undefined;
+  /** A cursor of the public block, or undefined for one of the owned block. */
+  function tryDecodePublic(cursor: string): PagePosition | undefined {
+    try {
+      return publicCursors.decode(cursor);
+    } catch {
+      return undefined;
+    }
+  }
 
   async function toFilter(principal: Principal, query: SampleListQuery): Promise<SampleListFilter> {
     const definitions = query.field?.length
@@ -126,25 +142,72 @@ export function createSampleListService(deps: { sql: Sql; appUrl: string; signin
     };
   }
 
-  /**
-   * Owned samples only, for every scope: the public cohort arrives with its own issue, so
-   * `scope=public` and `scope=all` answer with the organization's rows until then.
-   */
-  async function list(principal: Principal, query: SampleListQuery): Promise<SampleListPage> {
+  /** One page of owned rows: `limit + 1` are read to know whether another page follows. */
+  async function ownedPage(principal: Principal, query: SampleListQuery, after: PagePosition | undefined) {
     const filter = await toFilter(principal, query);
-    const after = query.cursor ? cursors.decode(query.cursor) : undefined;
     const rows = await listSamples(sql, filter, { limit: query.limit + 1, after });
     const page = rows.slice(0, query.limit);
     const fields = await fieldValuesOf(
       sql,
       page.map((row) => row.id),
     );
-    const last = page.at(-1);
     return {
       items: page.map((row) => toListItem(deps.appUrl, row, fields)),
-      nextCursor: rows.length > query.limit && last ? cursors.encode(last.position) : null,
-      appUrl: listAppUrl(deps.appUrl, query),
+      more: rows.length > query.limit,
+      last: page.at(-1)?.position,
     };
+  }
+
+  function publicPage(principal: Principal, query: SampleListQuery, limit: number, after?: PagePosition) {
+    return listPublicPage(sql, {
+      appUrl: deps.appUrl,
+      q: query.q,
+      // Under `all` the organization's own public samples are already listed as owned rows.
+      excludeOrganizationId: query.scope === 'all' ? principal.organizationId : undefined,
+      limit,
+      after,
+    });
+  }
+
+  const publicNext = (page: PublicPage) => (page.more && page.last ? publicCursors.encode(page.last) : null);
+
+  /**
+   * `mine`: the organization's rows. `public`: the public cohort (only `q` gets here). `all`:
+   * owned rows first, then the public block, which a facet other than `q` suppresses. A cursor
+   * says which block it continues (two signing purposes), so pages never repeat or skip rows.
+   */
+  async function list(principal: Principal, query: SampleListQuery): Promise<SampleListPage> {
+    const appUrl = listAppUrl(deps.appUrl, query);
+    if (query.scope === 'public') {
+      const page = await publicPage(principal, query, query.limit, decodePublic(query.cursor));
+      return { items: page.items, nextCursor: publicNext(page), appUrl };
+    }
+    const withPublicBlock =
+      query.scope === 'all' && Object.keys(facetsOf(query)).every((name) => name === 'q');
+    const publicAfter = withPublicBlock && query.cursor ? tryDecodePublic(query.cursor) : undefined;
+    if (publicAfter) {
+      const page = await publicPage(principal, query, query.limit, fromStart(publicAfter));
+      return { items: page.items, nextCursor: publicNext(page), appUrl };
+    }
+    const owned = await ownedPage(principal, query, query.cursor ? cursors.decode(query.cursor) : undefined);
+    if (owned.more || !withPublicBlock) {
+      return {
+        items: owned.items,
+        nextCursor: owned.more && owned.last ? cursors.encode(owned.last) : null,
+        appUrl,
+      };
+    }
+    const room = query.limit - owned.items.length;
+    const page = await publicPage(principal, query, Math.max(room, 1));
+    if (room === 0) {
+      // The owned block filled this page exactly: the next one starts the public block.
+      return {
+        items: owned.items,
+        nextCursor: page.items.length > 0 ? publicCursors.encode(START) : null,
+        appUrl,
+      };
+    }
+    return { items: [...owned.items, ...page.items], nextCursor: publicNext(page), appUrl };
   }
 
   async function trash(principal: Principal, page: { limit: number; cursor?: string }) {

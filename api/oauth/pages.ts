@@ -1,0 +1,76 @@
+import type { UserOrganization } from '../../db/oauth';
+
+/** The authorization server's few pages: plain server-rendered HTML, every value escaped. */
+
+const ENTITIES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+export const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (char) => ENTITIES[char]!);
+
+function page(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:3rem auto;padding:0 1rem}
+label{display:block;margin:.75rem 0}input[type=email],input[type=password]{width:100%;padding:.4rem}
+.error{color:#a00}button{margin:.75rem .5rem 0 0;padding:.4rem 1rem}li{list-style:none}</style>
+</head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
+}
+
+export function signInPage(input: {
+  action: string;
+  clientName: string;
+  email?: string;
+  error?: string;
+}): string {
+  return page(
+    'Sign in',
+    `<p>${escapeHtml(input.clientName)} asks to use the Slide Prediction Service on your behalf.</p>
+${input.error ? `<p class="error">${escapeHtml(input.error)}</p>` : ''}
+<form method="post" action="${escapeHtml(input.action)}">
+<label>Email <input type="email" name="email" autocomplete="username" required value="${escapeHtml(input.email ?? '')}"></label>
+<label>Password <input type="password" name="password" autocomplete="current-password" required></label>
+<button type="submit">Sign in</button></form>`,
+  );
+}
+
+export function consentPage(input: {
+  action: string;
+  clientName: string;
+  email: string;
+  scopes: readonly string[];
+  resource: string;
+  organizations: readonly UserOrganization[];
+  error?: string;
+}): string {
+  const choices = input.organizations
+    .map(
+      (org, index) =>
+        `<li><label><input type="radio" name="organization" value="${escapeHtml(org.id)}"${index === 0 ? ' checked' : ''} required> ${escapeHtml(org.name)} (${escapeHtml(org.role)})</label></li>`,
+    )
+    .join('\n');
+  const scopes = input.scopes.map((scope) => `<li><code>${escapeHtml(scope)}</code></li>`).join('\n');
+  return page(
+    'Allow access',
+    `<p>Signed in as ${escapeHtml(input.email)}.</p>
+<p><strong>${escapeHtml(input.clientName)}</strong> asks for access to <code>${escapeHtml(input.resource)}</code> with:</p>
+<ul>${scopes}</ul>
+${input.error ? `<p class="error">${escapeHtml(input.error)}</p>` : ''}
+<form method="post" action="${escapeHtml(input.action)}">
+<p>For which organization?</p>
+<ul>${choices || '<li>You belong to no organization.</li>'}</ul>
+<button type="submit" name="decision" value="allow"${choices ? '' : ' disabled'}>Allow</button>
+<button type="submit" name="decision" value="deny" formnovalidate>Deny</button></form>`,
+  );
+}
+
+export function errorPage(error: string, description?: string): string {
+  return page(
+    'Authorization failed',
+    `<p><code>${escapeHtml(error)}</code></p><p>${escapeHtml(description ?? '')}</p>`,
+  );
+}

@@ -1,0 +1,53 @@
+import { type Response, Router } from 'express';
+import { EmptyQuery } from '../../schemas/common';
+import { endpoints } from '../../schemas/endpoints';
+import { PublicSampleParams } from '../../schemas/public-samples';
+import { mount } from '../route';
+import type { PublicFile, PublicSampleService } from '../services/public-samples';
+import { parse } from '../validate';
+import { parseRange } from './files';
+
+function send(res: Response, file: PublicFile): void {
+  res.setHeader('ETag', file.etag);
+  // Any organization may read these bytes, but only with a credential: no shared caches.
+  res.setHeader('Cache-Control', 'private, max-age=300');
+  if (file.notModified) {
+    res.status(304).end();
+    return;
+  }
+  res.setHeader('Accept-Ranges', 'bytes');
+  res.setHeader('Content-Type', file.contentType);
+  if (file.range) {
+    res.status(206);
+    res.setHeader(
+      'Content-Range',
+      `bytes ${file.range.offset}-${file.range.offset + file.range.length - 1}/${file.size}`,
+    );
+  }
+  res.setHeader('Content-Length', String(file.range ? file.range.length : file.size));
+  file.body.on('error', (err) => res.destroy(err));
+  file.body.pipe(res);
+}
+
+/** The public cohort's byte proxy and thumbnails (credit-free; any valid credential). */
+export function publicSampleRoutes(publicSamples: PublicSampleService): Router {
+  const router = Router();
+  mount(router, endpoints.getPublicZarrFile, async (req, res) => {
+    const { publicId } = parse(PublicSampleParams, { publicId: req.params.publicId }, 'params');
+    parse(EmptyQuery, req.query, 'query');
+    const segments = ([] as string[]).concat(req.params.path ?? []);
+    send(
+      res,
+      await publicSamples.openZarrFile(publicId, segments, {
+        ifNoneMatch: req.get('if-none-match'),
+        rangeOf: (size) => parseRange(req.get('range'), size),
+      }),
+    );
+  });
+  mount(router, endpoints.getPublicThumbnail, async (req, res) => {
+    const { publicId } = parse(PublicSampleParams, req.params, 'params');
+    parse(EmptyQuery, req.query, 'query');
+    send(res, await publicSamples.openThumbnail(publicId, { ifNoneMatch: req.get('if-none-match') }));
+  });
+  return router;
+}

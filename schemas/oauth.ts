@@ -1,0 +1,50 @@
+import { z } from 'zod';
+import { oauthScopes } from './enums';
+
+/** The OAuth 2.0 authorization server's request shapes and its RFC 8414 metadata. */
+
+/** Routes of the authorization server, relative to `{auth_url}` (DESIGN.md: `/oauth2/...`). */
+export const oauthRoutes = {
+  authorization: '/oauth2/auth',
+  token: '/oauth2/token',
+  revocation: '/oauth2/revoke',
+  jwks: '/oauth2/jwks',
+  interaction: '/oauth2/interaction',
+  metadata: '/.well-known/oauth-authorization-server',
+} as const;
+
+/** The claim of an access token that names the organization the user consented for. */
+export const ORGANIZATION_CLAIM = 'org_id';
+/** The claim that names the grant, so the API can tell a revoked grant's tokens. */
+export const GRANT_CLAIM = 'grant_id';
+
+export const InteractionParams = z.object({ uid: z.string().min(1).max(200) });
+
+export const SignInForm = z.object({
+  email: z.string().trim().min(3).max(320),
+  password: z.string().min(1).max(1000),
+});
+
+export const ConsentForm = z.object({
+  organization: z.uuid().optional(),
+  decision: z.enum(['allow', 'deny']),
+});
+
+export const AuthorizationServerMetadata = z
+  .object({
+    issuer: z.string(),
+    authorization_endpoint: z.string(),
+    token_endpoint: z.string(),
+    revocation_endpoint: z.string(),
+    jwks_uri: z.string(),
+    response_types_supported: z.array(z.literal('code')),
+    grant_types_supported: z.array(z.enum(['authorization_code', 'refresh_token'])),
+    code_challenge_methods_supported: z.array(z.literal('S256')),
+    scopes_supported: z.array(z.enum(oauthScopes)),
+    token_endpoint_auth_methods_supported: z.array(z.string()),
+    revocation_endpoint_auth_methods_supported: z.array(z.string()),
+    authorization_response_iss_parameter_supported: z.boolean(),
+    resource_indicators_supported: z.boolean(),
+  })
+  .meta({ id: 'AuthorizationServerMetadata' });
+export type AuthorizationServerMetadata = z.infer<typeof AuthorizationServerMetadata>;
