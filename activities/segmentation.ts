@@ -8,8 +8,11 @@ import { readPredictionLayout } from '../compute/prediction';
 import { openHePyramid } from '../compute/pyramid';
 import {
   createClassicalSegmenter,
+  DEFAULT_HALO_UM,
   decodeTileObjects,
+  dropDuplicateObjects,
   EXPRESSION_COLUMNS,
+  earlierNeighbours,
   encodeTileObjects,
   GEOMETRY_COLUMNS,
   haloPixels,
@@ -21,6 +24,8 @@ import {
   predictionMarkerReader,
   type SegmentationTile,
   segmentTileObjects,
+  slideHematoxylinThreshold,
+  type TileObjects,
   writeInstanceTable as writeInstances,
   writeMarkerTables as writeMarkers,
 } from '../compute/segmentation';
@@ -47,8 +52,6 @@ const PROGRESS_INTERVAL_MS = 1000;
 const TILES_SHARE_OF_PROGRESS = 0.9;
 /** Level-0 core side: a few MB of RGB per tile, and few enough tiles to heartbeat each. */
 const CORE_SIZE_PX = 1024;
-/** Around each core: more than the largest cell (a 40 µm nucleus grown by the cell expansion). */
-const HALO_UM = 32;
 
 /** What `segmentTiles` leaves at `objects/index.json` for the steps after it. */
 export interface TileIndex {
@@ -65,6 +68,29 @@ export interface TileIndex {
 interface TilesProgress {
   nextTile: number;
   counts: number[];
+  /** The slide-wide hematoxylin cut every tile is segmented at. */
+  thresholdOd: number;
+}
+
+const tileObjectsKey = (prefix: string, tileIndex: number) =>
+  `${prefix}${segmentationLayerFiles.objects}${tileIndex}.bin`;
+
+/** Objects of recent tiles: a tile's earlier neighbours are within about a row of tiles before it. */
+function tileObjectsCache(load: (index: number) => Promise<TileObjects>, capacity = 256) {
+  const kept = new Map<number, TileObjects>();
+  return {
+    set(index: number, objects: TileObjects) {
+      kept.set(index, objects);
+      if (kept.size > capacity) kept.delete(kept.keys().next().value as number);
+    },
+    async get(index: number): Promise<TileObjects> {
+      const hit = kept.get(index);
+      if (hit) return hit;
+      const loaded = await load(index);
+      this.set(index, loaded);
+      return loaded;
+    },
+  };
 }
 
 export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStore }) {
@@ -137,25 +163,26 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
         maskDownsampleY: slide.tissueMaskDownsampleY!,
       },
     });
-    const segmenter = createClassicalSegmenter();
-    const haloPx = haloPixels(HALO_UM, mpp);
     const resume = context.info.heartbeatDetails as TilesProgress | undefined;
+    const signal = context.cancellationSignal;
+    const threshold = resume?.thresholdOd ?? (await slideHematoxylinThreshold(he, tiles, mpp, { signal }));
+    const segmenter = createClassicalSegmenter({ minThresholdOd: threshold, maxThresholdOd: threshold });
+    const haloPx = haloPixels(DEFAULT_HALO_UM, mpp);
     const counts = resume?.counts.slice(0, resume.nextTile) ?? [];
     const prefix = layerPrefixOf(run);
+    const stored = tileObjectsCache((index) => loadStoredTileObjects(prefix, index));
     let lastEvent = 0;
     for (const tile of tiles.slice(counts.length)) {
-      const objects = await segmentTileObjects(he, tile, {
-        segmenter,
-        mpp,
-        haloPx,
-        signal: context.cancellationSignal,
-      });
-      await store.put(
-        `${prefix}${segmentationLayerFiles.objects}${tile.index}.bin`,
-        encodeTileObjects(objects),
+      const segmented = await segmentTileObjects(he, tile, { segmenter, mpp, haloPx, signal });
+      // A border nucleus seen whole by two windows may be owned by both: the earlier tile keeps it.
+      const earlier = await Promise.all(
+        earlierNeighbours(tiles, tile, haloPx).map((t) => stored.get(t.index)),
       );
+      const objects = dropDuplicateObjects(segmented, earlier);
+      await store.put(tileObjectsKey(prefix, tile.index), encodeTileObjects(objects));
+      stored.set(tile.index, objects);
       counts.push(objects.count);
-      heartbeat({ nextTile: counts.length, counts } satisfies TilesProgress);
+      heartbeat({ nextTile: counts.length, counts, thresholdOd: threshold } satisfies TilesProgress);
       if (Date.now() - lastEvent >= PROGRESS_INTERVAL_MS) {
         lastEvent = Date.now();
         const progress = (TILES_SHARE_OF_PROGRESS * counts.length) / tiles.length;
@@ -180,6 +207,12 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
       Buffer.from(JSON.stringify(index)),
     );
     return { elapsedMs: Date.now() - started, instanceCount: counts.reduce((a, b) => a + b, 0) };
+  }
+
+  async function loadStoredTileObjects(prefix: string, tileIndex: number): Promise<TileObjects> {
+    const bytes = await store.get(tileObjectsKey(prefix, tileIndex));
+    if (!bytes) throw new Error(`${prefix}: the objects of tile ${tileIndex} are missing`);
+    return decodeTileObjects(bytes);
   }
 
   /**
@@ -226,11 +259,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const prefix = layerPrefixOf(run);
     const index = await readTileIndex(prefix);
     const { offsets } = labelOffsets(index.counts);
-    const loadTileObjects = async (tileIndex: number) => {
-      const bytes = await store.get(`${prefix}${segmentationLayerFiles.objects}${tileIndex}.bin`);
-      if (!bytes) throw new Error(`${prefix}: the objects of tile ${tileIndex} are missing`);
-      return decodeTileObjects(bytes);
-    };
+    const loadTileObjects = (tileIndex: number) => loadStoredTileObjects(prefix, tileIndex);
     return { prefix, index, labelOffsets: offsets, loadTileObjects };
   }
 

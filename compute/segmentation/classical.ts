@@ -1,9 +1,9 @@
-import type { RgbImage } from '../image';
+import type { RgbImage, SlideImage } from '../image';
 import { expandLabels } from './expand';
 import { type InstanceOptions, nucleusInstances } from './nuclei';
 import { gaussianBlur } from './smooth';
 import { glassPixels, stainDensities } from './stain';
-import { hematoxylinThreshold } from './threshold';
+import { addToHistogram, HISTOGRAM_CODES, hematoxylinThreshold, thresholdOf } from './threshold';
 import type { Segmenter, TileSegmentation } from './types';
 
 /**
@@ -61,12 +61,7 @@ export function createClassicalSegmenter(options: Partial<ClassicalOptions> = {}
 export function segmentClassical(tile: RgbImage, mpp: number, options: ClassicalOptions): TileSegmentation {
   if (!(mpp > 0)) throw new RangeError(`mpp must be positive, not ${mpp}`);
   const { width, height } = tile;
-  const hematoxylin = gaussianBlur(
-    stainDensities(tile).hematoxylin,
-    width,
-    height,
-    options.smoothingUm / mpp,
-  );
+  const hematoxylin = smoothedHematoxylin(tile, mpp, options);
   const cut = hematoxylinThreshold(hematoxylin, glassPixels(tile, options.whiteLevel), {
     min: options.minThresholdOd,
     max: options.maxThresholdOd,
@@ -75,4 +70,36 @@ export function segmentClassical(tile: RgbImage, mpp: number, options: Classical
   for (let i = 0; i < mask.length; i++) mask[i] = hematoxylin[i]! >= cut ? 1 : 0;
   const nuclei = nucleusInstances({ mask, width, height }, mpp, options);
   return { nuclei, cells: expandLabels(nuclei, options.cellExpansionUm / mpp) };
+}
+
+function smoothedHematoxylin(tile: RgbImage, mpp: number, options: ClassicalOptions): Float32Array {
+  return gaussianBlur(stainDensities(tile).hematoxylin, tile.width, tile.height, options.smoothingUm / mpp);
+}
+
+/**
+ * One hematoxylin cut for a whole slide: Otsu over the pooled densities of up to `samples`
+ * of its tissue tiles (level 0), spread evenly over the plan. A cut per tile would move with
+ * each tile's mix of nuclei and stroma, so a nucleus on a border would be drawn differently by
+ * the two tiles that see it; segmenting every tile at one cut keeps the layer seamless. The
+ * answer goes into `minThresholdOd` and `maxThresholdOd` alike.
+ */
+export async function slideHematoxylinThreshold(
+  slide: SlideImage,
+  tiles: readonly { x: number; y: number; width: number; height: number }[],
+  mpp: number,
+  options: { samples?: number; signal?: AbortSignal } & Partial<ClassicalOptions> = {},
+): Promise<number> {
+  const parameters: ClassicalOptions = { ...defaultClassicalOptions, ...options };
+  const samples = Math.min(options.samples ?? 16, tiles.length);
+  const counts = new Float64Array(HISTOGRAM_CODES);
+  for (let s = 0; s < samples; s++) {
+    const tile = tiles[Math.floor(((s + 0.5) * tiles.length) / samples)]!;
+    const rgb = await slide.readRegion({ level: 0, ...tile }, options.signal);
+    addToHistogram(
+      counts,
+      smoothedHematoxylin(rgb, mpp, parameters),
+      glassPixels(rgb, parameters.whiteLevel),
+    );
+  }
+  return thresholdOf(counts, { min: parameters.minThresholdOd, max: parameters.maxThresholdOd });
 }

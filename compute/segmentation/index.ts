@@ -3,6 +3,7 @@ export {
   createClassicalSegmenter,
   defaultClassicalOptions,
   segmentClassical,
+  slideHematoxylinThreshold,
 } from './classical';
 export { distanceToBackground, squaredDistanceToSites } from './distance';
 export { expandLabels } from './expand';

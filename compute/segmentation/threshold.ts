@@ -25,7 +25,16 @@ export function hematoxylinThreshold(
   glass: Uint8Array,
   bounds: ThresholdBounds,
 ): number {
-  const counts = new Float64Array(256);
+  const counts = new Float64Array(HISTOGRAM_CODES);
+  addToHistogram(counts, hematoxylin, glass);
+  return thresholdOf(counts, bounds);
+}
+
+/** Codes of the density histogram that `addToHistogram` fills and `thresholdOf` cuts. */
+export const HISTOGRAM_CODES = 256;
+
+/** Adds the densities of the non-glass pixels to `counts` (pooled over several tiles for a slide-wide cut). */
+export function addToHistogram(counts: Float64Array, hematoxylin: Float32Array, glass: Uint8Array): void {
   for (let i = 0; i < hematoxylin.length; i++) {
     if (glass[i] !== 0) continue;
     let code = Math.round(hematoxylin[i]! / odPerCode);
@@ -33,6 +42,10 @@ export function hematoxylinThreshold(
     else if (code > 255) code = 255;
     counts[code]!++;
   }
+}
+
+/** Otsu's cut of a density histogram, held between the bounds. */
+export function thresholdOf(counts: Float64Array, bounds: ThresholdBounds): number {
   const code = otsuThreshold(counts, minSpread);
   // No spread: a blank or uniform tile; the ceiling keeps it free of nuclei unless it is all dark.
   const cut = code === undefined ? bounds.max : (code - 0.5) * odPerCode;
