@@ -1,5 +1,7 @@
 import type { Sql } from '../db';
 import type { ObjectStore } from '../storage';
+import { createExportBuildActivities } from './export-build';
+import { createExportActivities, type ExportActivityDeps } from './exports';
 import { createIngestActivities } from './ingest';
 import { createPredictionActivities } from './prediction';
 import { createReconcilerActivities } from './prediction-reconciler';
@@ -8,7 +10,7 @@ import { createSegmentationActivities } from './segmentation';
 import { createSegmentationStartActivities, type SegmentationStartDeps } from './segmentation-starts';
 import { createUploadActivities } from './uploads';
 
-export interface ActivityDeps extends SegmentationStartDeps {
+export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps {
   sql: Sql;
   store: ObjectStore;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
@@ -25,6 +27,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createRetentionActivities(deps),
     ...createSegmentationActivities(deps),
     ...createSegmentationStartActivities(deps),
+    ...createExportActivities(deps),
+    ...createExportBuildActivities(deps),
   };
 }
 

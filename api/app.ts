@@ -14,6 +14,7 @@ import { createTokenVerifier, remoteKeys } from './oauth/tokens';
 import { type ApiMetrics, createMetrics, observeRequests } from './observability';
 import { rateLimit } from './rate-limit';
 import { mount } from './route';
+import { exportRoutes } from './routes/exports';
 import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
 import { jobStreamRoutes } from './routes/job-stream';
@@ -23,6 +24,7 @@ import { sampleRoutes } from './routes/samples';
 import { segmentationRoutes } from './routes/segmentation';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
 import { createCatalogService } from './services/catalog';
+import { createExportService } from './services/exports';
 import { createJobStreamService, registerJobStreamMetrics } from './services/job-stream';
 import { createJobService } from './services/jobs';
 import { createPredictionService } from './services/predictions';
@@ -98,6 +100,7 @@ export function createApp(deps: ApiDeps): Express {
   });
   const samples = createSampleService({
     sql,
+    store,
     workflows,
     appUrl: settings.appUrl,
     segmentationState: segmentation.stateOf,
@@ -110,6 +113,14 @@ export function createApp(deps: ApiDeps): Express {
   const catalog = createCatalogService({ sql });
   const predictions = createPredictionService({ sql, workflows, logger });
   const jobs = createJobService({ sql, store, workflows, logger });
+  const exports = createExportService({
+    sql,
+    store,
+    workflows,
+    segmentation,
+    logger,
+    publicBaseUrl: settings.publicBaseUrl,
+  });
   // The process's one LISTEN connection, shared by every job stream.
   const jobEvents = createJobEventHub(sql, {
     onError: (err) => logger.warn({ err }, 'job event stream: database read failed, retrying'),
@@ -166,6 +177,7 @@ export function createApp(deps: ApiDeps): Express {
   v1.use(jobStreamRoutes(jobStreams, { retryMs: streamRetryMs }));
   v1.use(jobRoutes({ predictions, jobs }));
   v1.use(publicSampleRoutes(publicSamples));
+  v1.use(exportRoutes(exports));
   v1.use((_req, _res, next) => next(notFound('endpoint')));
 
   const app = express();

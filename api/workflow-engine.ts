@@ -5,7 +5,9 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { selectionKey } from '../schemas/exports';
 import {
+  type ExportRef,
   type SegmentationRunRef,
   searchAttributeNames,
   taskQueueName,
@@ -55,6 +57,8 @@ export interface WorkflowEngine {
   startSegmentation(run: SegmentationRunRef): Promise<void>;
   /** Starts `segmentation-markers-{layerId}-{jobId}`: the layer's marker tables for a newer prediction. */
   startSegmentationMarkers(run: SegmentationRunRef & { layerId: string }, jobId: string): Promise<void>;
+  /** Starts attempt n of `export-{jobId}-{format}-{selection}`; a running one counts as started. */
+  startExport(exportRow: ExportRef): Promise<void>;
   ping(): Promise<void>;
 }
 
@@ -154,6 +158,22 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     }
   }
 
+  async function startExport(exportRow: ExportRef): Promise<void> {
+    try {
+      await client.workflow.start('exportWorkflow', {
+        workflowId: workflowIds.export(exportRow.jobId, exportRow.format, selectionKey(exportRow)),
+        taskQueue: ioQueue,
+        args: [{ exportId: exportRow.id, attempt: exportRow.attempt }],
+        typedSearchAttributes: searchAttributesOf({ ...exportRow, jobId: exportRow.jobId }),
+        staticSummary: `Export ${exportRow.format} of job ${exportRow.jobId}, attempt ${exportRow.attempt}`,
+        // A retry of a failed export runs the same id again once the failed run has closed.
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
   // The server accepts a cancel request for a closed workflow without complaint, so the state
   // is read first: only a running workflow can act on it (and will then settle the job).
   async function cancelPrediction(jobId: string): Promise<'requested' | 'not_found'> {
@@ -179,6 +199,7 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     cancelPrediction,
     startSegmentation,
     startSegmentationMarkers,
+    startExport,
     ping,
   };
 }

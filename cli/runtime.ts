@@ -76,7 +76,7 @@ function installTemporalRuntime(logger: Logger): void {
 /**
  * The Schedules: expired samples into Trash every 15 minutes, samples past the 7-day Trash
  * window purged every hour, and prediction jobs and segmentation runs whose workflow never
- * started started every minute. Creating them again is a no-op, so every worker may.
+ * started started every minute, with exports (whose expired ones are also removed then). Creating them again is a no-op, so every worker may.
  */
 export async function ensureSchedules(client: Client, taskQueuePrefix: string): Promise<void> {
   const taskQueue = taskQueueName(taskQueuePrefix, 'io');
@@ -93,6 +93,7 @@ export async function ensureSchedules(client: Client, taskQueuePrefix: string): 
       workflowType: 'reconcileSegmentationRunsWorkflow',
       every: '1 minute',
     },
+    { id: workflowIds.exportReconciler, workflowType: 'maintainExportsWorkflow', every: '1 minute' },
   ] as const;
   for (const schedule of schedules) {
     const scheduleId = taskQueuePrefix === '' ? schedule.id : `${taskQueuePrefix}-${schedule.id}`;
@@ -164,6 +165,7 @@ export async function startWorkers(options: {
     startPrediction: engine.startPrediction,
     startSegmentation: engine.startSegmentation,
     startSegmentationMarkers: engine.startSegmentationMarkers,
+    startExport: engine.startExport,
   });
   const workers = await Promise.all(
     taskQueueKinds.map((kind) =>

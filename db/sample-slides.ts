@@ -8,6 +8,7 @@ export interface IngestSample {
   filename: string;
   status: SampleStatus;
   storageKey: string;
+  contentType: string;
   mppOverride: number | null;
   mppCalibrated: number | null;
 }
@@ -15,7 +16,7 @@ export interface IngestSample {
 export async function findIngestSample(sql: Queryable, sampleId: string): Promise<IngestSample | undefined> {
   const [row] = await sql<IngestSample[]>`
     SELECT id, organization_id AS "organizationId", filename, status, storage_key AS "storageKey",
-      mpp_override AS "mppOverride", mpp_calibrated AS "mppCalibrated"
+      content_type AS "contentType", mpp_override AS "mppOverride", mpp_calibrated AS "mppCalibrated"
     FROM samples WHERE id = ${sampleId}`;
   return row;
 }

@@ -81,6 +81,16 @@ export async function findCompletedLayer(
   return row;
 }
 
+/** A completed layer by its id alone, for workers. */
+export async function findCompletedLayerById(
+  sql: Queryable,
+  layerId: string,
+): Promise<SegmentationRunRow | undefined> {
+  const [row] = await sql<SegmentationRunRow[]>`
+    SELECT ${runColumns(sql)} FROM segmentation_runs WHERE layer_id = ${layerId} AND status = 'completed'`;
+  return row;
+}
+
 /** The sample's newest completed layer, whose marker tables follow the newest prediction. */
 export async function latestCompletedLayer(
   sql: Queryable,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EmptyQuery } from './common';
 import { ErrorBody } from './errors';
+import { ExportManifest, ExportQuery, ExportRequest } from './exports';
 import { JobStreamHeaders, JobStreamParams } from './job-stream';
 import {
   CancelResult,
@@ -517,6 +518,61 @@ export const endpoints = {
       404: error(
         'No such layer or file, or a path the manifest does not name (`..`, absolute) (`not_found`)',
       ),
+      ...bearerErrors,
+    },
+  },
+  requestExport: {
+    method: 'post',
+    path: '/jobs/{id}/exports',
+    auth: 'bearer',
+    summary:
+      'Export the results: `ome-zarr` answers at once with the native store (no conversion); `ome-zarr-zip` and `ome-tiff` are made by a workflow and cached. An identical request reuses active or ready work and retries failed work',
+    request: { params: JobIdParams, query: EmptyQuery, body: ExportRequest },
+    responses: {
+      200: { description: 'Ready (native, or a cached conversion)', schema: ExportManifest },
+      202: { description: 'Pending or running', schema: ExportManifest },
+      400: error('Not JSON, unknown property (`invalid_request`)'),
+      404: error('Not in this organization (`not_found`)'),
+      409: error(
+        'The job has no results yet, or the selection asks for what the sample lacks (`results_not_ready`)',
+      ),
+      422: error('The format cannot hold the selection: `ome-tiff` with segmentation (`validation_failed`)'),
+      ...bearerErrors,
+    },
+  },
+  getExport: {
+    method: 'get',
+    path: '/jobs/{id}/exports',
+    auth: 'bearer',
+    summary: 'The export manifest of a selection, without starting work, with fresh links',
+    request: { params: JobIdParams, query: ExportQuery },
+    responses: {
+      200: { description: 'The export manifest', schema: ExportManifest },
+      400: error('Unknown or malformed query parameter (`invalid_request`)'),
+      404: error('Not in this organization (`not_found`), or no export of this selection (`not_started`)'),
+      409: error('The job has no results (`results_not_ready`)'),
+      422: error('The format cannot hold the selection (`validation_failed`)'),
+      ...bearerErrors,
+    },
+  },
+  getHeFile: {
+    method: 'get',
+    path: '/samples/{id}/he/files/{path}',
+    splat: 'path',
+    auth: 'bearer',
+    summary: "Streams one file of the sample's processed H&E OME-Zarr store; supports a single `Range`",
+    request: {
+      params: z.object({
+        id: z.uuid(),
+        path: z.string().meta({ description: 'Path inside the store; slashes are not encoded' }),
+      }),
+      query: EmptyQuery,
+    },
+    responses: {
+      200: { description: 'The file', contentType: 'application/octet-stream' },
+      206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      404: error('Not an owned sample, no such file, or a path outside the store (`not_found`)'),
+      409: error('The sample has no processed H&E yet (`results_not_ready`)'),
       ...bearerErrors,
     },
   },

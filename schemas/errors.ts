@@ -17,6 +17,7 @@ export const errorStatus = {
   read_only_field: 403,
   marker_not_available: 403,
   not_found: 404,
+  not_started: 404,
   segmentation_active: 409,
   deletion_in_progress: 409,
   sample_not_ready: 409,

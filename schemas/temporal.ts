@@ -17,6 +17,19 @@ export interface SegmentationRunRef {
   attempt: number;
 }
 
+/** What starting an export's workflow needs to know of the export. */
+export interface ExportRef {
+  id: string;
+  organizationId: string;
+  sampleId: string;
+  jobId: string;
+  format: string;
+  attempt: number;
+  includeHe: boolean;
+  includeSegmentation: boolean;
+  includeOriginalUpload: boolean;
+}
+
 /** Workflow ids are derived from domain ids so that starts are idempotent. */
 export const workflowIds = {
   ingest: (sampleId: string) => `ingest-${sampleId}`,
@@ -26,10 +39,13 @@ export const workflowIds = {
   segmentation: (sampleId: string, attempt: number) => `segmentation-${sampleId}-${attempt}`,
   /** The marker tables of a layer remade for a newer prediction job. */
   segmentationMarkers: (layerId: string, jobId: string) => `segmentation-markers-${layerId}-${jobId}`,
+  /** One export of a job: format and selection (`selectionKey`); a retry reuses the id. */
+  export: (jobId: string, format: string, selection: string) => `export-${jobId}-${format}-${selection}`,
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
   predictionReconciler: 'prediction-reconciler',
   segmentationReconciler: 'segmentation-reconciler',
+  exportReconciler: 'export-reconciler',
   /** An operator's re-run of one step; the time keeps every re-run in the job's history. */
   rerun: (kind: RerunKind, id: string, step: string, at: Date) =>
     `rerun-${kind}-${id}-${step}-${at.getTime()}`,

@@ -1,3 +1,4 @@
+export { exportWorkflow, maintainExportsWorkflow } from './export';
 export { ingestWorkflow } from './ingest';
 export { predictionWorkflow, reconcilePredictionJobsWorkflow } from './prediction';
 export { type RerunActivityInput, type RerunActivityResult, rerunActivityWorkflow } from './rerun';

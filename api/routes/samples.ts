@@ -15,6 +15,8 @@ import type { CatalogService } from '../services/catalog';
 import type { SampleListService } from '../services/sample-list';
 import type { SampleService } from '../services/samples';
 import { parse } from '../validate';
+import { parseRange } from './files';
+import { sendStoredFile } from './send-file';
 
 /** Fixed paths (`/samples/trash`, `/samples/expiration`) are mounted before `/samples/{id}`. */
 export function sampleRoutes(services: {
@@ -43,6 +45,15 @@ export function sampleRoutes(services: {
     const { id } = parse(SampleIdParams, req.params, 'params');
     parse(EmptyQuery, req.query, 'query');
     res.json(await samples.get(principalOf(res.locals), id));
+  });
+  mount(router, endpoints.getHeFile, async (req, res) => {
+    const { id } = parse(SampleIdParams, { id: req.params.id }, 'params');
+    parse(EmptyQuery, req.query, 'query');
+    const path = ([] as string[]).concat(req.params.path ?? []);
+    const file = await samples.openHeFile(principalOf(res.locals), id, path, (size) =>
+      parseRange(req.get('range'), size),
+    );
+    sendStoredFile(res, file);
   });
   mount(router, endpoints.patchSample, async (req, res) => {
     const { id } = parse(SampleIdParams, req.params, 'params');

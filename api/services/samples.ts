@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Queryable, Sql } from '../../db';
 import * as details from '../../db/sample-details';
 import { fieldValuesOf, listFieldDefinitions, replaceTags, writeFieldValue } from '../../db/sample-fields';
+import { findSlide } from '../../db/sample-slides';
 import type {
   BulkExpirationChange,
   ExpirationChange,
@@ -9,10 +10,13 @@ import type {
   SampleDetail,
 } from '../../schemas/samples';
 import type { SegmentationState } from '../../schemas/segmentation';
+import type { ObjectStore } from '../../storage';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
 import { toStoredValue, toTagSet } from './field-values';
+import { normaliseStorePath } from './jobs';
+import { openStoredFile, type RangeOf, type StoredFile } from './store-files';
 
 const DAY_MS = 24 * 3600 * 1000;
 const NEWEST_JOBS = 50;
@@ -20,6 +24,7 @@ export const TRASH_WINDOW_DAYS = 7;
 
 export interface SampleServiceDeps {
   sql: Sql;
+  store: ObjectStore;
   workflows: WorkflowEngine;
   appUrl: string;
   /** The segmentation state a sample detail shows (the segmentation service's). */
@@ -103,6 +108,21 @@ export function createSampleService(deps: SampleServiceDeps) {
 
   async function get(principal: Principal, id: string): Promise<SampleDetail> {
     return toDetail(await owned(principal, id));
+  }
+
+  /** One file of the sample's processed H&E store (exports point viewers here). */
+  async function openHeFile(
+    principal: Principal,
+    id: string,
+    path: readonly string[],
+    rangeOf: RangeOf,
+  ): Promise<StoredFile> {
+    await owned(principal, id);
+    const slide = await findSlide(sql, id);
+    if (!slide?.hePrefix) throw new AppError('results_not_ready', 'the sample has no processed H&E yet');
+    const relative = normaliseStorePath(path);
+    if (relative === undefined) throw notFound('file');
+    return openStoredFile(deps.store, `${slide.hePrefix}${relative}`, rangeOf);
   }
 
   /** Validates every supplied field against the definitions, then writes them, in `tx`. */
@@ -241,7 +261,7 @@ export function createSampleService(deps: SampleServiceDeps) {
     return { updated: results.length, batchId };
   }
 
-  return { get, patch, moveToTrash, restore, setExpiration, setExpirationInBulk };
+  return { get, openHeFile, patch, moveToTrash, restore, setExpiration, setExpirationInBulk };
 }
 
 export type SampleService = ReturnType<typeof createSampleService>;

@@ -159,6 +159,9 @@ describe('operations endpoints', () => {
       startSegmentationMarkers: async () => {
         throw new Error('unreachable');
       },
+      startExport: async () => {
+        throw new Error('unreachable');
+      },
       ping: async () => {
         throw new Error('connection refused');
       },

@@ -1,0 +1,121 @@
+import { createReadStream } from 'node:fs';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import {
+  heTiffImage,
+  type OmeTiffImage,
+  planPredictionArchive,
+  predictionTiffImage,
+  writeOmeTiff,
+  writeZarrZip,
+} from '../compute/export';
+import { fileSource } from '../compute/source';
+import { openTiff } from '../compute/tiff';
+import type { Sql } from '../db';
+import { type ExportRow, findExportById } from '../db/exports';
+import { findJobById } from '../db/jobs';
+import { findSlide } from '../db/sample-slides';
+import { findCompletedLayerById } from '../db/segmentation-runs';
+import type { ObjectStore } from '../storage';
+import { objectKeys, segmentationLayerFiles } from '../storage/locator';
+import { storePrefix } from './store-adapters';
+
+/**
+ * The conversion of an export (compute queue): the file is written to a private scratch
+ * folder, checked, then stored whole under a key of this attempt. A retry starts the file over;
+ * the row turns `ready` only after this returns, so no reader ever sees a partial artifact.
+ */
+export function createExportBuildActivities(deps: { sql: Sql; store: ObjectStore }) {
+  const { sql, store } = deps;
+
+  async function buildExport(input: {
+    exportId: string;
+    attempt: number;
+  }): Promise<{ key: string; sizeBytes: number }> {
+    const row = await findExportById(sql, input.exportId);
+    if (!row || row.attempt !== input.attempt) {
+      throw ApplicationFailure.nonRetryable(
+        `export ${input.exportId} attempt ${input.attempt} is gone`,
+        'conflict',
+      );
+    }
+    const sources = await sourcesOf(row);
+    const filename = `${row.jobId}${row.format === 'ome-tiff' ? '.ome.tiff' : '.ome.zarr.zip'}`;
+    const folder = await mkdtemp(join(tmpdir(), 'sps-export-'));
+    try {
+      const path = join(folder, filename);
+      const signal = Context.current().cancellationSignal;
+      const onProgress = (progress: object) => heartbeat(progress);
+      if (row.format === 'ome-tiff') {
+        const images: OmeTiffImage[] = [
+          await predictionTiffImage(sources.prediction, { name: 'prediction', signal }),
+        ];
+        if (sources.he) images.push(await heTiffImage(sources.he, { name: 'H&E', signal }));
+        const written = await writeOmeTiff(path, images, {
+          compression: 'deflate',
+          creator: 'Slide Prediction Service',
+          signal,
+          onProgress,
+        });
+        await verifyTiff(path, written.planes);
+      } else {
+        const entries = await planPredictionArchive({ ...sources, signal });
+        const written = await writeZarrZip(path, entries, { signal, onProgress });
+        await verifySize(path, written.bytes);
+      }
+      const key = objectKeys.exportArtifact(row.organizationId, row.sampleId, row.id, row.attempt, filename);
+      const info = await store.write(key, createReadStream(path));
+      return { key, sizeBytes: info.sizeBytes };
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  }
+
+  /** The stores the selection names, as compute sinks; what a format cannot hold was refused at request. */
+  async function sourcesOf(row: ExportRow) {
+    const job = await findJobById(sql, row.jobId);
+    if (!job?.resultsAvailable || !job.resultPrefix) {
+      throw ApplicationFailure.nonRetryable('the job has no results to export', 'conflict');
+    }
+    const slide = row.includeHe ? await findSlide(sql, row.sampleId) : undefined;
+    if (row.includeHe && !slide?.hePrefix) {
+      throw ApplicationFailure.nonRetryable('the sample has no processed H&E', 'conflict');
+    }
+    const layer = row.includeSegmentation ? await layerOf(row) : undefined;
+    return {
+      prediction: storePrefix(store, job.resultPrefix),
+      he: slide?.hePrefix ? storePrefix(store, slide.hePrefix) : undefined,
+      labels: layer ? storePrefix(store, `${layer}${segmentationLayerFiles.mask}`) : undefined,
+    };
+  }
+
+  async function layerOf(row: ExportRow): Promise<string> {
+    const layer = row.layerId ? await findCompletedLayerById(sql, row.layerId) : undefined;
+    if (!layer?.layerPrefix) {
+      throw ApplicationFailure.nonRetryable('the segmentation layer of the export is gone', 'conflict');
+    }
+    return layer.layerPrefix;
+  }
+
+  return { buildExport };
+}
+
+/** The TIFF parses from its header with every plane of the main chain present. */
+async function verifyTiff(path: string, planes: number): Promise<void> {
+  const source = await fileSource(path);
+  try {
+    const tiff = await openTiff(source);
+    if (tiff.ifds.length !== planes) {
+      throw new Error(`the OME-TIFF has ${tiff.ifds.length} IFDs, ${planes} were written`);
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+async function verifySize(path: string, bytes: number): Promise<void> {
+  const { size } = await stat(path);
+  if (size !== bytes) throw new Error(`the archive is ${size} bytes, ${bytes} were written`);
+}

@@ -1,0 +1,42 @@
+import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow';
+import { computeActivities, ioActivities as io } from './proxies';
+
+export interface ExportInput {
+  exportId: string;
+  /** The export's attempt this run serves; a row that moved on to a later attempt is left alone. */
+  attempt: number;
+}
+
+/**
+ * One conversion (`export-{jobId}-{format}-{selection}`): `running` -> the file is written
+ * locally, verified, then stored whole under a key of this attempt -> `ready` with its key and
+ * size; any failure records the reason and leaves the export `failed` (retryable by an
+ * identical request). A crash mid-conversion retries the activity, which starts the file over:
+ * nothing is served before `ready`.
+ */
+export async function exportWorkflow(
+  input: ExportInput,
+): Promise<{ status: 'ready' | 'failed' | 'superseded' }> {
+  if (!(await io.beginExport(input)).active) return { status: 'superseded' };
+  try {
+    const artifact = await computeActivities({ maximumAttempts: 3 }).buildExport(input);
+    await io.publishExport({ ...input, ...artifact });
+    return { status: 'ready' };
+  } catch (err) {
+    await io.failExport({ ...input, error: reasonOf(err) });
+    return { status: 'failed' };
+  }
+}
+
+/** Run by a Schedule: starts exports whose start failed, and removes expired ones. */
+export async function maintainExportsWorkflow(): Promise<{ started: number; removed: number }> {
+  const { started } = await io.reconcileExports({});
+  const { removed } = await io.sweepExpiredExports({});
+  return { started, removed };
+}
+
+function reasonOf(err: unknown): string {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure && cause.nonRetryable) return cause.message;
+  return "the export failed on the service's side after several attempts; request it again to retry";
+}
