@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { endpoints } from '../../../schemas/endpoints';
 import { describeScopeRule, exportScopes, requiredScopes, scopeRules } from '../../../schemas/scopes';
 
@@ -51,3 +53,22 @@ test('contract rule 6: an export including segmentation or the original upload a
   ]);
   expect(describeScopeRule(post)).toContain('samples:read when includeSegmentation or includeOriginalUpload');
 });
+
+test('docs/api.md lists the scopes of every bearer endpoint', () => {
+  const doc = readFileSync(path.join(__dirname, '..', '..', '..', 'docs', 'api.md'), 'utf8');
+  const missing = Object.entries(endpoints)
+    .filter(([, endpoint]) => endpoint.auth === 'bearer')
+    .map(([name, endpoint]) => {
+      const row = `\`${endpoint.method.toUpperCase()} ${endpoint.path}\``;
+      const scopes = describeScopeRule(scopeRules[name as keyof typeof scopeRules]);
+      return new RegExp(`\\| ${escape(row)} +\\| ${escape(scopes)} +\\|`).test(doc)
+        ? null
+        : `${row}: ${scopes}`;
+    })
+    .filter(Boolean);
+  expect(missing).toEqual([]);
+});
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
