@@ -14,6 +14,7 @@ import {
   signInAndConsent,
   signWithServerKey,
 } from '../support/oauth';
+import { insertSample } from '../support/samples';
 import { createTenant, startStack, type Tenant, type TestStack } from '../support/stack';
 
 /**
@@ -179,6 +180,35 @@ describe('the whole flow', () => {
     });
     expect(refused.status).toBe(400);
     expect(refused.left).toBe(false);
+  });
+});
+
+describe('the permission gate applies to tokens as to keys', () => {
+  test("a member's token may not change the expiration or restore another user's sample (403 forbidden)", async () => {
+    // The user is a plain member of the second organization; its owner created the sample.
+    const sampleId = await insertSample(stack.sql, {
+      organizationId: second.organizationId,
+      createdBy: second.userId,
+    });
+    const tokens = await obtainTokens(stack, config, user, ['samples:read', 'samples:write']);
+    const asMember = apiClient(stack.api, tokens.access_token);
+    const expiration = await asMember('PATCH', `/samples/${sampleId}/expiration`, { neverExpire: true });
+    expect({ status: expiration.status, error: expiration.json.error }).toEqual({
+      status: 403,
+      error: 'forbidden',
+    });
+    await apiClient(stack.api, second.apiKey)('DELETE', `/samples/${sampleId}`);
+    const restore = await asMember('POST', `/samples/${sampleId}/restore`);
+    expect({ status: restore.status, error: restore.json.error }).toEqual({
+      status: 403,
+      error: 'forbidden',
+    });
+    // Its own sample passes the gate.
+    const own = await insertSample(stack.sql, {
+      organizationId: second.organizationId,
+      createdBy: stack.tenant.userId,
+    });
+    expect((await asMember('PATCH', `/samples/${own}/expiration`, { neverExpire: true })).status).toBe(200);
   });
 });
 
