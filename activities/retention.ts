@@ -1,5 +1,6 @@
 import { heartbeat } from '@temporalio/activity';
 import type { Sql } from '../db';
+import { deleteExpiredOAuthPayloads } from '../db/oauth';
 import { claimSamplesToPurge, deleteSampleRow, trashExpiredSamples } from '../db/sample-details';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
@@ -8,6 +9,11 @@ const PURGE_BATCH = 100;
 
 export function createRetentionActivities(deps: { sql: Sql; store: ObjectStore }) {
   const { sql, store } = deps;
+
+  /** Expired OAuth codes, tokens and sessions: the adapter ignores them already; this keeps the table small. */
+  async function dropExpiredOAuthPayloads(_input: Record<string, never> = {}): Promise<{ dropped: number }> {
+    return { dropped: await deleteExpiredOAuthPayloads(sql) };
+  }
 
   /** Moves every sample whose expiration has passed at `asOf` into Trash. Idempotent. */
   async function trashExpired(input: { asOf: string }): Promise<{ trashed: number }> {
@@ -39,5 +45,5 @@ export function createRetentionActivities(deps: { sql: Sql; store: ObjectStore }
     }
   }
 
-  return { trashExpired, purgeTrashed };
+  return { trashExpired, purgeTrashed, dropExpiredOAuthPayloads };
 }

@@ -1,4 +1,4 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 const io = proxyActivities<Activities>({
@@ -14,11 +14,14 @@ export async function recountWorkflow(input: { sampleId: string }): Promise<{ pa
 }
 
 /**
- * Run by a Schedule: moves expired samples into Trash. `asOf` replaces the clock in tests and
- * operator re-runs; otherwise the workflow's own (deterministic) start time is used.
+ * Run by a Schedule: moves expired samples into Trash, and drops expired OAuth protocol rows.
+ * `asOf` replaces the clock in tests and operator re-runs; otherwise the workflow's own
+ * (deterministic) start time is used.
  */
 export async function retentionSweepWorkflow(input: { asOf?: string } = {}): Promise<{ trashed: number }> {
-  return io.trashExpired({ asOf: input.asOf ?? new Date().toISOString() });
+  const result = await io.trashExpired({ asOf: input.asOf ?? new Date().toISOString() });
+  if (patched('oauth-payload-sweep')) await io.dropExpiredOAuthPayloads({});
+  return result;
 }
 
 /** Run by a Schedule: permanently deletes samples whose 7-day Trash window has ended. */

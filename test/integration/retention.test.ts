@@ -348,6 +348,16 @@ describe('Trash and restore', () => {
     expect((await runWorkflow('retentionSweepWorkflow', asOf)).trashed).toBe(0);
   });
 
+  test('the sweep also drops expired OAuth protocol rows and keeps live ones', async () => {
+    await stack.sql`INSERT INTO oauth_payloads (model, id, payload, expires_at) VALUES
+      ('AuthorizationCode', 'expired-code', '{}', now() - interval '1 minute'),
+      ('AuthorizationCode', 'live-code', '{}', now() + interval '1 hour')`;
+    await runWorkflow('retentionSweepWorkflow', new Date());
+    const rows = await stack.sql<{ id: string }[]>`
+      SELECT id FROM oauth_payloads WHERE id IN ('expired-code', 'live-code')`;
+    expect(rows.map((r) => r.id)).toEqual(['live-code']);
+  });
+
   test('the purge workflow deletes stored objects and the row 7 days after trashedAt; restore is then 409 or 404', async () => {
     const id = await sampleOf(owner.userId);
     const prefix = `orgs/${owner.organizationId}/samples/${id}/`;
