@@ -9,8 +9,7 @@ import type { RgbImage } from '../image';
 /** Where a pixel of a grid `scale` times as fine falls in the source grid, clamped to it. */
 function sourceCoordinate(x: number, scale: number, size: number): number {
   const s = (x + 0.5) / scale - 0.5;
-  if (s < 0) return 0;
-  return s > size - 1 ? size - 1 : s;
+  return Math.min(Math.max(s, 0), size - 1);
 }
 
 export interface PlanarInput {

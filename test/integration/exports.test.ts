@@ -2,8 +2,11 @@
 import { execFile } from 'node:child_process';
 import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { createExportActivities } from '../../activities/exports';
+import type { RunningWorkers } from '../../cli/runtime';
 import { systemVipsEnv } from '../../compute/slide/normalize';
 import { grantCredits } from '../../db/credits';
 import { ExportManifest, type ExportSelection, selectionKey } from '../../schemas/exports';
@@ -22,6 +25,7 @@ import { SHARED_WSI, uploadFile } from '../support/uploads';
  * reuse, failure and retry, and the expiry sweep.
  */
 let stack: TestStack;
+let workers: RunningWorkers;
 let call: ReturnType<typeof apiClient>;
 let sampleId: string;
 let jobId: string;
@@ -31,7 +35,8 @@ const run = promisify(execFile);
 const SLIDE = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true });
+  stack = await startStack();
+  workers = await stack.startWorker();
   call = apiClient(stack.api, stack.tenant.apiKey);
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
   sampleId = (await uploadFile(call, SLIDE, { autoSegment: true })).id;
@@ -48,6 +53,7 @@ beforeAll(async () => {
   );
 }, 400_000);
 afterAll(async () => {
+  await workers?.shutdown();
   await stack?.close();
 });
 
@@ -252,6 +258,49 @@ test('a failed conversion records its error and is retried by an identical reque
   const [row] = await stack.sql<{ attempt: number }[]>`
     SELECT attempt FROM exports WHERE job_id = ${jobId} AND format = 'ome-tiff' AND include_original_upload`;
   expect(row!.attempt).toBe(2);
+});
+
+test('a worker stopped in the middle of a conversion: the retry starts the file over and only a whole one is served', async () => {
+  const chosen = selection({ includeHe: true, includeOriginalUpload: true });
+  expect((await request('ome-tiff', chosen)).status).toBe(202);
+  const handle = stack.client.workflow.getHandle(workflowIds.export(jobId, 'ome-tiff', selectionKey(chosen)));
+  let converting = false;
+  for (let i = 0; i < 2400 && !converting; i++) {
+    const { raw } = await handle.describe();
+    const build = raw.pendingActivities?.find((a) => a.activityType?.name === 'buildExport');
+    const payload = build?.heartbeatDetails?.payloads?.[0];
+    converting =
+      payload !== undefined &&
+      defaultPayloadConverter.fromPayload<{ tilesDone: number }>(payload).tilesDone > 0;
+    if (!converting) await sleep(10);
+  }
+  expect(converting).toBe(true);
+  await workers.shutdown();
+  const query = `format=ome-tiff&includeHe=true&includeOriginalUpload=true`;
+  const meanwhile = ExportManifest.parse((await call('GET', `/jobs/${jobId}/exports?${query}`)).json);
+  expect(meanwhile.status).toBe('running');
+  expect(meanwhile.artifacts.prediction!.downloadUrl).toBe('');
+  workers = await stack.startWorker();
+  const ready = await waitForExport('ome-tiff', chosen);
+  expect(ready.status).toBe('ready');
+  const history = await handle.fetchHistory();
+  const attempts = history.events
+    ?.filter((event) => event.activityTaskStartedEventAttributes)
+    .map((event) => event.activityTaskStartedEventAttributes?.attempt ?? 0);
+  expect(Math.max(...(attempts ?? []))).toBeGreaterThan(1);
+  const file = await download(ready.artifacts.prediction!.downloadUrl, 'restarted.ome.tiff');
+  const read = await runPythonJson<{ series: number; equal: boolean }>(
+    `
+import json, sys, tifffile, zarr, numpy as np
+with tifffile.TiffFile(sys.argv[1]) as tif:
+    n = len(tif.series)
+    cd3 = tif.series[0].levels[0].asarray()[1]
+source = zarr.open_group(sys.argv[2], mode='r')['markers/CD3/0'][0]
+print(json.dumps({'series': n, 'equal': bool(np.array_equal(cd3, source))}))
+`,
+    [file, resultRoot],
+  );
+  expect(read).toEqual({ series: 2, equal: true });
 });
 
 test('expired exports are swept with their files; a later request starts afresh', async () => {

@@ -61,7 +61,7 @@ test('docs/api.md lists the scopes of every bearer endpoint', () => {
     .map(([name, endpoint]) => {
       const row = `\`${endpoint.method.toUpperCase()} ${endpoint.path}\``;
       const scopes = describeScopeRule(scopeRules[name as keyof typeof scopeRules]);
-      return new RegExp(`\\| ${escape(row)} +\\| ${escape(scopes)} +\\|`).test(doc)
+      return new RegExp(`\\| ${escapeRegExp(row)} +\\| ${escapeRegExp(scopes)} +\\|`).test(doc)
         ? null
         : `${row}: ${scopes}`;
     })
@@ -69,6 +69,6 @@ test('docs/api.md lists the scopes of every bearer endpoint', () => {
   expect(missing).toEqual([]);
 });
 
-function escape(text: string): string {
+function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
