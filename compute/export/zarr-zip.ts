@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { Readable, Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -70,14 +71,20 @@ export async function writeZarrZip(
     let pending: Promise<[ZipEntrySource, Uint8Array | undefined]> | undefined;
     const readNext = (entry: ZipEntrySource) =>
       entry.read(signal).then((bytes) => [entry, bytes] as [ZipEntrySource, Uint8Array | undefined]);
+    const output = zip.outputStream as Readable & Writable;
+    const add = async (read: Promise<[ZipEntrySource, Uint8Array | undefined]>) => {
+      count += await Promise.race([addEntry(zip, await read, mtime), failed]);
+      // yazl writes into its output without waiting: wait here until the file has taken it.
+      if (output.writableNeedDrain) await Promise.race([once(output, 'drain'), failed]);
+    };
     for await (const entry of entries) {
       const next = readNext(entry);
       next.catch(() => {});
-      if (pending) count += await Promise.race([addEntry(zip, await pending, mtime), failed]);
+      if (pending) await add(pending);
       pending = next;
       options.onProgress?.({ entries: count, bytes: counter.bytes });
     }
-    if (pending) count += await Promise.race([addEntry(zip, await pending, mtime), failed]);
+    if (pending) await add(pending);
     zip.end({ forceZip64Format: true, comment: '' });
     await Promise.race([written, failed]);
   } catch (err) {
@@ -96,15 +103,24 @@ function addEntry(zip: ZipFile, [entry, bytes]: [ZipEntrySource, Uint8Array | un
       entry.name,
       { compress: false, forceZip64Format: true, size: bytes.length, mtime },
       (callback) => {
-        const stream = Readable.from([Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)], {
-          objectMode: false,
-        });
+        const stream = Readable.from(pieces(bytes), { objectMode: false });
         stream.on('end', () => resolve(1));
         stream.on('error', reject);
         callback(null, stream);
       },
     );
   });
+}
+
+/**
+ * An entry in 1 MiB pieces: one shard-sized chunk would pass every stream's high-water mark
+ * at once, and backpressure would hold nothing back.
+ */
+function* pieces(bytes: Uint8Array): Generator<Buffer> {
+  const piece = 1 << 20;
+  for (let at = 0; at < bytes.length; at += piece) {
+    yield Buffer.from(bytes.buffer, bytes.byteOffset + at, Math.min(piece, bytes.length - at));
+  }
 }
 
 class ByteCounter extends Transform {
