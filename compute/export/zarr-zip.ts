@@ -98,12 +98,17 @@ export async function writeZarrZip(
 /** Adds one entry and resolves 1 once yazl has read it all (0 for a missing entry). */
 function addEntry(zip: ZipFile, [entry, bytes]: [ZipEntrySource, Uint8Array | undefined], mtime: Date) {
   if (bytes === undefined) return Promise.resolve(0);
+  const size = bytes.length;
+  // yazl keeps every entry's stream function until the archive ends (for the central
+  // directory): the bytes must not stay reachable from it, or the whole archive stays in memory.
+  let held: Uint8Array | undefined = bytes;
   return new Promise<number>((resolve, reject) => {
     zip.addReadStreamLazy(
       entry.name,
-      { compress: false, forceZip64Format: true, size: bytes.length, mtime },
+      { compress: false, forceZip64Format: true, size, mtime },
       (callback) => {
-        const stream = Readable.from(pieces(bytes), { objectMode: false });
+        const stream = Readable.from(pieces(held ?? new Uint8Array(0)), { objectMode: false });
+        held = undefined;
         stream.on('end', () => resolve(1));
         stream.on('error', reject);
         callback(null, stream);
