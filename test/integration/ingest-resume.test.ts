@@ -86,4 +86,4 @@ test('a worker stopped in the middle of the pyramid: the next one resumes from t
   } finally {
     await workers.shutdown();
   }
-});
+}, 180_000);
