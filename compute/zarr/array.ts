@@ -6,6 +6,7 @@ import {
   decodeChunk,
   decodeShard,
   encodeShard,
+  forEachStoredChunk,
   parseShardIndex,
   type ShardExtent,
   type ShardGeometry,
@@ -113,6 +114,23 @@ export class ShardedArray<D extends DataType = DataType> {
   ): Promise<void> {
     const bytes = await sink.get(this.shardKey(shardY, shardX), signal);
     await decodeShard(this.geometry, bytes, into);
+  }
+
+  /**
+   * Calls `visit(k, chunk)` with each stored inner chunk of one shard (chunk-major `k`, see
+   * `ShardGeometry`) as it is decoded, in no set order. Chunks holding only the fill value, and
+   * every chunk of a shard never stored, are not visited. For one pass over a shard (a coarser level
+   * made from it) without a shard-sized buffer.
+   */
+  async forEachChunk(
+    sink: KeyValueSink,
+    shardY: number,
+    shardX: number,
+    visit: (k: number, chunk: TypedArray<D>) => void,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const bytes = await sink.get(this.shardKey(shardY, shardX), signal);
+    if (bytes !== undefined) await forEachStoredChunk(this.geometry, bytes, visit);
   }
 
   /** Planar `[C, height, width]` pixels of a region inside the array, decoding only its chunks. */

@@ -2,7 +2,7 @@ import { promisify } from 'node:util';
 import { constants, ZstdCompress, zstdDecompress } from 'node:zlib';
 import { ComputeError } from '../errors';
 import { crc32c } from './crc32c';
-import { allocate, bytesOf, type DataType, type TypedArray } from './dtype';
+import { allocate, bytesOf, type DataType, elementBytes, type TypedArray, viewOf } from './dtype';
 
 const decompress = promisify(zstdDecompress);
 
@@ -10,6 +10,14 @@ const decompress = promisify(zstdDecompress);
 const MISSING = 0xffff_ffff_ffff_ffffn;
 const ENTRY_BYTES = 16;
 const CRC_BYTES = 4;
+
+/**
+ * Inner chunks of one shard compressed or decompressed at once: enough to keep libuv's four
+ * threads busy. Each one in flight holds a zstd context and a chunk-sized output buffer, so
+ * starting all of a shard's chunks together (64 for a 4096 shard of 512 chunks) held about a
+ * shard's worth of native memory and garbage on top of the shard itself.
+ */
+const CHUNK_CODEC_CONCURRENCY = 4;
 
 /**
  * The inside of one shard: a grid of `chunksY x chunksX` inner chunks, each holding every
@@ -67,9 +75,7 @@ export async function encodeShard(
   extent: ShardExtent,
   level: number,
 ): Promise<Uint8Array | undefined> {
-  const chunks = await Promise.all(
-    Array.from({ length: chunkCount(g) }, (_, k) => encodeChunk(g, data, extent, k, level)),
-  );
+  const chunks = await mapLimited(chunkCount(g), (k) => encodeChunk(g, data, extent, k, level));
   if (chunks.every((pieces) => pieces === undefined)) return undefined;
   return assemble(g, chunks);
 }
@@ -80,7 +86,7 @@ function encodeChunk(
   extent: ShardExtent,
   k: number,
   level: number,
-): Promise<Uint8Array[]> | undefined {
+): Promise<Uint8Array[] | undefined> | undefined {
   const validY = Math.min(g.chunkHeight, extent.height - Math.floor(k / g.chunksX) * g.chunkHeight);
   const validX = Math.min(g.chunkWidth, extent.width - (k % g.chunksX) * g.chunkWidth);
   if (validY <= 0 || validX <= 0) return undefined;
@@ -93,7 +99,9 @@ function encodeChunk(
 /**
  * A zstd frame in the pieces the compressor emitted. `zstdCompress` would concatenate them, a
  * copy of every byte on the main thread that `assemble` makes anyway; an output buffer that
- * fits the worst case (ZSTD_compressBound) keeps the pieces to two (the data, then the frame end).
+ * fits the worst case (ZSTD_compressBound) keeps the pieces to two (the data, then the frame end),
+ * and lets zstd compress in one pass: with a smaller one it buffers the whole chunk in a context
+ * of its own, and a shard's encode held several times the memory (bench/segmentation).
  */
 function compress(bytes: Uint8Array, level: number): Promise<Uint8Array[]> {
   const chunkSize = bytes.byteLength + (bytes.byteLength >> 7) + 1024;
@@ -192,24 +200,52 @@ export async function decodeChunk(
     into.fill(g.fillValue);
     return;
   }
+  const target = bytesOf(into);
+  target.set(await decompressChunk(shard, entry, k, target.byteLength));
+}
+
+/** The bytes of stored inner chunk `k`, which must decode to `expected` bytes. */
+async function decompressChunk(
+  shard: Uint8Array,
+  entry: { offset: number; size: number },
+  k: number,
+  expected: number,
+): Promise<Uint8Array> {
   let bytes: Uint8Array;
   try {
-    const expected = into.byteLength;
     bytes = await decompress(shard.subarray(entry.offset, entry.offset + entry.size), {
-      chunkSize: Math.max(expected, 64),
+      // Room to spare: an output buffer that fills exactly makes zlib allocate a second one.
+      chunkSize: expected + 64,
       maxOutputLength: expected,
     });
   } catch (err) {
     throw new ComputeError('CorruptZarr', `shard chunk ${k} does not decompress`, { cause: err });
   }
-  const target = bytesOf(into);
-  if (bytes.byteLength !== target.byteLength) {
+  if (bytes.byteLength !== expected) {
     throw new ComputeError(
       'CorruptZarr',
-      `shard chunk ${k} decodes to ${bytes.byteLength} bytes, not ${target.byteLength}`,
+      `shard chunk ${k} decodes to ${bytes.byteLength} bytes, not ${expected}`,
     );
   }
-  target.set(bytes);
+  return bytes;
+}
+
+/**
+ * Calls `visit(k, chunk)` with each stored inner chunk of an encoded shard as it is decoded, in
+ * no set order; chunks left out (only the fill value) are not visited. For a reader that uses
+ * each chunk once: no shard-sized buffer, and no copy of the decoded bytes.
+ */
+export async function forEachStoredChunk<D extends DataType>(
+  g: ShardGeometry & { dataType: D },
+  shard: Uint8Array,
+  visit: (k: number, chunk: TypedArray<D>) => void,
+): Promise<void> {
+  const index = parseShardIndex(g, shard);
+  const expected = g.chunkLength * elementBytes(g.dataType);
+  await mapLimited(index.length, async (k) => {
+    const entry = index[k];
+    if (entry !== undefined) visit(k, viewOf(g.dataType, await decompressChunk(shard, entry, k, expected)));
+  });
 }
 
 /** Decodes a whole encoded shard into a chunk-major buffer (`undefined`: the shard is missing). */
@@ -223,9 +259,27 @@ export async function decodeShard(
     return;
   }
   const index = parseShardIndex(g, shard);
-  await Promise.all(
-    index.map((_, k) =>
-      decodeChunk(g, shard, index, k, into.subarray(k * g.chunkLength, (k + 1) * g.chunkLength)),
-    ),
+  await mapLimited(index.length, (k) =>
+    decodeChunk(g, shard, index, k, into.subarray(k * g.chunkLength, (k + 1) * g.chunkLength)),
   );
+}
+
+/** `task(0) .. task(count - 1)`, at most `CHUNK_CODEC_CONCURRENCY` at once; answers in order. */
+async function mapLimited<T>(count: number, task: (k: number) => Promise<T> | T): Promise<T[]> {
+  const results = new Array<T>(count);
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const k = next++;
+      try {
+        results[k] = await task(k);
+      } catch (err) {
+        // The answer is a failure now: start no more chunks.
+        next = count;
+        throw err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(CHUNK_CODEC_CONCURRENCY, count) }, worker));
+  return results;
 }

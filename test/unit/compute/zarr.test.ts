@@ -142,6 +142,15 @@ describe('ShardedArray', () => {
     const row = [...decoded.subarray(2 * 256, 2 * 256 + 16)];
     expect(row.slice(13)).toEqual([9, 9, 9]);
     expect(row.slice(0, 13)).toEqual(Array.from({ length: 13 }, (_, x) => 1 + ((32 + x) % 5)));
+    // Chunk by chunk: only the stored one is visited, with the elements `readShard` gives.
+    const visited: number[] = [];
+    await array.forEachChunk(sink, 1, 1, (k, chunk) => {
+      visited.push(k);
+      expect([...chunk]).toEqual([...decoded.subarray(k * 256, (k + 1) * 256)]);
+    });
+    expect(visited).toEqual([2]);
+    await array.forEachChunk(sink, 0, 0, () => visited.push(-1));
+    expect(visited).toEqual([2]);
   });
 
   it('refuses a shard whose index checksum or chunk is damaged', async () => {
