@@ -1,5 +1,12 @@
 import { type PyramidLevel, pyramidLevels } from '../pyramid/plan';
-import { encodeJson, groupMetadata, type KeyValueSink, ShardedArray } from '../zarr';
+import {
+  encodeJson,
+  groupMetadata,
+  type KeyValueSink,
+  type ShardExtent,
+  ShardedArray,
+  type ShardGeometry,
+} from '../zarr';
 import type { TileObjects } from './objects';
 import type { SegmentationTile } from './tiles';
 
@@ -96,7 +103,6 @@ export async function writeLabelMask(
   for (const array of arrays) await array.writeMetadata(sink, signal);
   const painter = new ShardPainter(options, arrays[0]!);
   let shard: Uint32Array | undefined;
-  let child: Uint32Array | undefined;
   for (let i = from; i < tasks.length; i++) {
     signal?.throwIfAborted();
     const task = tasks[i]!;
@@ -104,10 +110,7 @@ export async function writeLabelMask(
     shard ??= array.allocateShard();
     shard.fill(0);
     if (task.level === 0) await painter.paint(task.y, task.x, shard);
-    else {
-      child ??= array.allocateShard();
-      await downsampleShard(sink, arrays[task.level - 1]!, task, child, shard, signal);
-    }
+    else await downsampleShard(sink, arrays[task.level - 1]!, task, shard, signal);
     await array.writeShard(sink, task.y, task.x, shard, signal);
     options.onProgress?.({ version: 1, layout, done: i + 1, total: tasks.length });
   }
@@ -198,18 +201,17 @@ function paintObjects(
 /**
  * Level-k shard `(y, x)` from the four level-(k-1) shards under it: each pixel takes the label
  * of the top-left pixel of its 2x2 block (nearest), so every label is one that exists below.
+ * `parent` must hold zeros: chunks of background are not stored, so they are not visited.
+ * Chunk by chunk as they are decoded, so no level-(k-1) shard is held whole.
  */
 async function downsampleShard(
   sink: KeyValueSink,
   below: ShardedArray<'uint32'>,
   task: Task,
-  child: Uint32Array,
   parent: Uint32Array,
   signal?: AbortSignal,
 ): Promise<void> {
   const g = below.geometry;
-  const half = (g.chunkHeight * g.chunksY) / 2;
-  const halfWidth = (g.chunkWidth * g.chunksX) / 2;
   for (const [a, b] of [
     [0, 0],
     [0, 1],
@@ -219,23 +221,45 @@ async function downsampleShard(
     const cy = 2 * task.y + a;
     const cx = 2 * task.x + b;
     if (cy >= below.shardsY || cx >= below.shardsX) continue;
-    await below.readShard(sink, cy, cx, child, signal);
-    const extent = below.shardExtent(cy, cx);
-    const rows = Math.ceil(extent.height / 2);
-    const cols = Math.ceil(extent.width / 2);
-    for (let py = 0; py < rows; py++) {
-      const sy = 2 * py;
-      const from =
-        Math.floor(sy / g.chunkHeight) * g.chunksX * g.chunkLength + (sy % g.chunkHeight) * g.chunkWidth;
-      const ty = a * half + py;
-      const to =
-        Math.floor(ty / g.chunkHeight) * g.chunksX * g.chunkLength + (ty % g.chunkHeight) * g.chunkWidth;
-      for (let px = 0; px < cols; px++) {
-        const sx = 2 * px;
-        const tx = b * halfWidth + px;
-        const value = child[from + Math.floor(sx / g.chunkWidth) * g.chunkLength + (sx % g.chunkWidth)]!;
-        parent[to + Math.floor(tx / g.chunkWidth) * g.chunkLength + (tx % g.chunkWidth)] = value;
-      }
+    const quadrant = {
+      y: (a * g.chunkHeight * g.chunksY) / 2,
+      x: (b * g.chunkWidth * g.chunksX) / 2,
+      extent: below.shardExtent(cy, cx),
+    };
+    await below.forEachChunk(
+      sink,
+      cy,
+      cx,
+      (k, chunk) => downsampleChunk(g, k, chunk, quadrant, parent),
+      signal,
+    );
+  }
+}
+
+/**
+ * Inner chunk `k` of a level-(k-1) shard into its place in the parent shard's quadrant at
+ * `(y, x)`: the even rows and columns inside the shard's extent.
+ */
+function downsampleChunk(
+  g: ShardGeometry,
+  k: number,
+  chunk: Uint32Array,
+  quadrant: { y: number; x: number; extent: ShardExtent },
+  parent: Uint32Array,
+): void {
+  const top = Math.floor(k / g.chunksX) * g.chunkHeight;
+  const left = (k % g.chunksX) * g.chunkWidth;
+  const rows = Math.min(g.chunkHeight, quadrant.extent.height - top);
+  const cols = Math.min(g.chunkWidth, quadrant.extent.width - left);
+  // The shard's even rows and columns, wherever the chunk starts.
+  for (let sy = top % 2; sy < rows; sy += 2) {
+    const ty = quadrant.y + (top + sy) / 2;
+    const to =
+      Math.floor(ty / g.chunkHeight) * g.chunksX * g.chunkLength + (ty % g.chunkHeight) * g.chunkWidth;
+    const from = sy * g.chunkWidth;
+    for (let sx = left % 2; sx < cols; sx += 2) {
+      const tx = quadrant.x + (left + sx) / 2;
+      parent[to + Math.floor(tx / g.chunkWidth) * g.chunkLength + (tx % g.chunkWidth)] = chunk[from + sx]!;
     }
   }
 }
