@@ -11,8 +11,8 @@ import {
   DEFAULT_HALO_UM,
   decodeTileObjects,
   dropDuplicateObjects,
+  EarlierTileObjects,
   EXPRESSION_COLUMNS,
-  earlierNeighbours,
   encodeTileObjects,
   GEOMETRY_COLUMNS,
   haloPixels,
@@ -74,24 +74,6 @@ interface TilesProgress {
 
 const tileObjectsKey = (prefix: string, tileIndex: number) =>
   `${prefix}${segmentationLayerFiles.objects}${tileIndex}.bin`;
-
-/** Objects of recent tiles: a tile's earlier neighbours are within about a row of tiles before it. */
-function tileObjectsCache(load: (index: number) => Promise<TileObjects>, capacity = 256) {
-  const kept = new Map<number, TileObjects>();
-  return {
-    set(index: number, objects: TileObjects) {
-      kept.set(index, objects);
-      if (kept.size > capacity) kept.delete(kept.keys().next().value as number);
-    },
-    async get(index: number): Promise<TileObjects> {
-      const hit = kept.get(index);
-      if (hit) return hit;
-      const loaded = await load(index);
-      this.set(index, loaded);
-      return loaded;
-    },
-  };
-}
 
 export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStore }) {
   const { sql, store } = deps;
@@ -170,17 +152,14 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const haloPx = haloPixels(DEFAULT_HALO_UM, mpp);
     const counts = resume?.counts.slice(0, resume.nextTile) ?? [];
     const prefix = layerPrefixOf(run);
-    const stored = tileObjectsCache((index) => loadStoredTileObjects(prefix, index));
+    const earlier = new EarlierTileObjects(tiles, haloPx, (index) => loadStoredTileObjects(prefix, index));
     let lastEvent = 0;
     for (const tile of tiles.slice(counts.length)) {
       const segmented = await segmentTileObjects(he, tile, { segmenter, mpp, haloPx, signal });
       // A border nucleus seen whole by two windows may be owned by both: the earlier tile keeps it.
-      const earlier = await Promise.all(
-        earlierNeighbours(tiles, tile, haloPx).map((t) => stored.get(t.index)),
-      );
-      const objects = dropDuplicateObjects(segmented, earlier);
+      const objects = dropDuplicateObjects(segmented, await earlier.of(tile, signal));
       await store.put(tileObjectsKey(prefix, tile.index), encodeTileObjects(objects));
-      stored.set(tile.index, objects);
+      earlier.add(objects);
       counts.push(objects.count);
       heartbeat({ nextTile: counts.length, counts, thresholdOd: threshold } satisfies TilesProgress);
       if (Date.now() - lastEvent >= PROGRESS_INTERVAL_MS) {

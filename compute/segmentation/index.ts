@@ -24,6 +24,7 @@ export {
   DUPLICATE_OVERLAP,
   decodeTileObjects,
   dropDuplicateObjects,
+  EarlierTileObjects,
   earlierNeighbours,
   encodeTileObjects,
   labelOffsets,

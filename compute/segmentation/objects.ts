@@ -334,6 +334,61 @@ export function earlierNeighbours(
   );
 }
 
+/**
+ * The final objects of tiles already segmented, kept while a later tile of the plan can still
+ * overlap them (`earlierNeighbours`), for `dropDuplicateObjects` when tiles are segmented in plan
+ * order. The plan is row-major (`planSegmentationTiles`), so a tile is let go once neither the
+ * rest of the current row nor the rows below reach it: what is kept is about one row of tiles
+ * (the slide's width over the core size, at most 196 tiles of 1024 px at compute/slide's 200,000
+ * px side limit), however tall the slide. A neighbour not kept (a retry that starts mid-plan) is
+ * loaded.
+ */
+export class EarlierTileObjects {
+  private readonly kept = new Map<number, TileObjects>();
+
+  constructor(
+    private readonly tiles: readonly SegmentationTile[],
+    private readonly haloPx: number,
+    private readonly load: (index: number, signal?: AbortSignal) => Promise<TileObjects>,
+  ) {}
+
+  /** Tiles whose objects are held now. */
+  get size(): number {
+    return this.kept.size;
+  }
+
+  /** The objects of `tile`'s earlier neighbours. Call with the plan's tiles in order. */
+  async of(tile: SegmentationTile, signal?: AbortSignal): Promise<TileObjects[]> {
+    this.forgetUnreachable(tile);
+    return Promise.all(
+      earlierNeighbours(this.tiles, tile, this.haloPx).map(async (neighbour) => {
+        const kept = this.kept.get(neighbour.index);
+        if (kept !== undefined) return kept;
+        const loaded = await this.load(neighbour.index, signal);
+        this.kept.set(neighbour.index, loaded);
+        return loaded;
+      }),
+    );
+  }
+
+  /** Keeps a tile's objects, as stored (after `dropDuplicateObjects`), for the tiles after it. */
+  add(objects: TileObjects): void {
+    this.kept.set(objects.tile.index, objects);
+  }
+
+  /** Lets go of the tiles that neither `tile`, the rest of its row, nor a later row can reach. */
+  private forgetUnreachable(tile: SegmentationTile): void {
+    const reach = 2 * this.haloPx;
+    for (const [index, { tile: t }] of this.kept) {
+      const bottom = t.y + t.height + reach;
+      const laterRows = bottom > tile.y + tile.height;
+      const restOfRow =
+        bottom > tile.y && t.y < tile.y + tile.height + reach && t.x + t.width + reach > tile.x;
+      if (!laterRows && !restOfRow) this.kept.delete(index);
+    }
+  }
+}
+
 /** Share of the smaller of two objects that their overlap must reach for one to be a duplicate. */
 export const DUPLICATE_OVERLAP = 0.5;
 
