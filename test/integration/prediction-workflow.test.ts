@@ -28,8 +28,9 @@ afterAll(async () => {
 
 async function runWith(
   predict: Activities['predictJob'],
-): Promise<{ status: string; finished: FinishInput[] }> {
+): Promise<{ status: string; finished: FinishInput[]; refreshed: string[] }> {
   const finished: FinishInput[] = [];
+  const refreshed: string[] = [];
   const stand = {
     dispatchJob: async () => ({ active: true }),
     planJob: async () => ({ active: true, positions: 100 }),
@@ -37,6 +38,11 @@ async function runWith(
     postprocessJob: async () => ({ active: true }),
     finishJob: async (input: FinishInput) => {
       finished.push(input);
+    },
+    // After a job with results, the sample's segmentation layer gets marker tables for it.
+    refreshSegmentationMarkers: async (input: { jobId: string }) => {
+      refreshed.push(input.jobId);
+      return { layerId: null };
     },
   };
   const prefix = `w${randomBytes(4).toString('hex')}`;
@@ -59,7 +65,7 @@ async function runWith(
       taskQueue: taskQueueName(prefix, 'io'),
       args: [{ jobId: randomUUID() }],
     });
-    return { status: result.status, finished };
+    return { status: result.status, finished, refreshed };
   } finally {
     for (const worker of workers) worker.shutdown();
     await Promise.all(running);
@@ -73,22 +79,25 @@ const run = (tiles: number, failedTiles: number) => async () =>
   >;
 
 test('no failed patch: completed, charged in full', async () => {
-  const { status, finished } = await runWith(run(100, 0));
+  const { status, finished, refreshed } = await runWith(run(100, 0));
   expect(status).toBe('completed');
   expect(finished).toEqual([
     expect.objectContaining({ outcome: 'completed', succeededFraction: 1, errorMessage: null }),
   ]);
+  expect(refreshed).toHaveLength(1);
 });
 
 test('at most 5 % failed: partial_failed, charged for the share that succeeded', async () => {
-  const { status, finished } = await runWith(run(100, 5));
+  const { status, finished, refreshed } = await runWith(run(100, 5));
   expect(status).toBe('partial_failed');
   expect(finished).toEqual([expect.objectContaining({ outcome: 'partial_failed', succeededFraction: 0.95 })]);
+  expect(refreshed).toHaveLength(1);
 });
 
 test('more than 5 % failed: failed with a reason', async () => {
-  const { status, finished } = await runWith(run(100, 6));
+  const { status, finished, refreshed } = await runWith(run(100, 6));
   expect(status).toBe('failed');
+  expect(refreshed).toEqual([]);
   expect(finished).toEqual([
     expect.objectContaining({ outcome: 'failed', errorMessage: expect.stringContaining('5 %') }),
   ]);
