@@ -1,6 +1,15 @@
 import { ComputeError } from '../errors';
 import { type PyramidLevel, pyramidLevels } from '../pyramid/plan';
-import { encodeJson, groupMetadata, type KeyValueSink, openArray, parseJson, ShardedArray } from '../zarr';
+import {
+  encodeJson,
+  groupMetadata,
+  type KeyValueSink,
+  openArray,
+  parseJson,
+  resumePoint,
+  ShardedArray,
+  type ShardTaskProgress,
+} from '../zarr';
 import { type ChannelStatistics, downsampleFloatIntoQuadrant } from './kernels';
 
 /**
@@ -63,14 +72,8 @@ export function markerArray(
   });
 }
 
-/** Progress of `finishPredictionStore`, and its resume token (plain JSON). */
-export interface FinishProgress {
-  version: 1;
-  layout: string;
-  /** Shards of levels 1 and up written, in order (level, marker, row, column). */
-  done: number;
-  total: number;
-}
+/** Progress of `finishPredictionStore` and its resume token: shards of levels 1 and up, in order (level, marker, row, column). */
+export type FinishProgress = ShardTaskProgress;
 
 export interface FinishPredictionStoreOptions {
   sink: KeyValueSink;
@@ -103,15 +106,7 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
   }
   const key = `finish/1/${layoutKey(layout)}`;
   const resume = options.resume;
-  const from =
-    resume?.version === 1 &&
-    resume.layout === key &&
-    resume.total === tasks.length &&
-    Number.isSafeInteger(resume.done) &&
-    resume.done >= 0 &&
-    resume.done <= tasks.length
-      ? resume.done
-      : 0;
+  const from = resumePoint(resume, key, tasks.length);
   for (let level = 1; level < levels.length; level++) {
     for (const marker of layout.markers) await markerArray(layout, marker, level).writeMetadata(sink, signal);
   }

@@ -1,6 +1,6 @@
 import type { RgbImage, SlideImage } from '../image';
 import { expandLabels } from './expand';
-import { type InstanceOptions, nucleusInstances } from './nuclei';
+import { defaultInstanceOptions, type InstanceOptions, nucleusInstances } from './nuclei';
 import { gaussianBlur } from './smooth';
 import { glassPixels, stainDensities } from './stain';
 import { addToHistogram, HISTOGRAM_CODES, hematoxylinThreshold, thresholdOf } from './threshold';
@@ -24,23 +24,13 @@ export interface ClassicalOptions extends InstanceOptions {
   cellExpansionUm: number;
 }
 
-/**
- * Tuned on the two MoNuSeg tiles of ../shared/data/nuclei (bench/segmentation-quality.ts), in
- * coarse steps of each parameter, one at a time; every value is a plausible size for nuclei.
- */
+/** Tuned like the instance step's defaults (nuclei.ts), on the same MoNuSeg tiles. */
 export const defaultClassicalOptions: Readonly<ClassicalOptions> = {
+  ...defaultInstanceOptions,
   smoothingUm: 0.25,
   minThresholdOd: 0.3,
   maxThresholdOd: 1.2,
   whiteLevel: 220,
-  openingRadiusUm: 0.5,
-  maxHoleAreaUm2: 10,
-  distanceSmoothingUm: 0.5,
-  seedSeparationUm: 1.75,
-  minSeedDistanceUm: 0.75,
-  minAreaUm2: 6,
-  maxAreaUm2: 300,
-  minSolidity: 0.8,
   cellExpansionUm: 5,
 };
 

@@ -19,7 +19,7 @@ export {
 } from './features';
 export { predictionMarkerReader } from './marker-reader';
 export { LABEL_ZSTD_LEVEL, type LabelMaskProgress, type WriteLabelMaskOptions, writeLabelMask } from './mask';
-export { type InstanceOptions, nucleusInstances } from './nuclei';
+export { defaultInstanceOptions, type InstanceOptions, nucleusInstances } from './nuclei';
 export {
   DUPLICATE_OVERLAP,
   decodeTileObjects,
@@ -34,7 +34,7 @@ export {
   segmentWindowObjects,
   type TileObjects,
 } from './objects';
-export { createOnnxSegmenter, defaultModelInstanceOptions, type OnnxSegmenterOptions } from './onnx';
+export { createOnnxSegmenter, type OnnxSegmenterOptions } from './onnx';
 export { type SegmentationQuality, segmentationQuality } from './quality';
 export { EOSIN_OD, glassPixels, HEMATOXYLIN_OD, type StainDensities, stainDensities } from './stain';
 export {

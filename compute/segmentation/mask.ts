@@ -3,9 +3,11 @@ import {
   encodeJson,
   groupMetadata,
   type KeyValueSink,
+  resumePoint,
   type ShardExtent,
   ShardedArray,
   type ShardGeometry,
+  type ShardTaskProgress,
 } from '../zarr';
 import type { TileObjects } from './objects';
 import type { SegmentationTile } from './tiles';
@@ -40,16 +42,8 @@ export interface WriteLabelMaskOptions {
   onProgress?: (progress: LabelMaskProgress) => void;
 }
 
-/**
- * Progress and resume token (plain JSON, for heartbeat details): `done` shards of `total`, in
- * order (level 0 row-major, then each next level). `layout` names what the bytes depend on.
- */
-export interface LabelMaskProgress {
-  version: 1;
-  layout: string;
-  done: number;
-  total: number;
-}
+/** Progress and resume token: shards in order (level 0 row-major, then each next level). */
+export type LabelMaskProgress = ShardTaskProgress;
 
 export const LABEL_ZSTD_LEVEL = 3;
 
@@ -91,15 +85,7 @@ export async function writeLabelMask(
     options.haloPx,
   ].join('/');
   const resume = options.resume;
-  const from =
-    resume?.version === 1 &&
-    resume.layout === layout &&
-    resume.total === tasks.length &&
-    Number.isSafeInteger(resume.done) &&
-    resume.done >= 0 &&
-    resume.done <= tasks.length
-      ? resume.done
-      : 0;
+  const from = resumePoint(resume, layout, tasks.length);
   for (const array of arrays) await array.writeMetadata(sink, signal);
   const painter = new ShardPainter(options, arrays[0]!);
   let shard: Uint32Array | undefined;

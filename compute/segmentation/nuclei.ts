@@ -31,6 +31,22 @@ export interface InstanceOptions {
   minSolidity: number;
 }
 
+/**
+ * Tuned with the classical front end on the two MoNuSeg tiles of ../shared/data/nuclei
+ * (bench/segmentation-quality.ts), in coarse steps of each parameter, one at a time; every
+ * value is a plausible size for nuclei. Model-based front ends start from the same values.
+ */
+export const defaultInstanceOptions: Readonly<InstanceOptions> = {
+  openingRadiusUm: 0.5,
+  maxHoleAreaUm2: 10,
+  distanceSmoothingUm: 0.5,
+  seedSeparationUm: 1.75,
+  minSeedDistanceUm: 0.75,
+  minAreaUm2: 6,
+  maxAreaUm2: 300,
+  minSolidity: 0.8,
+};
+
 export interface Foreground {
   /** One byte per pixel, nonzero where the pixel is nucleus. */
   mask: Uint8Array;

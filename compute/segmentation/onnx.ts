@@ -2,7 +2,7 @@ import * as ort from 'onnxruntime-node';
 import { ComputeError } from '../errors';
 import type { RgbImage } from '../image';
 import { expandLabels } from './expand';
-import { type InstanceOptions, nucleusInstances } from './nuclei';
+import { defaultInstanceOptions, type InstanceOptions, nucleusInstances } from './nuclei';
 import { planarInput, resamplePlane } from './resample';
 import type { Segmenter, TileSegmentation } from './types';
 
@@ -43,23 +43,11 @@ export interface OnnxSegmenterOptions extends Partial<InstanceOptions> {
   intraOpNumThreads?: number;
 }
 
-/** Post-processing defaults: the classical segmenter's, but for the distance smoothing a model's map may not need. */
-export const defaultModelInstanceOptions: Readonly<InstanceOptions> = {
-  openingRadiusUm: 0.5,
-  maxHoleAreaUm2: 10,
-  distanceSmoothingUm: 0.5,
-  seedSeparationUm: 1.75,
-  minSeedDistanceUm: 0.75,
-  minAreaUm2: 6,
-  maxAreaUm2: 300,
-  minSolidity: 0.8,
-};
-
 /** Tiles whose scale is within this fraction of the model's are fed as they are. */
 const scaleTolerance = 0.02;
 
 export function createOnnxSegmenter(options: OnnxSegmenterOptions): Segmenter {
-  const instance: InstanceOptions = { ...defaultModelInstanceOptions, ...definedOnly(options) };
+  const instance: InstanceOptions = { ...defaultInstanceOptions, ...definedOnly(options) };
   const threshold = options.foregroundThreshold ?? 0.5;
   const expansionUm = options.cellExpansionUm ?? 5;
   const parameters: Record<string, number | string | boolean> = {
@@ -93,9 +81,7 @@ export function createOnnxSegmenter(options: OnnxSegmenterOptions): Segmenter {
 
 function definedOnly(options: Partial<InstanceOptions>): Partial<InstanceOptions> {
   return Object.fromEntries(
-    Object.entries(options).filter(
-      ([key, value]) => key in defaultModelInstanceOptions && value !== undefined,
-    ),
+    Object.entries(options).filter(([key, value]) => key in defaultInstanceOptions && value !== undefined),
   );
 }
 

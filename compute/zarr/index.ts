@@ -3,5 +3,6 @@ export { crc32c } from './crc32c';
 export type { DataType, TypedArray } from './dtype';
 export { type MaskImage, readMaskArray, writeMaskArray } from './mask';
 export { type ArraySpec, encodeJson, type GroupMetadata, groupMetadata, parseJson } from './metadata';
+export { resumePoint, type ShardTaskProgress } from './progress';
 export type { ShardExtent, ShardGeometry } from './shard';
 export { folderSink, type KeyValueSink, memorySink } from './sink';
