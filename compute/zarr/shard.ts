@@ -12,12 +12,12 @@ const ENTRY_BYTES = 16;
 const CRC_BYTES = 4;
 
 /**
- * Inner chunks of one shard compressed or decompressed at once: enough to keep libuv's four
- * threads busy. Each one in flight holds a zstd context and a chunk-sized output buffer, so
- * starting all of a shard's chunks together (64 for a 4096 shard of 512 chunks) held about a
- * shard's worth of native memory and garbage on top of the shard itself.
+ * Inner chunks of one shard compressed or decompressed at once: as many as libuv has threads
+ * (`UV_THREADPOOL_SIZE`, default 4), which run them. Each one in flight holds a zstd context and
+ * a chunk-sized output buffer, so starting all of a shard's chunks together (64 for a 4096 shard
+ * of 512 chunks) held about a shard's worth of native memory and garbage on top of the shard.
  */
-const CHUNK_CODEC_CONCURRENCY = 4;
+const CHUNK_CODEC_CONCURRENCY = Math.min(1024, Math.max(1, Number(process.env.UV_THREADPOOL_SIZE) || 4));
 
 /**
  * The inside of one shard: a grid of `chunksY x chunksX` inner chunks, each holding every
