@@ -2,13 +2,14 @@ import { execFile } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
+import { getHeapStatistics } from 'node:v8';
 import type { SlideImage } from '../compute/image';
 import {
   createClassicalSegmenter,
   DEFAULT_HALO_UM,
   decodeTileObjects,
   dropDuplicateObjects,
-  earlierNeighbours,
+  EarlierTileObjects,
   encodeTileObjects,
   grownRect,
   haloPixels,
@@ -31,7 +32,9 @@ import { writeSyntheticSvs } from './synthetic-svs';
  * tissue, 0.499 µm/px) is segmented tile by tile through the layer's path (read core + halo,
  * classical segmenter, owned objects measured, duplicates dropped, objects stored), then the
  * label mask and the instance table are written from the stored objects. Each size runs in a
- * process of its own, so its peak RSS is the pipeline's and can be compared across sizes.
+ * process of its own, so its peak RSS is the pipeline's and can be compared across sizes; it
+ * is printed after each phase too, so the phase that raises it shows (issue 6: memory flat in
+ * slide size).
  *
  * The same algorithm in scikit-image (bench/segmentation_skimage.py) runs on a sample of the
  * same tiles (exported once as raw RGB), single-threaded, in the same run, and the ratio is
@@ -51,6 +54,8 @@ const { values } = parseArgs({
         process.env.SPS_TEST_PYTHON ?? path.join(process.env.HOME ?? '/root', '.cache/sps/venv/bin/python'),
     },
     keep: { type: 'boolean', default: false },
+    // V8 flags for the measured child (e.g. `--max-semi-space-size=8`): for diagnosis only.
+    'node-flags': { type: 'string', default: '' },
     // Internal: the measured phase of one size, in a child process of its own.
     measure: { type: 'string' },
   },
@@ -71,12 +76,43 @@ interface Measured {
   windowPixels: number;
   cells: number;
   dropped: number;
+  /** Most tiles whose objects were held for their later neighbours at once. */
+  keptTiles: number;
   segmentSeconds: number;
   segmentCpuSeconds: number;
   maskSeconds: number;
   tableSeconds: number;
   peakMiB: number;
+  phases: PhaseMemory[];
   sample: { tiles: number; pixels: number; cells: number; cpuSeconds: number };
+}
+
+/**
+ * Memory at the end of a phase: the process's peak RSS so far (it only rises, so the phase
+ * that raises it is the one whose figure jumps), and what is live now: RSS, V8 heap used and
+ * reserved, and the bytes of typed arrays outside the heap.
+ */
+interface PhaseMemory {
+  phase: string;
+  peakMiB: number;
+  rssMiB: number;
+  heapUsedMiB: number;
+  heapTotalMiB: number;
+  arrayBuffersMiB: number;
+}
+
+function phaseMemory(phase: string): PhaseMemory {
+  const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
+  const usage = process.memoryUsage();
+  const heap = getHeapStatistics();
+  return {
+    phase,
+    peakMiB: peakMiB(),
+    rssMiB: mib(usage.rss),
+    heapUsedMiB: mib(heap.used_heap_size),
+    heapTotalMiB: mib(heap.total_heap_size),
+    arrayBuffersMiB: mib(usage.arrayBuffers),
+  };
 }
 
 /** Every `step`-th tile of the plan, at most `count`, away from nothing in particular: a spread sample. */
@@ -97,26 +133,32 @@ async function measure(dir: string): Promise<void> {
     const stored = async (index: number): Promise<TileObjects> =>
       decodeTileObjects((await sink.get(`objects/${index}.bin`))!);
 
+    const phases = [phaseMemory('open')];
     // The sample for scikit-image, timed here on the very same windows.
     const sample = await timeSample(slide, tiles, { segmenter, mpp, haloPx }, dir);
+    phases.push(phaseMemory('sample'));
 
     let windowPixels = 0;
     let dropped = 0;
+    let keptTiles = 0;
+    const earlier = new EarlierTileObjects(tiles, haloPx, stored);
     const counts: number[] = [];
     const started = performance.now();
     const cpuStarted = cpuSeconds();
     for (const tile of tiles) {
       const segmented = await segmentTileObjects(slide, tile, { segmenter, mpp, haloPx });
-      const earlier = await Promise.all(earlierNeighbours(tiles, tile, haloPx).map((t) => stored(t.index)));
-      const objects = dropDuplicateObjects(segmented, earlier);
+      const objects = dropDuplicateObjects(segmented, await earlier.of(tile));
+      keptTiles = Math.max(keptTiles, earlier.size);
       dropped += segmented.count - objects.count;
       counts.push(objects.count);
       await sink.put(`objects/${tile.index}.bin`, encodeTileObjects(objects));
+      earlier.add(objects);
       const window = grownRect(tile, haloPx, slide);
       windowPixels += window.width * window.height;
     }
     const segmentSeconds = (performance.now() - started) / 1000;
     const segmentCpuSeconds = cpuSeconds() - cpuStarted;
+    phases.push(phaseMemory('segment'));
     const { offsets, total } = labelOffsets(counts);
 
     let at = performance.now();
@@ -130,6 +172,7 @@ async function measure(dir: string): Promise<void> {
       loadTileObjects: stored,
     });
     const maskSeconds = (performance.now() - at) / 1000;
+    phases.push(phaseMemory('mask'));
     at = performance.now();
     await mkdir(path.join(dir, 'layer', 'features'), { recursive: true });
     await writeInstanceTable({
@@ -141,6 +184,7 @@ async function measure(dir: string): Promise<void> {
       instanceIdBase: 0n,
     });
     const tableSeconds = (performance.now() - at) / 1000;
+    phases.push(phaseMemory('table'));
     const result: Measured = {
       side: slide.widthPx,
       mpp,
@@ -149,11 +193,13 @@ async function measure(dir: string): Promise<void> {
       windowPixels,
       cells: total,
       dropped,
+      keptTiles,
       segmentSeconds,
       segmentCpuSeconds,
       maskSeconds,
       tableSeconds,
       peakMiB: peakMiB(),
+      phases,
       sample,
     };
     process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -217,7 +263,16 @@ async function runSize(side: number): Promise<{ measured: Measured; skimage: Ski
   });
   const { stdout } = await run(
     process.execPath,
-    [__filename, '--measure', dir, '--core', values.core, '--sample', values.sample],
+    [
+      ...values['node-flags'].split(' ').filter(Boolean),
+      __filename,
+      '--measure',
+      dir,
+      '--core',
+      values.core,
+      '--sample',
+      values.sample,
+    ],
     {
       maxBuffer: 16 << 20,
     },
@@ -242,7 +297,7 @@ function report(side: number, { measured: m, skimage: s }: { measured: Measured;
   );
   console.log(
     `  segment (read, classical, measure, dedup, store): ${f(m.segmentSeconds, 1)} s wall, ${f(m.segmentCpuSeconds, 1)} s CPU; ` +
-      `${m.cells} cells (${m.dropped} duplicates dropped)`,
+      `${m.cells} cells (${m.dropped} duplicates dropped; objects of at most ${m.keptTiles} tiles held)`,
   );
   console.log(
     `  per core: ${f(mp(m.corePixels) / m.segmentCpuSeconds)} MP/s of slide, ${f(mp(m.windowPixels) / m.segmentCpuSeconds)} MP/s of windows read, ` +
@@ -251,6 +306,12 @@ function report(side: number, { measured: m, skimage: s }: { measured: Measured;
   console.log(
     `  label mask ${f(m.maskSeconds, 1)} s, instance table ${f(m.tableSeconds, 1)} s; peak RSS ${m.peakMiB} MiB`,
   );
+  for (const p of m.phases) {
+    console.log(
+      `    after ${p.phase.padEnd(7)} peak RSS ${String(p.peakMiB).padStart(4)} MiB; now RSS ${p.rssMiB} MiB, ` +
+        `heap ${p.heapUsedMiB} of ${p.heapTotalMiB} MiB, array buffers ${p.arrayBuffersMiB} MiB`,
+    );
+  }
   const ours = mp(m.sample.pixels) / m.sample.cpuSeconds;
   const theirs = mp(s.pixels) / s.seconds;
   console.log(
