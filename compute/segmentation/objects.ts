@@ -403,7 +403,7 @@ export const DUPLICATE_OVERLAP = 0.5;
  */
 export function dropDuplicateObjects(objects: TileObjects, earlier: readonly TileObjects[]): TileObjects {
   if (objects.count === 0 || earlier.length === 0) return objects;
-  const window = objectBounds(objects);
+  const window = objectsBounds(objects);
   const owner = new Int32Array(window.width * window.height).fill(-1);
   const areas: number[] = [];
   for (const other of earlier) {
@@ -430,17 +430,19 @@ export function dropDuplicateObjects(objects: TileObjects, earlier: readonly Til
   return keep.length === objects.count ? objects : selectObjects(objects, keep);
 }
 
-function objectBounds(objects: TileObjects): { x: number; y: number; width: number; height: number } {
+/** The bounding box of every object of a tile. */
+export function objectsBounds(objects: TileObjects): { x: number; y: number; width: number; height: number } {
+  const m = objects.measurements;
   let x0 = Number.POSITIVE_INFINITY;
   let y0 = Number.POSITIVE_INFINITY;
   let x1 = 0;
   let y1 = 0;
   for (let k = 0; k < objects.count; k++) {
     const b = k * MEASUREMENT_COUNT;
-    x0 = Math.min(x0, objects.measurements[b + M.bbox_min_x]!);
-    y0 = Math.min(y0, objects.measurements[b + M.bbox_min_y]!);
-    x1 = Math.max(x1, objects.measurements[b + M.bbox_max_x]!);
-    y1 = Math.max(y1, objects.measurements[b + M.bbox_max_y]!);
+    x0 = Math.min(x0, m[b + M.bbox_min_x]!);
+    y0 = Math.min(y0, m[b + M.bbox_min_y]!);
+    x1 = Math.max(x1, m[b + M.bbox_max_x]!);
+    y1 = Math.max(y1, m[b + M.bbox_max_y]!);
   }
   return { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
 }

@@ -1,7 +1,7 @@
 import { type FileHandle, open, rename, rm } from 'node:fs/promises';
 import { ByteWriter, type ColumnSource, ParquetWriter, type SchemaElement } from 'hyparquet-writer';
 import { M, MEASUREMENT_COUNT } from './features';
-import type { TileObjects } from './objects';
+import { objectsBounds, type TileObjects } from './objects';
 import type { SegmentationTile } from './tiles';
 
 /**
@@ -387,23 +387,6 @@ function objectStatistics(
     }
   }
   return { mean: count > 0 ? sum / count : Number.NaN, median, count };
-}
-
-/** The bounding box of every object of a tile. */
-export function objectsBounds(objects: TileObjects): PixelRect {
-  const m = objects.measurements;
-  let x0 = Number.POSITIVE_INFINITY;
-  let y0 = Number.POSITIVE_INFINITY;
-  let x1 = 0;
-  let y1 = 0;
-  for (let k = 0; k < objects.count; k++) {
-    const b = k * MEASUREMENT_COUNT;
-    x0 = Math.min(x0, m[b + M.bbox_min_x]!);
-    y0 = Math.min(y0, m[b + M.bbox_min_y]!);
-    x1 = Math.max(x1, m[b + M.bbox_max_x]!);
-    y1 = Math.max(y1, m[b + M.bbox_max_y]!);
-  }
-  return { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
 }
 
 async function forEachTile(

@@ -7,12 +7,12 @@ import {
   decodeTileObjects,
   encodeTileObjects,
   labelOffsets,
+  objectsBounds,
   segmentTileObjects,
   type TileObjects,
 } from '../../../../compute/segmentation/objects';
 import {
   INSTANCE_COLUMNS,
-  objectsBounds,
   writeInstanceTable,
   writeMarkerTables,
 } from '../../../../compute/segmentation/tables';
