@@ -11,6 +11,7 @@ import {
 import { findJob, type JobRow } from '../../db/jobs';
 import { findIngestSample, findSlide } from '../../db/sample-slides';
 import {
+  findCompletedLayerById,
   findSegmentationRun,
   latestCompletedLayer,
   type SegmentationRunRow,
@@ -187,9 +188,11 @@ export function createExportService(deps: ExportServiceDeps) {
     const artifacts: ExportManifest['artifacts'] = {};
     if (source.kind === 'prediction') artifacts.prediction = await predictionArtifact(row, source.job);
     if (row.includeHe) artifacts.he = await heArtifact(sampleId);
-    if (row.includeSegmentation && source.layer) {
-      const manifest = await deps.segmentation.manifest(principal, sampleId, source.layer.layerId);
-      artifacts.segmentation = { ...manifest, downloads: await segmentationDownloads(source.layer) };
+    // The layer fixed when the export was made (a newer one may have completed since).
+    const layer = row.layerId ? await findCompletedLayerById(sql, row.layerId) : undefined;
+    if (row.includeSegmentation && layer) {
+      const manifest = await deps.segmentation.manifest(principal, sampleId, layer.layerId);
+      artifacts.segmentation = { ...manifest, downloads: await segmentationDownloads(layer) };
     }
     if (row.includeOriginalUpload) artifacts.originalUpload = await originalUpload(sampleId);
     return {
