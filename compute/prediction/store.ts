@@ -119,22 +119,13 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
     const array = markerArray(layout, task.marker, task.level);
     parent ??= array.allocateShard();
     parent.fill(PREDICTION_FILL_VALUE);
-    for (const [a, b] of [
-      [0, 0],
-      [0, 1],
-      [1, 0],
-      [1, 1],
-    ] as const) {
-      const cy = 2 * task.y + a;
-      const cx = 2 * task.x + b;
-      if (cy >= below.shardsY || cx >= below.shardsX) continue;
-      await below.readShard(sink, cy, cx, child, signal);
-      const extent = below.shardExtent(cy, cx);
+    for (const quadrant of below.childShards(task.y, task.x)) {
+      await below.readShard(sink, quadrant.shardY, quadrant.shardX, child, signal);
       downsampleFloatIntoQuadrant(child, parent, below.geometry, {
-        y: a,
-        x: b,
-        validHeight: extent.height,
-        validWidth: extent.width,
+        y: quadrant.y,
+        x: quadrant.x,
+        validHeight: quadrant.extent.height,
+        validWidth: quadrant.extent.width,
       });
     }
     await array.writeShard(sink, task.y, task.x, parent, signal);

@@ -198,24 +198,16 @@ async function downsampleShard(
   signal?: AbortSignal,
 ): Promise<void> {
   const g = below.geometry;
-  for (const [a, b] of [
-    [0, 0],
-    [0, 1],
-    [1, 0],
-    [1, 1],
-  ] as const) {
-    const cy = 2 * task.y + a;
-    const cx = 2 * task.x + b;
-    if (cy >= below.shardsY || cx >= below.shardsX) continue;
+  for (const child of below.childShards(task.y, task.x)) {
     const quadrant = {
-      y: (a * g.chunkHeight * g.chunksY) / 2,
-      x: (b * g.chunkWidth * g.chunksX) / 2,
-      extent: below.shardExtent(cy, cx),
+      y: (child.y * g.chunkHeight * g.chunksY) / 2,
+      x: (child.x * g.chunkWidth * g.chunksX) / 2,
+      extent: child.extent,
     };
     await below.forEachChunk(
       sink,
-      cy,
-      cx,
+      child.shardY,
+      child.shardX,
       (k, chunk) => downsampleChunk(g, k, chunk, quadrant, parent),
       signal,
     );

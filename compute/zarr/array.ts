@@ -13,6 +13,16 @@ import {
 } from './shard';
 import type { KeyValueSink } from './sink';
 
+/** A shard of a level under a shard of the level above (`ShardedArray.childShards`). */
+export interface ChildShard {
+  shardY: number;
+  shardX: number;
+  /** Its quadrant in the parent shard. */
+  y: 0 | 1;
+  x: 0 | 1;
+  extent: ShardExtent;
+}
+
 /** A plane rectangle of an array, in its pixels; every channel is read. */
 export interface PlaneRegion {
   y: number;
@@ -70,6 +80,27 @@ export class ShardedArray<D extends DataType = DataType> {
       height: Math.max(0, Math.min(shardHeight, height - shardY * shardHeight)),
       width: Math.max(0, Math.min(shardWidth, width - shardX * shardWidth)),
     };
+  }
+
+  /**
+   * The shards of this array (a pyramid level) under shard `(parentY, parentX)` of the level
+   * above, which halves it: up to four, each with its quadrant `(y, x)` in the parent (0 or 1)
+   * and the part of it inside this array. Shards past the edge are left out.
+   */
+  childShards(parentY: number, parentX: number): ChildShard[] {
+    const children: ChildShard[] = [];
+    for (const [y, x] of [
+      [0, 0],
+      [0, 1],
+      [1, 0],
+      [1, 1],
+    ] as const) {
+      const shardY = 2 * parentY + y;
+      const shardX = 2 * parentX + x;
+      if (shardY >= this.shardsY || shardX >= this.shardsX) continue;
+      children.push({ shardY, shardX, y, x, extent: this.shardExtent(shardY, shardX) });
+    }
+    return children;
   }
 
   /** A chunk-major shard buffer filled with the fill value. */
