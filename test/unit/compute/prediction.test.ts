@@ -187,6 +187,17 @@ describe('resampling kernels', () => {
     expect(Array.from(into.subarray(0, 8))).toEqual([255, 255, 255, 255, 3, 6, 9, 255]);
   });
 
+  it('reads nothing past a region that ends on the last pixel a tile samples', () => {
+    // An exact square whose window ends one pixel inside the level: the region read stops
+    // there, and the pixel after each sample (weight 0) is never read.
+    const region: RgbImage = { width: 4, height: 4, data: new Uint8Array(48).fill(7) };
+    const ys = inputSamples(1, 2, 2, 1, 8);
+    const xs = inputSamples(1, 2, 2, 1, 8);
+    const into = new Float32Array(3 * 16);
+    fillInputTile(region, 0, 0, ys, xs, into, 0);
+    expect(Array.from(new Set(into))).toEqual([7]);
+  });
+
   it('maps output samples back symmetrically', () => {
     const s = outputSamples(448, 224);
     expect([s.first[0], s.second[0], s.weight[0]]).toEqual([0, 1, 0]);
