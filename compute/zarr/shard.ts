@@ -80,20 +80,29 @@ export async function encodeShard(
   return assemble(g, chunks);
 }
 
-function encodeChunk(
+async function encodeChunk(
   g: ShardGeometry,
   data: TypedArray,
   extent: ShardExtent,
   k: number,
   level: number,
-): Promise<Uint8Array[] | undefined> | undefined {
+): Promise<Uint8Array[] | undefined> {
   const validY = Math.min(g.chunkHeight, extent.height - Math.floor(k / g.chunksX) * g.chunkHeight);
   const validX = Math.min(g.chunkWidth, extent.width - (k % g.chunksX) * g.chunkWidth);
   if (validY <= 0 || validX <= 0) return undefined;
   const chunk = data.subarray(k * g.chunkLength, (k + 1) * g.chunkLength);
   if (validY < g.chunkHeight || validX < g.chunkWidth) padChunk(g, chunk, validY, validX);
-  if (holdsOnly(chunk, g.fillValue)) return undefined;
-  return compress(bytesOf(chunk), level);
+  const bytes = bytesOf(chunk);
+  const pieces = await compress(bytes, level);
+  // Only a chunk that compresses to almost nothing can hold the fill value alone, so only such a
+  // chunk is scanned: scanning every chunk on the main thread cost a prediction as much time as
+  // filling its model inputs (bench/inference). One value repeated compresses to about 16 bytes
+  // plus 8 per 128 KiB block, a third of this bound or less.
+  const size = pieces.reduce((n, piece) => n + piece.byteLength, 0);
+  if (size <= 64 + 32 * Math.ceil(bytes.byteLength / 131_072) && holdsOnly(chunk, g.fillValue)) {
+    return undefined;
+  }
+  return pieces;
 }
 
 /**
