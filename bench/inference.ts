@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { SlideImage } from '../compute/image';
@@ -28,7 +29,10 @@ import { writeSyntheticSvs } from './synthetic-svs';
  * grows. The slide is a synthetic SVS made from CMU-1-Small-Region (bench/synthetic-svs.ts),
  * its H&E pyramid and tissue grid made as ingest makes them, in a separate process first.
  *
- *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14]
+ *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14 --writers N]
+ *
+ * `--writers` is the number of plane-writer threads (default: predictMarkers' own, one per core
+ * beside the inference thread).
  *
  * The bare figure cycles through the first `--bare-tiles` real tiles of the slide: the baseline
  * model's cost does not depend on pixel values, and holding every tile's input would not fit.
@@ -40,6 +44,7 @@ const { values } = parseArgs({
     batch: { type: 'string', default: '8' },
     threads: { type: 'string', default: '1' },
     markers: { type: 'string', default: '14' },
+    writers: { type: 'string' },
     'bare-tiles': { type: 'string', default: '64' },
     // Leave the slide, pyramid and store in the scratch folder (profiling the measured phase).
     keep: { type: 'boolean', default: false },
@@ -173,9 +178,9 @@ async function measure(dir: string): Promise<void> {
   let inferred = 0;
   const counting: ModelSession = {
     spec: session.spec,
-    run(input, count) {
+    run(input, count, output) {
       inferred += count;
-      return session.run(input, count);
+      return session.run(input, count, output);
     },
   };
   const started = performance.now();
@@ -187,6 +192,7 @@ async function measure(dir: string): Promise<void> {
     markers,
     sink,
     batchSize: batch,
+    writers: values.writers === undefined ? undefined : Number(values.writers),
   });
   const pipelineSeconds = (performance.now() - started) / 1000;
   const pipelinePeak = peakMiB();
@@ -230,13 +236,14 @@ async function benchSize(side: number): Promise<void> {
     values.markers,
     '--bare-tiles',
     values['bare-tiles'],
+    ...(values.writers === undefined ? [] : ['--writers', values.writers]),
   ];
   const { stdout } = await run(process.execPath, args, { maxBuffer: 16 << 20 });
   const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, number>;
   const pipelineRate = r.tiles! / r.pipelineSeconds!;
   const bareRate = r.tiles! / r.bareSeconds!;
   console.log(
-    `\n${side} x ${side} synthetic SVS, H&E level ${r.heLevel}, ${values.markers} markers, batch ${values.batch}, ${values.threads} intra-op thread(s)`,
+    `\n${side} x ${side} synthetic SVS, H&E level ${r.heLevel}, ${values.markers} markers, batch ${values.batch}, ${values.threads} intra-op thread(s), ${values.writers ?? 'default'} writer(s), ${availableParallelism()} cores`,
   );
   console.log(
     `  positions          ${r.tiles} (${r.inferred} inferences: band edges are inferred twice; ${r.failed} failed)`,

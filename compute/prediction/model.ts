@@ -34,11 +34,13 @@ export interface ModelSessionOptions {
 
 /**
  * An inference session of one model file. `run` takes `count` tiles, planar RGB 0..255 float32
- * `[count, 3, S, S]` (S = tile + 2 halo), and answers `[count, C, T, T]`.
+ * `[count, 3, S, S]` (S = tile + 2 halo), and answers `[count, C, T, T]`: written into `output`
+ * when one of that length is given (a caller's reused, possibly shared, buffer), which is then
+ * the answer.
  */
 export interface ModelSession {
   readonly spec: ModelSpec;
-  run(input: Float32Array, count: number): Promise<Float32Array>;
+  run(input: Float32Array, count: number, output?: Float32Array): Promise<Float32Array>;
 }
 
 const sessions = new Map<string, Promise<ModelSession>>();
@@ -72,10 +74,16 @@ async function createSession(spec: ModelSpec, threads: number): Promise<ModelSes
   }
   return {
     spec,
-    async run(input, count) {
+    async run(input, count, output) {
       const dims = inputDims(spec, input, count);
-      const result = await inner.run({ [inputName]: new ort.Tensor('float32', input, dims) });
-      const data = result[outputName]?.data;
+      const feeds = { [inputName]: new ort.Tensor('float32', input, dims) };
+      if (output) {
+        checkedOutput(spec, output, count);
+        const fetches = { [outputName]: new ort.Tensor('float32', output, outputDims(spec, count)) };
+        await inner.run(feeds, fetches);
+        return output;
+      }
+      const data = (await inner.run(feeds))[outputName]?.data;
       return checkedOutput(spec, data instanceof Float32Array ? data : undefined, count);
     },
   };
@@ -86,8 +94,14 @@ async function createWorkerSession(spec: ModelSpec, threads: number): Promise<Mo
   const runner = await startWorkerRunner(spec.onnxPath, sessionOptions(threads));
   return {
     spec,
-    async run(input, count) {
-      return checkedOutput(spec, await runner.run(input, inputDims(spec, input, count)), count);
+    async run(input, count, output) {
+      const dims = inputDims(spec, input, count);
+      if (output) {
+        checkedOutput(spec, output, count);
+        await runner.run(input, dims, { into: output, dims: outputDims(spec, count) });
+        return output;
+      }
+      return checkedOutput(spec, await runner.run(input, dims), count);
     },
   };
 }
@@ -99,6 +113,10 @@ function inputDims(spec: ModelSpec, input: Float32Array, count: number): number[
     throw new RangeError(`input of ${input.length} floats is not ${count} tiles of 3 x ${side} x ${side}`);
   }
   return [count, 3, side, side];
+}
+
+function outputDims(spec: ModelSpec, count: number): number[] {
+  return [count, spec.channels.length, spec.tileSize, spec.tileSize];
 }
 
 /** The model's answer, if it is `[N, C, T, T]` float32 as the registry says; else the model is wrong. */

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import type { RgbImage, SlideImage } from '../image';
 import { crc32c, type KeyValueSink, type ShardedArray, type ShardGeometry } from '../zarr';
 import {
@@ -7,12 +8,11 @@ import {
   inputSamples,
   inputWindow,
   mergeStatistics,
-  outputSamples,
   type PlaneSums,
-  writePlane,
 } from './kernels';
 import { inputTileLength, type ModelSession } from './model';
 import { type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
+import { type PlaneWriters, sharedFloats, startPlaneWriters } from './plane-writers';
 import {
   checkMarkerName,
   HISTOGRAM_BINS,
@@ -62,6 +62,8 @@ export interface PredictMarkersOptions {
   chunkSize?: number;
   /** Shard rows per band (see `TilePlan`). Default 4. */
   bandShards?: number;
+  /** Threads writing output planes into shards (`plane-writers`), at most one per marker. */
+  writers?: number;
   signal?: AbortSignal;
   resume?: PredictionProgress | null;
   /** After each batch: positions finished of all, and the token as of the last stored shard. */
@@ -85,28 +87,41 @@ export interface PredictMarkersResult {
  * Shard by shard in `TilePlan` order: the H&E under a shard (with every position's halo) is read
  * in one region while the shard before is being inferred; positions are inferred in batches, a
  * failing batch tile by tile, and a tile that fails alone is counted failed and left at the fill
- * value. Outputs are resampled onto the position's level pixels straight into the shard's
- * buffers, and a finished shard is encoded and stored while the next one is inferred, so memory
- * holds two shards per marker and a band's frontier of outputs, whatever the slide.
+ * value. Three things overlap: while one batch is inferred, the next is filled and waits in the
+ * model's queue, and the one before is written by the plane writers (resampled onto the
+ * position's level pixels straight into the shard's buffers); a finished shard is encoded and
+ * stored while the next one is made. Memory holds two shards per marker, three batches of
+ * inputs and outputs, the H&E of a few shards ahead and a band's frontier of outputs, whatever
+ * the slide.
  */
 export async function predictMarkers(options: PredictMarkersOptions): Promise<PredictMarkersResult> {
   const job = new Prediction(options);
   return job.run();
 }
 
+type Region = { image: RgbImage; x: number; y: number } | undefined;
+
 interface ShardWork {
   index: number;
   shard: ShardAddress;
   positions: number[];
-  /** Positions to infer here (not carried from an earlier shard of the band). */
-  infer: number[];
-  region: Promise<{ image: RgbImage; x: number; y: number } | undefined>;
+  /** Positions to infer here (not carried from an earlier shard of the band), in batches. */
+  batches: number[][];
+  region: Promise<Region>;
+}
+
+/** A batch handed to the model: its shard, positions, buffer pair and answer. */
+interface PostedBatch {
+  index: number;
+  batch: number[];
+  buffer: number;
+  outputs: Promise<BatchOutputs>;
 }
 
 /** A position's output planes, one per stored marker (`[M, T, T]`), or null if it failed. */
 type Carried = Float32Array | null;
 
-/** One shard's buffers, one per marker, chunk-major. */
+/** One shard's buffers, one per marker, chunk-major, shared with the plane writers. */
 interface Slot {
   buffers: Float32Array[];
 }
@@ -116,6 +131,30 @@ interface Made {
   tiles: number;
   failed: number;
   statistics: ChannelStatistics[];
+}
+
+/** Where each tile of a batch's answer starts in the batch's output buffer; null if it failed. */
+type BatchOutputs = (number | null)[];
+
+/**
+ * Input and output buffers: one batch is written while the next is inferred and the one after
+ * waits, filled, in the model's queue, so the model never waits for the main thread.
+ */
+const BATCH_BUFFERS = 3;
+
+/**
+ * Shards whose H&E is read ahead of the one being made: a shard holds a batch or two of tissue
+ * positions, inferred faster than its region is read and decoded.
+ */
+const SHARDS_AHEAD = 4;
+
+/**
+ * Plane writers by default: two cores stay with the main thread and the inference, and four
+ * writers keep up with the bundled model on 16 cores (bench/inference: more only slowed the
+ * inference, whose memory traffic they share).
+ */
+function defaultWriters(): number {
+  return Math.max(1, Math.min(4, availableParallelism() - 2));
 }
 
 class Prediction {
@@ -129,6 +168,16 @@ class Prediction {
   private readonly carried = new Map<number, Carried>();
   private readonly free: Slot[] = [];
   private readonly geometry: ShardGeometry;
+  private readonly inputs: Float32Array[];
+  private readonly outputs: Float32Array[];
+  /** Per buffer pair: settles once the batch last answered into it is written. */
+  private readonly released: Promise<void>[] = [];
+  /** Batches of prepared shards not yet handed to the model, and those handed to it, in order. */
+  private readonly unposted: { index: number; batch: number[]; region: Promise<Region> }[] = [];
+  private readonly posted: PostedBatch[] = [];
+  private postedCount = 0;
+  /** Position of a stored marker's plane in a tile's answer, and in a carried output. */
+  private readonly carriedChannels: number[];
   private progress: PredictionProgress;
   /** A copy of `progress` handed to `onProgress`, which may keep it. */
   private snapshot: PredictionProgress;
@@ -209,6 +258,15 @@ class Prediction {
     this.start = this.progress.shardsDone;
     this.counted = this.progress.tiles;
     this.geometry = this.arrays[0]!.geometry;
+    const tileOutput = spec.channels.length * spec.tileSize * spec.tileSize;
+    this.inputs = [];
+    this.outputs = [];
+    for (let b = 0; b < BATCH_BUFFERS; b++) {
+      this.inputs.push(sharedFloats(this.batchSize * inputTileLength(spec)));
+      this.outputs.push(sharedFloats(this.batchSize * tileOutput));
+      this.released.push(Promise.resolve());
+    }
+    this.carriedChannels = markers.map((_, m) => m);
   }
 
   private resumeFrom(resume: PredictionProgress | null | undefined): PredictionProgress | undefined {
@@ -229,16 +287,33 @@ class Prediction {
   }
 
   async run(): Promise<PredictMarkersResult> {
-    const { sink, signal } = this.options;
+    const { sink, signal, model } = this.options;
     for (const array of this.arrays) await array.writeMetadata(sink, signal);
     const order = this.plan.order;
+    const writers = startPlaneWriters({
+      count: this.options.writers ?? defaultWriters(),
+      markers: this.arrays.length,
+      geometry: this.geometry,
+      tile: model.spec.tileSize,
+      bins: HISTOGRAM_BINS,
+      range: this.layout.outputRange,
+    });
     let storing: Promise<void> | undefined;
-    let next = this.prepare(this.progress.shardsDone);
+    // Shards prepared ahead: their H&E is read, and their batches can be handed to the model,
+    // while the shards before them are made.
+    const ahead: ShardWork[] = [];
+    const prepareAhead = (from: number) => {
+      while (ahead.length < SHARDS_AHEAD) {
+        const work = this.prepare(from + ahead.length);
+        if (!work) break;
+        ahead.push(work);
+      }
+    };
     try {
-      while (next) {
-        const work = next;
-        next = this.prepare(work.index + 1);
-        const made = await this.make(work);
+      prepareAhead(this.progress.shardsDone);
+      for (let work = ahead.shift(); work; work = ahead.shift()) {
+        prepareAhead(work.index + 1);
+        const made = await this.make(work, writers);
         // One shard is stored while the next is made: its buffers stay out of the pool till then.
         await storing;
         storing = this.store(work, made);
@@ -246,7 +321,9 @@ class Prediction {
       }
       await storing;
     } finally {
-      await Promise.allSettled([storing, next?.region]);
+      const reads = ahead.map((work) => work.region);
+      await Promise.allSettled([storing, ...reads, ...this.posted.map((b) => b.outputs)]);
+      await writers.close();
     }
     if (this.progress.shardsDone !== order.length) throw new Error('prediction ended before its last shard');
     return {
@@ -266,96 +343,109 @@ class Prediction {
     const infer = positions.filter((p) => this.plan.inferredIn(p, shard, this.start));
     const region = this.readRegion(infer);
     region.catch(() => {});
-    return { index, shard, positions, infer, region };
+    const batches: number[][] = [];
+    for (let b = 0; b < infer.length; b += this.batchSize) batches.push(infer.slice(b, b + this.batchSize));
+    for (const batch of batches) this.unposted.push({ index, batch, region });
+    return { index, shard, positions, batches, region };
+  }
+
+  /**
+   * Hands prepared batches to the model until two wait beyond the one being written, across
+   * shard boundaries. A batch is filled once its buffer pair is released.
+   */
+  private post(): void {
+    while (this.posted.length < BATCH_BUFFERS - 1 && this.unposted.length > 0) {
+      const { index, batch, region } = this.unposted.shift()!;
+      const buffer = this.postedCount++ % BATCH_BUFFERS;
+      const outputs = (async () => {
+        await this.released[buffer];
+        const input = this.fillInputs(await region, batch, buffer);
+        return this.inferWithRetry(input, batch.length, buffer);
+      })();
+      outputs.catch(() => {});
+      this.posted.push({ index, batch, buffer, outputs });
+    }
   }
 
   /** Infers and writes one shard's positions into fresh buffers. */
-  private async make(work: ShardWork): Promise<Made> {
+  private async make(work: ShardWork, writers: PlaneWriters): Promise<Made> {
     const { model, signal } = this.options;
-    const { tileSize, halo } = model.spec;
     const slot = this.take();
+    // Writers take messages in order: the clear is done before any write below.
+    const cleared = writers.clear(slot.buffers, PREDICTION_FILL_VALUE);
+    cleared.catch(() => {});
     const rect = this.plan.shardRect(work.shard);
     const markers = this.arrays.length;
-    const plane = tileSize * tileSize;
-    const range = this.layout.outputRange;
+    const plane = model.spec.tileSize * model.spec.tileSize;
     const histograms = this.arrays.map(() => new Uint32Array(HISTOGRAM_BINS));
     // Per position (in `work.positions` order) and marker: what was written, summed at the end
     // in that order, so a resumed run (which carries fewer positions) adds up the same floats.
     const sums: (PlaneSums | undefined)[] = new Array(work.positions.length * markers);
     const slotOf = new Map(work.positions.map((p, i) => [p, i]));
-    const write = (p: number, data: Float32Array, offsets: (m: number) => number) => {
-      const sq = this.plan.square(p);
-      const ys = outputSamples(sq.y1 - sq.y0, tileSize);
-      const xs = outputSamples(sq.x1 - sq.x0, tileSize);
-      const at = slotOf.get(p)! * markers;
-      for (let m = 0; m < markers; m++) {
-        sums[at + m] = writePlane(
-          data,
-          offsets(m),
-          tileSize,
-          sq,
-          ys,
-          xs,
-          rect,
-          slot.buffers[m]!,
-          rect.x0,
-          rect.y0,
-          this.geometry,
-          histograms[m]!,
-          range,
-        );
-      }
+    const writes: Promise<void>[] = [];
+    const write = (positions: number[], source: Float32Array, bases: number[], channels: number[]) => {
+      const written = writers
+        .write({
+          source,
+          bases,
+          squares: positions.map((p) => this.plan.square(p)),
+          channels,
+          clip: rect,
+          shards: slot.buffers,
+        })
+        .then((result) => {
+          positions.forEach((p, k) => {
+            const at = slotOf.get(p)! * markers;
+            for (let m = 0; m < markers; m++) sums[at + m] = result.sums[k]![m];
+          });
+          result.histograms.forEach((part, m) => {
+            const total = histograms[m]!;
+            for (let b = 0; b < part.length; b++) total[b]! += part[b]!;
+          });
+        });
+      written.catch(() => {});
+      writes.push(written);
+      return written;
     };
-    const inferred = new Set(work.infer);
+    const inferred = new Set(work.batches.flat());
     for (const p of work.positions) {
       if (inferred.has(p)) continue;
       const out = this.carried.get(p);
       if (out === undefined) throw new Error(`position ${p} was not carried into shard ${work.index}`);
-      if (out !== null) write(p, out, (m) => m * plane);
+      if (out !== null) write([p], out, [0], this.carriedChannels);
       if (!this.plan.neededLater(p, work.shard)) this.carried.delete(p);
     }
     let tiles = 0;
     let failed = 0;
-    const region = await work.region;
-    const length = inputTileLength(model.spec);
-    const batches: number[][] = [];
-    for (let b = 0; b < work.infer.length; b += this.batchSize)
-      batches.push(work.infer.slice(b, b + this.batchSize));
-    const submit = (batch: number[]) => {
-      if (!region) throw new Error(`shard ${work.index} has positions to infer but no H&E region`);
-      const input = new Float32Array(batch.length * length);
-      batch.forEach((p, k) => {
-        const sq = this.plan.square(p);
-        const ys = inputSamples(sq.y0, sq.y1 - sq.y0, tileSize, halo, this.plan.heightPx);
-        const xs = inputSamples(sq.x0, sq.x1 - sq.x0, tileSize, halo, this.plan.widthPx);
-        fillInputTile(region.image, region.x, region.y, ys, xs, input, k * length);
-      });
-      const outputs = this.inferWithRetry(input, batch.length);
-      outputs.catch(() => {});
-      return outputs;
-    };
-    // The next batch is read and submitted before the current one's outputs are written, so a
-    // session that runs off the main thread is never idle while they are.
-    let pending = batches[0] ? submit(batches[0]) : undefined;
-    for (let i = 0; i < batches.length; i++) {
+    for (const expected of work.batches) {
       signal?.throwIfAborted();
-      const batch = batches[i]!;
-      const outputs = await pending!;
-      pending = batches[i + 1] ? submit(batches[i + 1]!) : undefined;
+      this.post();
+      const { index, batch, buffer, outputs: answer } = this.posted.shift()!;
+      if (index !== work.index || batch !== expected) throw new Error(`batch of shard ${index} out of order`);
+      const outputs = await answer;
+      const source = this.outputs[buffer]!;
+      const done = batch.filter((_, k) => outputs[k] !== null);
+      const written = write(
+        done,
+        source,
+        outputs.filter((base): base is number => base !== null),
+        this.channelIndex,
+      );
+      this.released[buffer] = written.catch(() => {});
+      this.post();
       batch.forEach((p, k) => {
-        const out = outputs[k];
-        if (out) write(p, out.data, (m) => out.offset + this.channelIndex[m]! * plane);
+        const base = outputs[k] ?? null;
         if (this.plan.isHome(p, work.shard)) {
           tiles++;
-          if (!out) failed++;
+          if (base === null) failed++;
         }
         if (this.plan.neededLater(p, work.shard)) {
           let kept: Float32Array | null = null;
-          if (out) {
-            kept = new Float32Array(markers * plane);
+          if (base !== null) {
+            kept = sharedFloats(markers * plane);
             for (let m = 0; m < markers; m++) {
-              const from = out.offset + this.channelIndex[m]! * plane;
-              kept.set(out.data.subarray(from, from + plane), m * plane);
+              const from = base + this.channelIndex[m]! * plane;
+              kept.set(source.subarray(from, from + plane), m * plane);
             }
           }
           this.carried.set(p, kept);
@@ -363,6 +453,7 @@ class Prediction {
       });
       this.options.onProgress?.(this.counted + tiles, this.total, this.snapshot);
     }
+    await Promise.all([cleared, ...writes]);
     this.counted += tiles;
     const statistics = histograms.map((histogram, m) => {
       const stats = emptyStatistics(HISTOGRAM_BINS);
@@ -378,6 +469,21 @@ class Prediction {
       return stats;
     });
     return { slot, tiles, failed, statistics };
+  }
+
+  /** The model inputs of `batch` in input buffer `which`, read from the shard's H&E region. */
+  private fillInputs(region: Region, batch: number[], which: number): Float32Array {
+    if (!region) throw new Error('positions to infer but no H&E region');
+    const { tileSize, halo } = this.options.model.spec;
+    const length = inputTileLength(this.options.model.spec);
+    const input = this.inputs[which]!.subarray(0, batch.length * length);
+    batch.forEach((p, k) => {
+      const sq = this.plan.square(p);
+      const ys = inputSamples(sq.y0, sq.y1 - sq.y0, tileSize, halo, this.plan.heightPx);
+      const xs = inputSamples(sq.x0, sq.x1 - sq.x0, tileSize, halo, this.plan.widthPx);
+      fillInputTile(region.image, region.x, region.y, ys, xs, input, k * length);
+    });
+    return input;
   }
 
   /** Encodes and stores a made shard, then moves the token past it. */
@@ -400,25 +506,26 @@ class Prediction {
   }
 
   /**
-   * One batch; if it throws, each tile alone (its retry). A tile that fails alone is null. Only
-   * inference failures are absorbed: an abort or a read failure ends the run.
+   * One batch into output buffer `which`; if it throws, each tile alone (its retry). A tile that
+   * fails alone is null. Only inference failures are absorbed: an abort or a read failure ends
+   * the run.
    */
-  private async inferWithRetry(
-    input: Float32Array,
-    count: number,
-  ): Promise<({ data: Float32Array; offset: number } | null)[]> {
+  private async inferWithRetry(input: Float32Array, count: number, which: number): Promise<BatchOutputs> {
     const { model, signal } = this.options;
     const tile = model.spec.channels.length * model.spec.tileSize * model.spec.tileSize;
+    const output = this.outputs[which]!.subarray(0, count * tile);
     try {
-      const data = await model.run(input, count);
-      return Array.from({ length: count }, (_, k) => ({ data, offset: k * tile }));
+      const data = await model.run(input, count, output);
+      if (data !== output) output.set(data);
+      return Array.from({ length: count }, (_, k) => k * tile);
     } catch {
       signal?.throwIfAborted();
       const length = inputTileLength(model.spec);
-      const out: ({ data: Float32Array; offset: number } | null)[] = [];
+      const out: BatchOutputs = [];
       for (let k = 0; k < count; k++) {
         try {
-          out.push({ data: await model.run(input.slice(k * length, (k + 1) * length), 1), offset: 0 });
+          output.set(await model.run(input.slice(k * length, (k + 1) * length), 1), k * tile);
+          out.push(k * tile);
         } catch {
           signal?.throwIfAborted();
           out.push(null);
@@ -428,18 +535,17 @@ class Prediction {
     }
   }
 
+  /** A slot of shard buffers, cleared by the writers before use (`make`). */
   private take(): Slot {
-    const slot = this.free.pop();
-    if (slot) {
-      for (const buffer of slot.buffers) buffer.fill(PREDICTION_FILL_VALUE);
-      return slot;
-    }
-    return { buffers: this.arrays.map((array) => array.allocateShard()) };
+    const g = this.geometry;
+    return (
+      this.free.pop() ?? {
+        buffers: this.arrays.map(() => sharedFloats(g.chunksY * g.chunksX * g.chunkLength)),
+      }
+    );
   }
 
-  private async readRegion(
-    positions: number[],
-  ): Promise<{ image: RgbImage; x: number; y: number } | undefined> {
+  private async readRegion(positions: number[]): Promise<Region> {
     if (positions.length === 0) return undefined;
     const { tileSize, halo } = this.options.model.spec;
     let x0 = Number.POSITIVE_INFINITY;

@@ -15,10 +15,17 @@ ready.then(
   (s) => parentPort.postMessage({ kind: 'ready', inputs: s.inputNames, outputs: s.outputNames }),
   (e) => parentPort.postMessage({ kind: 'failed', error: String((e && e.message) || e) }),
 );
-parentPort.on('message', async ({ id, input, dims }) => {
+parentPort.on('message', async ({ id, input, dims, output }) => {
   try {
     const s = await ready;
-    const result = await s.run({ [s.inputNames[0]]: new ort.Tensor('float32', input, dims) });
+    const feeds = { [s.inputNames[0]]: new ort.Tensor('float32', input, dims) };
+    if (output) {
+      // A shared buffer of the caller's: the answer is written into it, nothing is sent back.
+      await s.run(feeds, { [s.outputNames[0]]: new ort.Tensor('float32', output.into, output.dims) });
+      parentPort.postMessage({ id });
+      return;
+    }
+    const result = await s.run(feeds);
     const out = result[s.outputNames[0]];
     const data = out.data;
     try {
@@ -35,17 +42,28 @@ parentPort.on('message', async ({ id, input, dims }) => {
 interface Pending {
   resolve: (data: Float32Array) => void;
   reject: (err: Error) => void;
+  /** The caller's shared buffer the answer was written into. */
+  output?: Float32Array;
 }
 
 type Message =
   | { kind: 'ready'; inputs: string[]; outputs: string[] }
   | { kind: 'failed'; error: string }
-  | { id: number; data: Float32Array; dims: number[] }
+  | { id: number; data?: Float32Array; dims?: number[] }
   | { id: number; error: string };
 
-/** Runs `[N, 3, S, S]` batches of one ONNX file on a worker thread, one at a time, in order. */
+/** A buffer on a `SharedArrayBuffer` that the answer is written into, and the answer's shape. */
+export interface SharedOutput {
+  into: Float32Array;
+  dims: readonly number[];
+}
+
+/**
+ * Runs `[N, 3, S, S]` batches of one ONNX file on a worker thread, one at a time, in order.
+ * With `output`, the answer is written into its shared buffer, which is the answer.
+ */
 export interface WorkerRunner {
-  run(input: Float32Array, dims: readonly number[]): Promise<Float32Array>;
+  run(input: Float32Array, dims: readonly number[], output?: SharedOutput): Promise<Float32Array>;
 }
 
 export function startWorkerRunner(onnxPath: string, options: Record<string, unknown>): Promise<WorkerRunner> {
@@ -76,14 +94,19 @@ export function startWorkerRunner(onnxPath: string, options: Record<string, unkn
           // An idle session must not keep a script's process alive; a pending batch must.
           worker.unref();
           resolve({
-            run(input, dims) {
+            run(input, dims, output) {
               if (broken) return Promise.reject(broken);
               const id = next++;
               return new Promise<Float32Array>((res, rej) => {
                 if (pending.size === 0) worker.ref();
-                pending.set(id, { resolve: res, reject: rej });
-                // Copied, not transferred: the caller may retry the same input tile by tile.
-                worker.postMessage({ id, input, dims: [...dims] });
+                pending.set(id, { resolve: res, reject: rej, output: output?.into });
+                // Copied (or shared), not transferred: the caller may retry the same input tile by tile.
+                worker.postMessage({
+                  id,
+                  input,
+                  dims: [...dims],
+                  output: output && { into: output.into, dims: [...output.dims] },
+                });
               });
             },
           });
@@ -95,8 +118,9 @@ export function startWorkerRunner(onnxPath: string, options: Record<string, unkn
       if (pending.size === 0) worker.unref();
       if (!waiting) return;
       if ('error' in message) waiting.reject(new Error(message.error));
+      else if (waiting.output) waiting.resolve(waiting.output);
       // Cloned into this thread's realm, which under Jest is not the test's: no instanceof.
-      else if (Object.prototype.toString.call(message.data) === '[object Float32Array]')
+      else if (message.data && Object.prototype.toString.call(message.data) === '[object Float32Array]')
         waiting.resolve(message.data);
       else waiting.reject(new ComputeError('UnsupportedModel', `${onnxPath} answered no float32 tensor`));
     });

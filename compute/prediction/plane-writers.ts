@@ -1,0 +1,195 @@
+import { Worker } from 'node:worker_threads';
+import type { ShardGeometry } from '../zarr';
+import type { PlaneSums } from './kernels';
+import type { PixelRect } from './plan';
+
+/**
+ * Threads that clear a shard's buffers and write the model's output planes into them
+ * (`writePlane`: resample, chunk-major copy, statistics), so that this work, fourteen planes a tile, runs beside the
+ * inference and beside each other instead of on the one thread that also reads the H&E and
+ * stores shards. Writer `w` owns the markers `m` with `m % count === w`: each marker's buffer and
+ * histogram have one writer, so no two threads touch the same bytes.
+ *
+ * Sources and shard buffers are on `SharedArrayBuffer`s: a message carries handles, never
+ * pixels. The worker runs `kernels` from the compiled .js beside this file; under Jest, which
+ * runs the TypeScript sources, it compiles kernels.ts with @swc/core as Jest itself does.
+ */
+const workerSource = `
+const { parentPort, workerData } = require('node:worker_threads');
+if (workerData.kernels.endsWith('.ts')) {
+  const { readFileSync } = require('node:fs');
+  const swc = require('@swc/core');
+  require.extensions['.ts'] = (module, file) => {
+    const { code } = swc.transformSync(readFileSync(file, 'utf8'), {
+      filename: file,
+      jsc: { target: 'es2023', parser: { syntax: 'typescript' } },
+      module: { type: 'commonjs' },
+    });
+    module._compile(code, file);
+  };
+}
+const { outputSamples, writePlane } = require(workerData.kernels);
+const { geometry, markers, tile, bins, range } = workerData;
+const samples = new Map();
+const samplesOf = (length) => {
+  let s = samples.get(length);
+  if (!s) samples.set(length, (s = outputSamples(length, tile)));
+  return s;
+};
+parentPort.on('message', ({ id, clear, source, bases, squares, channels, clip, shards, shardX, shardY }) => {
+  try {
+    if (clear !== undefined) {
+      for (const m of markers) shards[m].fill(clear);
+      parentPort.postMessage({ id });
+      return;
+    }
+    const count = bases.length;
+    const sums = new Float64Array(count * markers.length * 4);
+    const histograms = new Uint32Array(markers.length * bins);
+    for (let k = 0; k < count; k++) {
+      const sq = { x0: squares[4 * k], y0: squares[4 * k + 1], x1: squares[4 * k + 2], y1: squares[4 * k + 3] };
+      const ys = samplesOf(sq.y1 - sq.y0);
+      const xs = samplesOf(sq.x1 - sq.x0);
+      markers.forEach((m, j) => {
+        const s = writePlane(source, bases[k] + channels[m] * tile * tile, tile, sq, ys, xs, clip,
+          shards[m], shardX, shardY, geometry, histograms.subarray(j * bins, (j + 1) * bins), range);
+        sums.set([s.count, s.min, s.max, s.sum], (k * markers.length + j) * 4);
+      });
+    }
+    parentPort.postMessage({ id, sums, histograms }, [sums.buffer, histograms.buffer]);
+  } catch (e) {
+    parentPort.postMessage({ id, error: String((e && e.stack) || e) });
+  }
+});
+`;
+
+/** Output planes of several positions in one shared buffer, each written into one shard. */
+export interface PlaneWrite {
+  /** On a `SharedArrayBuffer`: position k's plane of marker m starts at `bases[k] + channels[m] * T * T`. */
+  source: Float32Array;
+  bases: readonly number[];
+  squares: readonly PixelRect[];
+  /** Per stored marker, its channel in `source`. */
+  channels: readonly number[];
+  /** The shard's pixels, and its buffers (one per marker, each on a `SharedArrayBuffer`). */
+  clip: PixelRect;
+  shards: readonly Float32Array[];
+}
+
+/** Per position (in `bases` order) and marker: what was written; histograms added per marker. */
+export interface PlaneWriteResult {
+  sums: PlaneSums[][];
+  histograms: Uint32Array[];
+}
+
+export interface PlaneWriters {
+  /** Sets every element of the shard buffers (one per marker) to `value`, before later writes. */
+  clear(shards: readonly Float32Array[], value: number): Promise<void>;
+  write(job: PlaneWrite): Promise<PlaneWriteResult>;
+  close(): Promise<void>;
+}
+
+export interface PlaneWritersOptions {
+  count: number;
+  markers: number;
+  geometry: ShardGeometry;
+  tile: number;
+  bins: number;
+  range: readonly [number, number];
+}
+
+interface Reply {
+  id: number;
+  sums?: Float64Array;
+  histograms?: Uint32Array;
+  error?: string;
+}
+
+export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
+  const count = Math.max(1, Math.min(options.count, options.markers));
+  const owned = Array.from({ length: count }, (_, w) =>
+    Array.from({ length: options.markers }, (_, m) => m).filter((m) => m % count === w),
+  );
+  const pending = new Map<number, (reply: Reply) => void>();
+  let broken: Error | undefined;
+  const workers = owned.map((markers) => {
+    const worker = new Worker(workerSource, {
+      eval: true,
+      workerData: {
+        kernels: require.resolve('./kernels'),
+        geometry: { ...options.geometry },
+        markers,
+        tile: options.tile,
+        bins: options.bins,
+        range: [...options.range],
+      },
+    });
+    worker.on('message', (reply: Reply) => {
+      const settle = pending.get(reply.id);
+      pending.delete(reply.id);
+      settle?.(reply);
+    });
+    const fail = (err: Error) => {
+      broken ??= err;
+      for (const settle of pending.values()) settle({ id: -1, error: err.message });
+      pending.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`plane writer exited (${code})`)));
+    return worker;
+  });
+  let next = 0;
+  const ask = (w: number, message: Record<string, unknown>): Promise<Reply> => {
+    if (broken) return Promise.reject(broken);
+    const id = next++;
+    return new Promise((resolve, reject) => {
+      pending.set(id, (reply) =>
+        reply.error === undefined ? resolve(reply) : reject(new Error(reply.error)),
+      );
+      workers[w]!.postMessage({ id, ...message });
+    });
+  };
+  return {
+    async clear(shards, value) {
+      await Promise.all(workers.map((_, w) => ask(w, { clear: value, shards: [...shards] })));
+    },
+    async write(job) {
+      const squares = new Int32Array(job.squares.length * 4);
+      for (const [k, sq] of job.squares.entries()) squares.set([sq.x0, sq.y0, sq.x1, sq.y1], 4 * k);
+      const message = {
+        source: job.source,
+        bases: [...job.bases],
+        squares,
+        channels: [...job.channels],
+        clip: { ...job.clip },
+        shards: [...job.shards],
+        shardX: job.clip.x0,
+        shardY: job.clip.y0,
+      };
+      const replies = await Promise.all(workers.map((_, w) => ask(w, message)));
+      const result: PlaneWriteResult = {
+        sums: job.bases.map(() => new Array<PlaneSums>(options.markers)),
+        histograms: new Array<Uint32Array>(options.markers),
+      };
+      replies.forEach((reply, w) => {
+        owned[w]!.forEach((m, j) => {
+          result.histograms[m] = reply.histograms!.subarray(j * options.bins, (j + 1) * options.bins);
+          job.bases.forEach((_, k) => {
+            const at = (k * owned[w]!.length + j) * 4;
+            const s = reply.sums!;
+            result.sums[k]![m] = { count: s[at]!, min: s[at + 1]!, max: s[at + 2]!, sum: s[at + 3]! };
+          });
+        });
+      });
+      return result;
+    },
+    async close() {
+      await Promise.all(workers.map((worker) => worker.terminate()));
+    },
+  };
+}
+
+/** A float32 array of `length` on a `SharedArrayBuffer`, as writers and the model session share. */
+export function sharedFloats(length: number): Float32Array {
+  return new Float32Array(new SharedArrayBuffer(length * Float32Array.BYTES_PER_ELEMENT));
+}
