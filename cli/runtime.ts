@@ -148,6 +148,11 @@ export async function startWorkers(options: {
   store: ObjectStore;
   workflowBundle: { code: string };
   logger: Logger;
+  /**
+   * The longest an activity's heartbeat waits to be sent (default 5 s): what a crash can lose.
+   * Tests that stop a worker at a heartbeat use less, as their slides are done in seconds.
+   */
+  maxHeartbeatThrottleMs?: number;
 }): Promise<RunningWorkers> {
   installTemporalRuntime(options.logger);
   const connection = await NativeConnection.connect({ address: options.address });
@@ -178,8 +183,8 @@ export async function startWorkers(options: {
         maxConcurrentActivityTaskExecutions: kind === 'compute' ? 2 : 20,
         // Cancels reach an activity with a heartbeat's answer, and a retry resumes from the last
         // heartbeat that reached the server: send them often (the SDK's default waits up to 60 s).
-        defaultHeartbeatThrottleInterval: '1 second',
-        maxHeartbeatThrottleInterval: '5 seconds',
+        defaultHeartbeatThrottleInterval: Math.min(1000, options.maxHeartbeatThrottleMs ?? 5000),
+        maxHeartbeatThrottleInterval: options.maxHeartbeatThrottleMs ?? 5000,
       }),
     ),
   );

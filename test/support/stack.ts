@@ -128,6 +128,9 @@ export async function startStack(
       store,
       workflowBundle: await workflowBundle(),
       logger: pino({ level: 'silent' }),
+      // A stopped worker's retry resumes from the last heartbeat the server has: the resume
+      // tests stop a worker at one, on slides predicted in a few seconds.
+      maxHeartbeatThrottleMs: 200,
     });
   const workers: RunningWorkers | undefined = options.worker ? await startWorker() : undefined;
   const tenant = await createTenant(db.sql, { credits: 1000 });
