@@ -370,6 +370,32 @@ function copyIntoShard(
   }
 }
 
+/** Sets the level pixels of `rect` (inside the shard) in a chunk-major shard buffer to `value`. */
+export function fillRect(
+  shard: Float32Array,
+  shardX: number,
+  shardY: number,
+  g: ShardGeometry,
+  rect: PixelRect,
+  value: number,
+): void {
+  const ch = g.chunkHeight;
+  const cw = g.chunkWidth;
+  for (let y = rect.y0; y < rect.y1; y++) {
+    const ly = y - shardY;
+    const cy = Math.floor(ly / ch);
+    const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
+    for (let x = rect.x0; x < rect.x1; ) {
+      const lx = x - shardX;
+      const cx = Math.floor(lx / cw);
+      const run = Math.min(rect.x1 - x, (cx + 1) * cw - lx);
+      const at = rowBase + cx * g.chunkLength + (lx - cx * cw);
+      shard.fill(value, at, at + run);
+      x += run;
+    }
+  }
+}
+
 /**
  * Averages each 2x2 block of a float32 child shard into one quadrant of its parent, `(y, x)` in
  * {0, 1}, as `compute/pyramid`'s uint8 kernel does: chunk sides must be even, chunks past

@@ -169,6 +169,31 @@ export class TilePlan {
     return out;
   }
 
+  /**
+   * The parts of a shard that no selected position covers: the squares of unselected positions
+   * and whatever lies past the grid's last edges. Selected squares are written whole, so these
+   * and the squares of failed positions are all a reused shard buffer needs set to the fill.
+   */
+  uncoveredRects(shard: ShardAddress): PixelRect[] {
+    const r = this.shardRect(shard);
+    const [c0, c1] = span(this.edgesX, r.x0, r.x1);
+    const [w0, w1] = span(this.edgesY, r.y0, r.y1);
+    const out: PixelRect[] = [];
+    const { cols, selected } = this.grid;
+    for (let row = w0; row < w1; row++) {
+      for (let col = c0; col < c1; col++) {
+        if (selected[row * cols + col] === 1) continue;
+        const part = intersect(this.square(row * cols + col), r);
+        if (part) out.push(part);
+      }
+    }
+    const gridX = this.edgesX[this.edgesX.length - 1]!;
+    const gridY = this.edgesY[this.edgesY.length - 1]!;
+    if (gridX < r.x1) out.push({ ...r, x0: Math.max(r.x0, gridX) });
+    if (gridY < r.y1) out.push({ ...r, y0: Math.max(r.y0, gridY) });
+    return out;
+  }
+
   /** Whether position `index`'s square meets a shard made after `shard` in the same band. */
   neededLater(index: number, shard: ShardAddress): boolean {
     const sq = this.square(index);
@@ -207,6 +232,17 @@ export class TilePlan {
     const sq = this.square(index);
     return Math.floor(sq.y0 / this.shardSize) === shard.y && Math.floor(sq.x0 / this.shardSize) === shard.x;
   }
+}
+
+/** The overlap of two rectangles, or undefined if they do not meet. */
+export function intersect(a: PixelRect, b: PixelRect): PixelRect | undefined {
+  const r = {
+    x0: Math.max(a.x0, b.x0),
+    y0: Math.max(a.y0, b.y0),
+    x1: Math.min(a.x1, b.x1),
+    y1: Math.min(a.y1, b.y1),
+  };
+  return r.x0 < r.x1 && r.y0 < r.y1 ? r : undefined;
 }
 
 /** Position edges along one axis: `round(i * step)`, clipped to the level. */

@@ -4,8 +4,8 @@ import type { PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
 
 /**
- * Threads that clear a shard's buffers and write the model's output planes into them
- * (`writePlane`: resample, chunk-major copy, statistics), so that this work, fourteen planes a tile, runs beside the
+ * Threads that write the model's output planes into a shard's buffers (`writePlane`: resample,
+ * chunk-major copy, statistics) and set the rest to the fill value (`fillRect`), so that this work, fourteen planes a tile, runs beside the
  * inference and beside each other instead of on the one thread that also reads the H&E and
  * stores shards. Writer `w` owns the markers `m` with `m % count === w`: each marker's buffer and
  * histogram have one writer, so no two threads touch the same bytes.
@@ -28,7 +28,7 @@ if (workerData.kernels.endsWith('.ts')) {
     module._compile(code, file);
   };
 }
-const { outputSamples, writePlane } = require(workerData.kernels);
+const { fillRect, outputSamples, writePlane } = require(workerData.kernels);
 const { geometry, markers, tile, bins, range } = workerData;
 const samples = new Map();
 const samplesOf = (length) => {
@@ -36,10 +36,10 @@ const samplesOf = (length) => {
   if (!s) samples.set(length, (s = outputSamples(length, tile)));
   return s;
 };
-parentPort.on('message', ({ id, clear, source, bases, squares, channels, clip, shards, shardX, shardY }) => {
+parentPort.on('message', ({ id, fill, rects, source, bases, squares, channels, clip, shards, shardX, shardY }) => {
   try {
-    if (clear !== undefined) {
-      for (const m of markers) shards[m].fill(clear);
+    if (fill !== undefined) {
+      for (const m of markers) for (const rect of rects) fillRect(shards[m], shardX, shardY, geometry, rect, fill);
       parentPort.postMessage({ id });
       return;
     }
@@ -83,8 +83,16 @@ export interface PlaneWriteResult {
 }
 
 export interface PlaneWriters {
-  /** Sets every element of the shard buffers (one per marker) to `value`, before later writes. */
-  clear(shards: readonly Float32Array[], value: number): Promise<void>;
+  /**
+   * Sets `rects` (level pixels inside the shard at `clip`) of the shard buffers (one per marker)
+   * to `value`; ordered with the writes, as every message is.
+   */
+  fill(
+    clip: PixelRect,
+    rects: readonly PixelRect[],
+    shards: readonly Float32Array[],
+    value: number,
+  ): Promise<void>;
   write(job: PlaneWrite): Promise<PlaneWriteResult>;
   close(): Promise<void>;
 }
@@ -150,8 +158,16 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
     });
   };
   return {
-    async clear(shards, value) {
-      await Promise.all(workers.map((_, w) => ask(w, { clear: value, shards: [...shards] })));
+    async fill(clip, rects, shards, value) {
+      if (rects.length === 0) return;
+      const message = {
+        fill: value,
+        rects: rects.map((r) => ({ ...r })),
+        shards: [...shards],
+        shardX: clip.x0,
+        shardY: clip.y0,
+      };
+      await Promise.all(workers.map((_, w) => ask(w, message)));
     },
     async write(job) {
       const squares = new Int32Array(job.squares.length * 4);

@@ -11,7 +11,7 @@ import {
   type PlaneSums,
 } from './kernels';
 import { inputTileLength, type ModelSession } from './model';
-import { type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
+import { intersect, type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
 import { type PlaneWriters, sharedFloats, startPlaneWriters } from './plane-writers';
 import {
   checkMarkerName,
@@ -371,9 +371,6 @@ class Prediction {
   private async make(work: ShardWork, writers: PlaneWriters): Promise<Made> {
     const { model, signal } = this.options;
     const slot = this.take();
-    // Writers take messages in order: the clear is done before any write below.
-    const cleared = writers.clear(slot.buffers, PREDICTION_FILL_VALUE);
-    cleared.catch(() => {});
     const rect = this.plan.shardRect(work.shard);
     const markers = this.arrays.length;
     const plane = model.spec.tileSize * model.spec.tileSize;
@@ -407,12 +404,23 @@ class Prediction {
       writes.push(written);
       return written;
     };
+    // The buffer holds an earlier shard's pixels: what no output is written over is set to the
+    // fill value, in messages the writers take in order with the writes.
+    const fill = (rects: PixelRect[]) => {
+      const filled = writers.fill(rect, rects, slot.buffers, PREDICTION_FILL_VALUE);
+      filled.catch(() => {});
+      writes.push(filled);
+    };
+    const fillSquares = (positions: number[]) =>
+      fill(positions.flatMap((p) => intersect(this.plan.square(p), rect) ?? []));
+    fill(this.plan.uncoveredRects(work.shard));
     const inferred = new Set(work.batches.flat());
     for (const p of work.positions) {
       if (inferred.has(p)) continue;
       const out = this.carried.get(p);
       if (out === undefined) throw new Error(`position ${p} was not carried into shard ${work.index}`);
       if (out !== null) write([p], out, [0], this.carriedChannels);
+      else fillSquares([p]);
       if (!this.plan.neededLater(p, work.shard)) this.carried.delete(p);
     }
     let tiles = 0;
@@ -432,6 +440,7 @@ class Prediction {
         this.channelIndex,
       );
       this.released[buffer] = written.catch(() => {});
+      fillSquares(batch.filter((_, k) => outputs[k] === null));
       this.post();
       batch.forEach((p, k) => {
         const base = outputs[k] ?? null;
@@ -453,7 +462,7 @@ class Prediction {
       });
       this.options.onProgress?.(this.counted + tiles, this.total, this.snapshot);
     }
-    await Promise.all([cleared, ...writes]);
+    await Promise.all(writes);
     this.counted += tiles;
     const statistics = histograms.map((histogram, m) => {
       const stats = emptyStatistics(HISTOGRAM_BINS);
@@ -535,7 +544,7 @@ class Prediction {
     }
   }
 
-  /** A slot of shard buffers, cleared by the writers before use (`make`). */
+  /** A slot of shard buffers, fresh or holding an earlier shard's pixels (see `make`). */
   private take(): Slot {
     const g = this.geometry;
     return (
