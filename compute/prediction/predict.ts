@@ -367,7 +367,7 @@ class Prediction {
     }
   }
 
-  /** Infers and writes one shard's positions into fresh buffers. */
+  /** Infers and writes one shard's positions into a slot of shard buffers. */
   private async make(work: ShardWork, writers: PlaneWriters): Promise<Made> {
     const { model, signal } = this.options;
     const slot = this.take();
