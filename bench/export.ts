@@ -45,7 +45,8 @@ function layoutOf(side: number, markers: number): PredictionStoreLayout {
     heightPx: side,
     heLevel: 1,
     pixelSizeUm: 0.998,
-    shardSize: 4096,
+    // As predictMarkers writes the real store (its default shard and chunk).
+    shardSize: 1024,
     chunkSize: 512,
     model: 'synthetic',
     outputRange: [0, 1],
@@ -113,12 +114,36 @@ interface PhaseResult {
   seconds: number;
   bytes: number;
   peakMiB: number;
+  /** Highest V8 heap in use and array-buffer bytes seen (sampled every 20 ms), MiB. */
+  heapMiB?: number;
+  arrayBuffersMiB?: number;
+}
+
+/**
+ * Samples the V8 heap and array buffers while a phase runs: with the peak RSS they say whether
+ * memory that grows with the slide is JavaScript objects, buffers, or native (zlib, libuv).
+ */
+function sampleMemory(): () => { heapMiB: number; arrayBuffersMiB: number } {
+  let heap = 0;
+  let buffers = 0;
+  const sample = () => {
+    const usage = process.memoryUsage();
+    heap = Math.max(heap, usage.heapUsed);
+    buffers = Math.max(buffers, usage.arrayBuffers);
+  };
+  const timer = setInterval(sample, 20);
+  return () => {
+    clearInterval(timer);
+    sample();
+    return { heapMiB: Math.round(mib(heap)), arrayBuffersMiB: Math.round(mib(buffers)) };
+  };
 }
 
 async function phase(name: string, side: number, markers: number): Promise<void> {
   const dir = path.join(scratch, String(side));
   const layout = layoutOf(side, markers);
   const started = performance.now();
+  const sampled = sampleMemory();
   let bytes = 0;
   if (name === 'make') {
     await makeStore(dir, layout);
@@ -132,8 +157,12 @@ async function phase(name: string, side: number, markers: number): Promise<void>
   } else {
     throw new Error(`unknown phase ${name}`);
   }
-  const result: PhaseResult = { seconds: seconds(started), bytes, peakMiB: peakMiB() };
+  const result: PhaseResult = { seconds: seconds(started), bytes, peakMiB: peakMiB(), ...sampled() };
   process.stdout.write(JSON.stringify(result));
+}
+
+function memory(r: PhaseResult): string {
+  return `peak ${r.peakMiB} MiB (heap ${r.heapMiB} MiB, array buffers ${r.arrayBuffersMiB} MiB)`;
 }
 
 async function child(name: string, side: number, markers: number): Promise<PhaseResult> {
@@ -216,8 +245,8 @@ async function main(): Promise<void> {
     const raw = side * side * 4 * markers;
     const line = [
       `${side / 1000}k x ${side / 1000}k, ${markers} markers (${mib(raw).toFixed(0)} MiB level 0)`,
-      `OME-TIFF ${tiff.seconds.toFixed(1)} s, ${mib(tiff.bytes).toFixed(0)} MiB, peak ${tiff.peakMiB} MiB`,
-      `zip ${zip.seconds.toFixed(1)} s, ${mib(zip.bytes).toFixed(0)} MiB, peak ${zip.peakMiB} MiB`,
+      `OME-TIFF ${tiff.seconds.toFixed(1)} s, ${mib(tiff.bytes).toFixed(0)} MiB, ${memory(tiff)}`,
+      `zip ${zip.seconds.toFixed(1)} s, ${mib(zip.bytes).toFixed(0)} MiB, ${memory(zip)}`,
       `vips deflate ${vips.seconds.toFixed(1)} s, ${mib(vips.bytes).toFixed(0)} MiB, peak ${vips.peakMiB} MiB`,
       `vips none ${vipsRaw.seconds.toFixed(1)} s, ${mib(vipsRaw.bytes).toFixed(0)} MiB`,
       `OME-TIFF / vips deflate ${(tiff.seconds / vips.seconds).toFixed(2)}x`,
