@@ -346,7 +346,7 @@ function addToStatistics(
   stats[2] = sum;
 }
 
-/** Copies a run of level pixels starting at `(x, y)` into a chunk-major shard buffer, chunk by chunk. */
+/** Copies a run of level pixels starting at `(x, y)` into a chunk-major shard buffer. */
 function copyIntoShard(
   line: Float32Array,
   x: number,
@@ -356,18 +356,9 @@ function copyIntoShard(
   shardY: number,
   g: ShardGeometry,
 ): void {
-  const ch = g.chunkHeight;
-  const cw = g.chunkWidth;
-  const ly = y - shardY;
-  const cy = Math.floor(ly / ch);
-  const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
-  for (let i = 0; i < line.length; ) {
-    const lx = x + i - shardX;
-    const cx = Math.floor(lx / cw);
-    const run = Math.min(line.length - i, (cx + 1) * cw - lx);
-    shard.set(line.subarray(i, i + run), rowBase + cx * g.chunkLength + (lx - cx * cw));
-    i += run;
-  }
+  forEachChunkRun(x, y, line.length, shardX, shardY, g, (at, i, run) =>
+    shard.set(line.subarray(i, i + run), at),
+  );
 }
 
 /** Sets the level pixels of `rect` (inside the shard) in a chunk-major shard buffer to `value`. */
@@ -379,20 +370,38 @@ export function fillRect(
   rect: PixelRect,
   value: number,
 ): void {
+  for (let y = rect.y0; y < rect.y1; y++) {
+    forEachChunkRun(rect.x0, y, rect.x1 - rect.x0, shardX, shardY, g, (at, _, run) =>
+      shard.fill(value, at, at + run),
+    );
+  }
+}
+
+/**
+ * Walks a row of `length` level pixels from `(x, y)` through a chunk-major shard buffer whose
+ * top-left pixel is `(shardX, shardY)`: `visit(at, i, run)` for each part in one chunk, `at` its
+ * first element in the buffer and `i` its offset along the row.
+ */
+function forEachChunkRun(
+  x: number,
+  y: number,
+  length: number,
+  shardX: number,
+  shardY: number,
+  g: ShardGeometry,
+  visit: (at: number, i: number, run: number) => void,
+): void {
   const ch = g.chunkHeight;
   const cw = g.chunkWidth;
-  for (let y = rect.y0; y < rect.y1; y++) {
-    const ly = y - shardY;
-    const cy = Math.floor(ly / ch);
-    const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
-    for (let x = rect.x0; x < rect.x1; ) {
-      const lx = x - shardX;
-      const cx = Math.floor(lx / cw);
-      const run = Math.min(rect.x1 - x, (cx + 1) * cw - lx);
-      const at = rowBase + cx * g.chunkLength + (lx - cx * cw);
-      shard.fill(value, at, at + run);
-      x += run;
-    }
+  const ly = y - shardY;
+  const cy = Math.floor(ly / ch);
+  const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
+  for (let i = 0; i < length; ) {
+    const lx = x + i - shardX;
+    const cx = Math.floor(lx / cw);
+    const run = Math.min(length - i, (cx + 1) * cw - lx);
+    visit(rowBase + cx * g.chunkLength + (lx - cx * cw), i, run);
+    i += run;
   }
 }
 

@@ -158,13 +158,20 @@ export class TilePlan {
 
   /** Selected positions whose square meets the shard, row-major. */
   positionsOf(shard: ShardAddress): number[] {
+    return this.positionsMeeting(shard, true);
+  }
+
+  /** Positions selected (or not) whose square meets the shard, row-major. */
+  private positionsMeeting(shard: ShardAddress, selected: boolean): number[] {
     const r = this.shardRect(shard);
     const [c0, c1] = span(this.edgesX, r.x0, r.x1);
     const [w0, w1] = span(this.edgesY, r.y0, r.y1);
     const out: number[] = [];
-    const { cols, selected } = this.grid;
+    const { cols } = this.grid;
     for (let row = w0; row < w1; row++) {
-      for (let col = c0; col < c1; col++) if (selected[row * cols + col] === 1) out.push(row * cols + col);
+      for (let col = c0; col < c1; col++) {
+        if ((this.grid.selected[row * cols + col] === 1) === selected) out.push(row * cols + col);
+      }
     }
     return out;
   }
@@ -176,17 +183,7 @@ export class TilePlan {
    */
   uncoveredRects(shard: ShardAddress): PixelRect[] {
     const r = this.shardRect(shard);
-    const [c0, c1] = span(this.edgesX, r.x0, r.x1);
-    const [w0, w1] = span(this.edgesY, r.y0, r.y1);
-    const out: PixelRect[] = [];
-    const { cols, selected } = this.grid;
-    for (let row = w0; row < w1; row++) {
-      for (let col = c0; col < c1; col++) {
-        if (selected[row * cols + col] === 1) continue;
-        const part = intersect(this.square(row * cols + col), r);
-        if (part) out.push(part);
-      }
-    }
+    const out = this.positionsMeeting(shard, false).flatMap((p) => intersect(this.square(p), r) ?? []);
     const gridX = this.edgesX[this.edgesX.length - 1]!;
     const gridY = this.edgesY[this.edgesY.length - 1]!;
     if (gridX < r.x1) out.push({ ...r, x0: Math.max(r.x0, gridX) });
