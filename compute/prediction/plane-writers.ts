@@ -5,9 +5,9 @@ import type { PixelRect } from './plan';
 
 /**
  * Threads that write the model's output planes into a shard's buffers (`writePlane`: resample,
- * chunk-major copy, statistics) and set the rest to the fill value (`fillRect`), so that this work, fourteen planes a tile, runs beside the
- * inference and beside each other instead of on the one thread that also reads the H&E and
- * stores shards. Writer `w` owns the markers `m` with `m % count === w`: each marker's buffer and
+ * chunk-major copy, statistics) and set the rest to the fill value (`fillRect`), so that this
+ * work, fourteen planes a tile, runs beside the inference and beside each other instead of on
+ * the one thread that also reads the H&E and stores shards. Writer `w` owns the markers `m` with `m % count === w`: each marker's buffer and
  * histogram have one writer, so no two threads touch the same bytes.
  *
  * Sources and shard buffers are on `SharedArrayBuffer`s: a message carries handles, never
