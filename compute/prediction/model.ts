@@ -96,12 +96,16 @@ async function createWorkerSession(spec: ModelSpec, threads: number): Promise<Mo
     spec,
     async run(input, count, output) {
       const dims = inputDims(spec, input, count);
-      if (output) {
+      if (output && isShared(output)) {
         checkedOutput(spec, output, count);
         await runner.run(input, dims, { into: output, dims: outputDims(spec, count) });
         return output;
       }
-      return checkedOutput(spec, await runner.run(input, dims), count);
+      const answer = checkedOutput(spec, await runner.run(input, dims), count);
+      if (!output) return answer;
+      // A buffer of this thread alone would reach the worker as a copy: the answer comes back.
+      checkedOutput(spec, output, count).set(answer);
+      return output;
     },
   };
 }
@@ -113,6 +117,11 @@ function inputDims(spec: ModelSpec, input: Float32Array, count: number): number[
     throw new RangeError(`input of ${input.length} floats is not ${count} tiles of 3 x ${side} x ${side}`);
   }
   return [count, 3, side, side];
+}
+
+/** On a `SharedArrayBuffer` (of any realm: Jest's test realm has its own constructors). */
+function isShared(array: Float32Array): boolean {
+  return Object.prototype.toString.call(array.buffer) === '[object SharedArrayBuffer]';
 }
 
 function outputDims(spec: ModelSpec, count: number): number[] {

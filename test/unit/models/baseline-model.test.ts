@@ -96,4 +96,24 @@ print(json.dumps({'props': {p.key: p.value for p in m.metadata_props}, 'input': 
       ),
     ).toBe(0);
   });
+
+  it('writes the answer into a given buffer, shared between threads or not, on either thread', async () => {
+    const input = tiles([
+      [70, 60, 140],
+      [235, 120, 190],
+    ]);
+    const reference = await (await openModelSession(spec)).run(input, 2);
+    const length = 2 * 14 * 224 * 224;
+    for (const thread of ['worker', 'main'] as const) {
+      const session = await openModelSession(spec, { thread });
+      for (const output of [
+        new Float32Array(length),
+        new Float32Array(new SharedArrayBuffer(length * Float32Array.BYTES_PER_ELEMENT)),
+      ]) {
+        const answer = await session.run(input, 2, output);
+        expect(answer).toBe(output);
+        expect({ thread, same: output.every((v, i) => v === reference[i]) }).toEqual({ thread, same: true });
+      }
+    }
+  });
 });
