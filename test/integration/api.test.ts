@@ -2,15 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
-import pino from 'pino';
-import { createApp } from '../../api/app';
 import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
 import { runAdminCommand } from '../../cli/admin-commands';
 import { createSql } from '../../db';
 import { endpoints } from '../../schemas/endpoints';
 import { apiClient } from '../support/http';
 import { insertSample } from '../support/samples';
-import { defaultTestSettings, startStack, type TestStack } from '../support/stack';
+import { startStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -232,21 +230,9 @@ const unavailableBody = {
 describe('outages', () => {
   test('database unreachable: an ordinary request is 503 unavailable with Retry-After', async () => {
     const sql = createSql(`postgres://nobody:nothing@127.0.0.1:${await closedPort()}/none`, { max: 1 });
-    const app = createApp({
-      sql,
-      store: stack.store,
-      workflows: stack.workflows,
-      logger: pino({ level: 'silent' }),
-      settings: {
-        ...defaultTestSettings,
-        publicBaseUrl: 'http://127.0.0.1',
-        appUrl: 'https://app.example.test',
-        signingSecret: stack.signingSecret,
-      },
-    });
-    const server = createServer(app);
+    const server = await stack.startApi({ sql });
     try {
-      const broken = apiClient(`http://127.0.0.1:${await listenOn(server)}/api/v1`, stack.tenant.apiKey);
+      const broken = apiClient(server.api, stack.tenant.apiKey);
       for (const path of ['/uploads', `/samples/${randomUUID()}`]) {
         const response = await broken('GET', path);
         expect(`${path} ${response.status}`).toBe(`${path} 503`);
@@ -255,8 +241,7 @@ describe('outages', () => {
         expect(response.json.message).not.toContain('ECONNREFUSED');
       }
     } finally {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await server.close();
       await sql.end();
     }
   });

@@ -1,9 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import pino from 'pino';
+import { type IncomingHttpHeaders, request } from 'node:http';
 import postgres from 'postgres';
-import { createApp } from '../../api/app';
 import { createSql, type Sql } from '../../db';
 import { appendJobEvent, createJobEventHub, type NewJobEvent } from '../../db/job-events';
 import type { JobStatus } from '../../schemas/enums';
@@ -407,22 +404,13 @@ describe('GET /jobs/{id}/stream', () => {
 describe('rate limit', () => {
   test('a stream counts once, however long it stays open', async () => {
     const tenant = await createTenant(stack.sql);
-    const app = createApp({
-      sql: stack.sql,
-      store: stack.store,
-      workflows: stack.workflows,
-      logger: pino({ level: 'silent' }),
+    const server = await stack.startApi({
       settings: {
-        publicBaseUrl: stack.baseUrl,
-        appUrl: 'https://app.example.test',
-        signingSecret: stack.signingSecret,
         limits: { ...defaultTestSettings.limits, ratePerSecond: 0.001, rateBurst: 3, streamHeartbeatMs: 20 },
       },
     });
-    const server = createServer(app);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
-      const api = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
+      const api = server.api;
       const jobId = await insertJob(stack.sql, tenant.organizationId);
       const stream = await openStream(jobId, { apiKey: tenant.apiKey, api });
       await stream.until((frames) => frames.filter((frame) => frame.event === 'heartbeat').length >= 10);
@@ -432,8 +420,7 @@ describe('rate limit', () => {
       expect((await get()).status).toBe(429);
       stream.close();
     } finally {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await server.close();
     }
   });
 });

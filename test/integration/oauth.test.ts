@@ -1,8 +1,5 @@
-import { createServer, type Server } from 'node:http';
 import { decodeJwt } from 'jose';
 import * as oidc from 'openid-client';
-import pino from 'pino';
-import { createApp } from '../../api/app';
 import { runAdminCommand } from '../../cli/admin-commands';
 import { apiClient } from '../support/http';
 import {
@@ -18,7 +15,7 @@ import {
   signWithServerKey,
 } from '../support/oauth';
 import { insertSample } from '../support/samples';
-import { createTenant, defaultTestSettings, startStack, type Tenant, type TestStack } from '../support/stack';
+import { createTenant, type ExtraApi, startStack, type Tenant, type TestStack } from '../support/stack';
 
 /**
  * The built-in authorization server end to end with a real OAuth client library
@@ -395,36 +392,21 @@ describe('an API replica that trusts an external issuer', () => {
    * tokens against the issuer's published JWKS over HTTP. The issuer here is the built-in
    * server of the first process, standing in for Hydra: a real server, fetched like one.
    */
-  let replica: Server;
-  let replicaUrl: string;
+  let replica: ExtraApi;
 
   beforeAll(async () => {
-    const app = createApp({
-      sql: stack.sql,
-      store: stack.store,
-      workflows: stack.workflows,
-      logger: pino({ level: 'silent' }),
-      settings: {
-        ...defaultTestSettings,
-        // Behind the same public address as the issuer's resource, so tokens name it.
-        publicBaseUrl: stack.baseUrl,
-        appUrl: 'https://app.example.test',
-        signingSecret: stack.signingSecret,
-        oauth: { external: { issuer: stack.baseUrl, jwksUrl: `${stack.baseUrl}/oauth2/jwks` } },
-      },
+    replica = await stack.startApi({
+      // Behind the same public address as the issuer's resource, so tokens name it.
+      settings: { oauth: { external: { issuer: stack.baseUrl, jwksUrl: `${stack.baseUrl}/oauth2/jwks` } } },
     });
-    replica = createServer(app);
-    await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve));
-    const address = replica.address();
-    replicaUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   });
   afterAll(async () => {
-    await new Promise((resolve) => replica?.close(resolve));
+    await replica?.close();
   });
 
   test("the issuer's tokens work, others are 401, and the replica serves no authorization endpoints", async () => {
     const tokens = await obtainTokens(stack, config, user, ['samples:read']);
-    const call = apiClient(`${replicaUrl}/api/v1`, tokens.access_token);
+    const call = apiClient(replica.api, tokens.access_token);
     expect((await call('GET', '/samples')).status).toBe(200);
     expect((await call('GET', '/jobs/00000000-0000-4000-8000-000000000000')).json.error).toBe(
       'insufficient_scope',
@@ -433,10 +415,10 @@ describe('an API replica that trusts an external issuer', () => {
       ...decodeJwt(tokens.access_token),
       iss: 'https://issuer.example.test',
     });
-    expect((await apiClient(`${replicaUrl}/api/v1`, foreign)('GET', '/samples')).status).toBe(401);
+    expect((await apiClient(replica.api, foreign)('GET', '/samples')).status).toBe(401);
     const tampered = `${tokens.access_token.slice(0, -4)}AAAA`;
-    expect((await apiClient(`${replicaUrl}/api/v1`, tampered)('GET', '/samples')).status).toBe(401);
-    expect((await fetch(`${replicaUrl}/.well-known/oauth-authorization-server`)).status).toBe(404);
-    expect((await fetch(`${replicaUrl}/oauth2/jwks`)).status).toBe(404);
+    expect((await apiClient(replica.api, tampered)('GET', '/samples')).status).toBe(401);
+    expect((await fetch(`${replica.baseUrl}/.well-known/oauth-authorization-server`)).status).toBe(404);
+    expect((await fetch(`${replica.baseUrl}/oauth2/jwks`)).status).toBe(404);
   });
 });

@@ -58,8 +58,20 @@ export interface TestStack {
   taskQueuePrefix: string;
   /** Starts a worker of this stack's queues (for tests that stop and restart workers). */
   startWorker(): Promise<RunningWorkers>;
+  /**
+   * Starts another API process on this stack's store and workflows (a replica, tighter limits,
+   * a broken database): the stack's settings with `settings` over them, and `sql` if given.
+   */
+  startApi(options: { settings?: Partial<ApiSettings>; sql?: Sql }): Promise<ExtraApi>;
   tenant: Tenant;
   signingSecret: string;
+  close(): Promise<void>;
+}
+
+export interface ExtraApi {
+  baseUrl: string;
+  /** `${baseUrl}/api/v1`. */
+  api: string;
   close(): Promise<void>;
 }
 
@@ -119,6 +131,32 @@ export async function startStack(
     },
   });
   server.on('request', app);
+  const startApi = async (extra: { settings?: Partial<ApiSettings>; sql?: Sql }): Promise<ExtraApi> => {
+    const other = createServer(
+      createApp({
+        sql: extra.sql ?? db.sql,
+        store,
+        workflows,
+        logger: pino({ level: 'silent' }),
+        settings: {
+          ...defaultTestSettings,
+          publicBaseUrl: baseUrl,
+          appUrl: 'https://app.example.test',
+          signingSecret,
+          ...extra.settings,
+        },
+      }),
+    );
+    const otherUrl = `http://127.0.0.1:${await listen(other)}`;
+    return {
+      baseUrl: otherUrl,
+      api: `${otherUrl}/api/v1`,
+      async close() {
+        other.closeAllConnections();
+        await new Promise((resolve) => other.close(resolve));
+      },
+    };
+  };
   const startWorker = async () =>
     startWorkers({
       address: env.temporalAddress,
@@ -145,6 +183,7 @@ export async function startStack(
     workflows,
     taskQueuePrefix,
     startWorker,
+    startApi,
     tenant,
     signingSecret,
     async close() {
