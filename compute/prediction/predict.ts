@@ -524,8 +524,7 @@ class Prediction {
     const tile = model.spec.channels.length * model.spec.tileSize * model.spec.tileSize;
     const output = this.outputs[which]!.subarray(0, count * tile);
     try {
-      const data = await model.run(input, count, output);
-      if (data !== output) output.set(data);
+      await model.run(input, count, output);
       return Array.from({ length: count }, (_, k) => k * tile);
     } catch {
       signal?.throwIfAborted();
