@@ -25,9 +25,10 @@ import { writeSyntheticSvs } from './synthetic-svs';
 /**
  * Prediction throughput: tiles per second of the whole job path (read the H&E pyramid, infer,
  * write the Zarr store) against bare `session.run` on the same tiles and batch size, in the same
- * process and run, and the peak RSS of the prediction alone, which must stay flat as the slide
- * grows. The slide is a synthetic SVS made from CMU-1-Small-Region (bench/synthetic-svs.ts),
- * its H&E pyramid and tissue grid made as ingest makes them, in a separate process first.
+ * process and run, and the peak RSS of the prediction (and of the bare run before it, on the
+ * same session), which must stay flat as the slide grows. The slide is a synthetic SVS made
+ * from CMU-1-Small-Region (bench/synthetic-svs.ts), its H&E pyramid and tissue grid made as
+ * ingest makes them, in a separate process first.
  *
  *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14 --writers N]
  *
@@ -148,7 +149,10 @@ async function bare(
   return (performance.now() - started) / 1000;
 }
 
-/** The measured phase: this process does nothing else, so its peak RSS is the prediction's. */
+/**
+ * The measured phase: this process does nothing but the bare runs and the prediction, so its
+ * peak RSS is theirs.
+ */
 async function measure(dir: string): Promise<void> {
   const { heMpp, grid } = JSON.parse(await readFile(path.join(dir, 'prepared.json'), 'utf8')) as Omit<
     Prepared,
@@ -265,7 +269,7 @@ async function benchSize(side: number): Promise<void> {
   console.log(`  ratio              ${(pipelineRate / bareRate).toFixed(2)} (target >= 0.85)`);
   console.log(`  pyramid + metadata ${r.finishSeconds!.toFixed(2)} s (postprocessing)`);
   console.log(
-    `  peak RSS           ${r.pipelinePeakMiB} MiB after the whole path, ${r.peakMiB} MiB at the end`,
+    `  peak RSS           ${r.pipelinePeakMiB} MiB after the first bare run and the whole path, ${r.peakMiB} MiB at the end`,
   );
   if (!values.keep) await rm(dir, { recursive: true, force: true });
 }
