@@ -40,7 +40,6 @@ import {
   recordSegmentationProgress,
   type SegmentationRunRow,
 } from '../db/segmentation-runs';
-import { dispatchableModel } from '../models/registry';
 import { SEGMENTATION_SCHEMA_VERSION, type SegmentationManifest } from '../schemas/segmentation';
 import type { ObjectStore } from '../storage';
 import { markerTableKey, objectKeys, segmentationLayerFiles } from '../storage/locator';
@@ -305,14 +304,13 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const markers = job?.resultsAvailable && job.resultPrefix ? job.markers : [];
     if (job && markers.length > 0) {
       const prediction = storePrefix(store, job.resultPrefix!);
-      const { outputRange } = dispatchableModel(job.model ?? '');
-      const layout = await readPredictionLayout(prediction, outputRange);
+      const layout = await readPredictionLayout(prediction);
       await withScratchFolder(async (folder) => {
         await writeMarkers({
           markers,
           pathOf: (marker) => join(folder, `${marker}.parquet`),
           readMarkerRegion: predictionMarkerReader(prediction, layout),
-          valueRange: outputRange,
+          valueRange: layout.outputRange,
           tiles: layer.index.tiles,
           labelOffsets: layer.labelOffsets,
           loadTileObjects: layer.loadTileObjects,

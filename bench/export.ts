@@ -3,12 +3,13 @@ import { mkdir, open, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { planPredictionArchive, predictionTiffImage, writeOmeTiff, writeZarrZip } from '../compute/export';
+import { toStored } from '../compute/prediction/kernels';
 import { finishPredictionStore, markerArray, type PredictionStoreLayout } from '../compute/prediction/store';
 import { systemVipsEnv } from '../compute/slide/normalize';
 import { folderSink } from '../compute/zarr';
 
 /**
- * Export throughput: a synthetic prediction store (`--markers` float32 markers of smooth values
+ * Export throughput: a synthetic prediction store (`--markers` uint16 markers of smooth values
  * with fine texture on an elliptical "tissue", background 0 and left out as the real store
  * does) is exported to a pyramidal OME-TIFF (deflate, level 6, no predictor) and to a zipped
  * OME-Zarr, each in a child process of its own so its peak RSS is the export's alone.
@@ -82,7 +83,10 @@ async function makeStore(dir: string, layout: PredictionStoreLayout): Promise<vo
             const dx = (gx - side / 2) / (0.45 * side);
             if (dx * dx + dy * dy > 1) continue;
             const at = rowBase + Math.floor(x / chunkWidth) * chunkLength + (x % chunkWidth);
-            shard[at] = 0.5 + 0.35 * columns[gx]! * rows[gy]! + texture[(gx * 7 + gy * 13) & 4095]!;
+            shard[at] = toStored(
+              0.5 + 0.35 * columns[gx]! * rows[gy]! + texture[(gx * 7 + gy * 13) & 4095]!,
+              layout.outputRange,
+            );
           }
         }
         await array.writeShard(sink, sy, sx, shard);
@@ -92,7 +96,7 @@ async function makeStore(dir: string, layout: PredictionStoreLayout): Promise<vo
   await finishPredictionStore({ sink, layout, statistics: {} });
 }
 
-/** Each marker's level 0 as a raw float32 file, read back from the store a shard row at a time. */
+/** Each marker's level 0 as a raw uint16 file, read back from the store a shard row at a time. */
 async function writeRawPlanes(dir: string, layout: PredictionStoreLayout): Promise<void> {
   const sink = folderSink(path.join(dir, 'prediction'));
   for (const marker of layout.markers) {
@@ -184,7 +188,7 @@ async function vipsReference(dir: string, layout: PredictionStoreLayout, compres
     const loaded = path.join(dir, `${marker}.v`);
     await run(
       'vips',
-      ['rawload', raw, loaded, String(layout.widthPx), String(layout.heightPx), '1', '--format', 'float'],
+      ['rawload', raw, loaded, String(layout.widthPx), String(layout.heightPx), '1', '--format', 'ushort'],
       {
         env: systemVipsEnv(),
       },
@@ -242,7 +246,7 @@ async function main(): Promise<void> {
     const zip = await child('zip', side, markers);
     const vips = await vipsReference(dir, layout, true);
     const vipsRaw = await vipsReference(dir, layout, false);
-    const raw = side * side * 4 * markers;
+    const raw = side * side * 2 * markers;
     const line = [
       `${side / 1000}k x ${side / 1000}k, ${markers} markers (${mib(raw).toFixed(0)} MiB level 0)`,
       `OME-TIFF ${tiff.seconds.toFixed(1)} s, ${mib(tiff.bytes).toFixed(0)} MiB, ${memory(tiff)}`,

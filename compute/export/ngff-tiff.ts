@@ -210,8 +210,9 @@ export interface PredictionImageOptions extends NgffImageOptions {
 }
 
 /**
- * The prediction store (one multiscale per marker at its root) as one float32 image with a
- * channel per marker, named and coloured as each marker's `omero` says.
+ * The prediction store (one multiscale per marker at its root) as one uint16 image with a
+ * channel per marker, named and coloured as each marker's `omero` says; pixels are the stored
+ * values (the store's `valueScale` maps them to the model's units).
  */
 export async function predictionTiffImage(
   sink: KeyValueSink,
@@ -233,8 +234,8 @@ export async function predictionTiffImage(
     if (!multiscale)
       throw new ComputeError('UnsupportedZarr', `the prediction store has no marker ${marker}`);
     const arrays = await openLevels(cached, '', multiscale.paths, signal);
-    if (!arrays.every((a) => a.spec.dataType === 'float32' && a.spec.shape[0] === 1)) {
-      throw new ComputeError('UnsupportedZarr', `marker ${marker} is not 1-channel float32`);
+    if (!arrays.every((a) => a.spec.dataType === 'uint16' && a.spec.shape[0] === 1)) {
+      throw new ComputeError('UnsupportedZarr', `marker ${marker} is not 1-channel uint16`);
     }
     planes.push(arrays);
     channels.push({ name: marker, color: await markerColor(cached, multiscale, signal) });
@@ -242,7 +243,7 @@ export async function predictionTiffImage(
   if (planes.length === 0) throw new ComputeError('UnsupportedZarr', 'no markers to export');
   return {
     name: options.name ?? 'prediction',
-    pixelType: 'float32',
+    pixelType: 'uint16',
     channels,
     physicalSizeUm: multiscales.find((m) => m.name === wanted[0])!.physicalSizeUm,
     levels: levelsOf(cached, planes),

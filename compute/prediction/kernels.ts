@@ -194,13 +194,13 @@ export function outputSamples(length: number, tile: number): AxisSamples {
   return { first, second, weight };
 }
 
-/** Running statistics of one channel's predicted pixels (background excluded). */
+/** Running statistics of one channel's predicted pixels (background excluded), in stored units. */
 export interface ChannelStatistics {
   count: number;
   min: number;
   max: number;
   sum: number;
-  /** Counts over `range` in equal bins; values outside fall in the end bins. */
+  /** Counts in equal bins over 0..65535. */
   histogram: number[];
 }
 
@@ -226,12 +226,17 @@ export interface PlaneSums {
   sum: number;
 }
 
+/** The largest stored value: a marker's `range` is stored as 0..65535. */
+export const STORED_MAX = 65_535;
+
 /**
  * Writes the part of one output plane (`[T, T]` at `source[offset..]`, the model's output for
  * square `sq`, resampled along `ys`/`xs` from `outputSamples`) that lies in `clip` into a
- * chunk-major shard buffer whose top-left pixel is level pixel `(shardX, shardY)`. Adds each
- * stored value to `histogram` (bins over `range`) and answers count, extremes and sum, taken
- * in the plane's own pixel order so that they do not depend on when it is written.
+ * chunk-major uint16 shard buffer whose top-left pixel is level pixel `(shardX, shardY)`, each
+ * value stored as `round((v - range[0]) / (range[1] - range[0]) * 65535)`, clamped. Adds each
+ * stored value to `histogram` (equal bins over 0..65535) and answers count, extremes and sum of
+ * the stored values, in the plane's own pixel order so that they do not depend on when it is
+ * written.
  */
 export function writePlane(
   source: Float32Array,
@@ -241,7 +246,7 @@ export function writePlane(
   ys: AxisSamples,
   xs: AxisSamples,
   clip: PixelRect,
-  shard: Float32Array,
+  shard: Uint16Array,
   shardX: number,
   shardY: number,
   g: ShardGeometry,
@@ -259,6 +264,7 @@ export function writePlane(
   // one long function was compiled on stack replacement and deoptimized on every call.
   const row = new Float32Array(tile);
   const line = new Float32Array(width);
+  const stored = new Uint16Array(width);
   const from = x0 - sq.x0;
   const first = xs.first.subarray(from, from + width);
   const second = xs.second.subarray(from, from + width);
@@ -280,8 +286,9 @@ export function writePlane(
         values = line;
       }
     }
-    addToStatistics(values, histogram, range, stats);
-    copyIntoShard(values, x0, y, shard, shardX, shardY, g);
+    quantizeRow(values, range, stored);
+    addToStatistics(stored, histogram, stats);
+    copyIntoShard(stored, x0, y, shard, shardX, shardY, g);
   }
   sums.count = width * (y1 - y0);
   sums.min = stats[0]!;
@@ -300,10 +307,7 @@ function blendRows(source: Float32Array, r0: number, r1: number, fy: number, row
   for (let i = 0; i < tile; i++) row[i] = (1 - fy) * source[r0 + i]! + fy * source[r1 + i]!;
 }
 
-/**
- * `line[i]` = `row` sampled at `first[i]`/`second[i]` blended by `weight[i]`, rounded to float32
- * by the store into `line`, so the statistics taken of `line` are of what is stored.
- */
+/** `line[i]` = `row` sampled at `first[i]`/`second[i]` blended by `weight[i]`. */
 function resampleRow(
   row: Float32Array,
   first: Int32Array,
@@ -317,16 +321,26 @@ function resampleRow(
   }
 }
 
-/** Adds `values` to `histogram` (bins over `range`) and to `stats` (min, max, sum), in order. */
-function addToStatistics(
-  values: Float32Array,
-  histogram: Uint32Array,
-  range: readonly [number, number],
-  stats: Float64Array,
-): void {
-  const bins = histogram.length;
+/** `value` in stored units: `range` onto 0..65535, rounded half up, clamped (NaN to 0). */
+export function toStored(value: number, range: readonly [number, number]): number {
+  return quantize(value, range[0], STORED_MAX / (range[1] - range[0]));
+}
+
+function quantize(value: number, lo: number, perUnit: number): number {
+  const q = (value - lo) * perUnit + 0.5;
+  return q >= STORED_MAX ? STORED_MAX : q > 0 ? Math.floor(q) : 0;
+}
+
+/** `stored[i]` = `values[i]` in stored units (`toStored`). */
+function quantizeRow(values: Float32Array, range: readonly [number, number], stored: Uint16Array): void {
   const lo = range[0];
-  const perBin = bins / (range[1] - range[0]);
+  const perUnit = STORED_MAX / (range[1] - range[0]);
+  for (let i = 0; i < values.length; i++) stored[i] = quantize(values[i]!, lo, perUnit);
+}
+
+/** Adds `values` to `histogram` (equal bins over 0..65535) and to `stats` (min, max, sum). */
+function addToStatistics(values: Uint16Array, histogram: Uint32Array, stats: Float64Array): void {
+  const bins = histogram.length;
   let min = stats[0]!;
   let max = stats[1]!;
   let sum = stats[2]!;
@@ -335,11 +349,7 @@ function addToStatistics(
     if (v < min) min = v;
     if (v > max) max = v;
     sum += v;
-    // Truncation is floor here: anything below the range lands in bin 0 either way.
-    let bin = ((v - lo) * perBin) | 0;
-    if (bin < 0) bin = 0;
-    else if (bin >= bins) bin = bins - 1;
-    histogram[bin]!++;
+    histogram[(v * bins) >>> 16]!++;
   }
   stats[0] = min;
   stats[1] = max;
@@ -348,10 +358,10 @@ function addToStatistics(
 
 /** Copies a run of level pixels starting at `(x, y)` into a chunk-major shard buffer. */
 function copyIntoShard(
-  line: Float32Array,
+  line: Uint16Array,
   x: number,
   y: number,
-  shard: Float32Array,
+  shard: Uint16Array,
   shardX: number,
   shardY: number,
   g: ShardGeometry,
@@ -363,7 +373,7 @@ function copyIntoShard(
 
 /** Sets the level pixels of `rect` (inside the shard) in a chunk-major shard buffer to `value`. */
 export function fillRect(
-  shard: Float32Array,
+  shard: Uint16Array,
   shardX: number,
   shardY: number,
   g: ShardGeometry,
@@ -406,13 +416,13 @@ function forEachChunkRun(
 }
 
 /**
- * Averages each 2x2 block of a float32 child shard into one quadrant of its parent, `(y, x)` in
- * {0, 1}, as `compute/pyramid`'s uint8 kernel does: chunk sides must be even, chunks past
- * `validHeight` x `validWidth` are skipped. NaN stays NaN; it is never produced here.
+ * Averages each 2x2 block of a uint16 child shard into one quadrant of its parent, `(y, x)` in
+ * {0, 1}, rounding half up as `compute/pyramid`'s uint8 kernel does: chunk sides must be even,
+ * chunks past `validHeight` x `validWidth` are skipped.
  */
-export function downsampleFloatIntoQuadrant(
-  child: Float32Array,
-  parent: Float32Array,
+export function downsampleMarkerIntoQuadrant(
+  child: Uint16Array,
+  parent: Uint16Array,
   g: ShardGeometry,
   quadrant: { y: number; x: number; validHeight: number; validWidth: number },
 ): void {
@@ -436,7 +446,8 @@ export function downsampleFloatIntoQuadrant(
           let lower = upper + cw;
           const out = to + c * ch * cw + y * cw;
           for (let i = 0; i < halfW; i++, upper += 2, lower += 2) {
-            parent[out + i] = (child[upper]! + child[upper + 1]! + child[lower]! + child[lower + 1]!) * 0.25;
+            parent[out + i] =
+              (child[upper]! + child[upper + 1]! + child[lower]! + child[lower + 1]! + 2) >> 2;
           }
         }
       }

@@ -73,7 +73,7 @@ export interface PlaneWrite {
   channels: readonly number[];
   /** The shard's pixels, and its buffers (one per marker, each on a `SharedArrayBuffer`). */
   clip: PixelRect;
-  shards: readonly Float32Array[];
+  shards: readonly Uint16Array[];
 }
 
 /** Per position (in `bases` order) and marker: what was written; histograms added per marker. */
@@ -90,7 +90,7 @@ export interface PlaneWriters {
   fill(
     clip: PixelRect,
     rects: readonly PixelRect[],
-    shards: readonly Float32Array[],
+    shards: readonly Uint16Array[],
     value: number,
   ): Promise<void>;
   write(job: PlaneWrite): Promise<PlaneWriteResult>;
@@ -208,4 +208,9 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
 /** A float32 array of `length` on a `SharedArrayBuffer`, as writers and the model session share. */
 export function sharedFloats(length: number): Float32Array {
   return new Float32Array(new SharedArrayBuffer(length * Float32Array.BYTES_PER_ELEMENT));
+}
+
+/** A shard buffer of `length` stored values on a `SharedArrayBuffer`, as the writers fill it. */
+export function sharedStored(length: number): Uint16Array {
+  return new Uint16Array(new SharedArrayBuffer(length * Uint16Array.BYTES_PER_ELEMENT));
 }

@@ -12,7 +12,7 @@ import {
 } from './kernels';
 import { inputTileLength, type ModelSession } from './model';
 import { intersect, type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
-import { type PlaneWriters, sharedFloats, startPlaneWriters } from './plane-writers';
+import { type PlaneWriters, sharedFloats, sharedStored, startPlaneWriters } from './plane-writers';
 import {
   checkMarkerName,
   HISTOGRAM_BINS,
@@ -54,8 +54,8 @@ export interface PredictMarkersOptions {
   /** Tiles per inference. Default 8. */
   batchSize?: number;
   /**
-   * Store shard side (level-0 pixels). Default 1024: 4 MB of float32 per marker, two of them
-   * alive per marker (one made, one stored), so 14 markers hold about 110 MB of shards.
+   * Store shard side (level-0 pixels). Default 1024: 2 MB of uint16 per marker, two of them
+   * alive per marker (one made, one stored), so 14 markers hold about 56 MB of shards.
    */
   shardSize?: number;
   /** Inner chunk side. Default 512. */
@@ -123,7 +123,7 @@ type Carried = Float32Array | null;
 
 /** One shard's buffers, one per marker, chunk-major, shared with the plane writers. */
 interface Slot {
-  buffers: Float32Array[];
+  buffers: Uint16Array[];
 }
 
 interface Made {
@@ -159,7 +159,7 @@ function defaultWriters(): number {
 
 class Prediction {
   private readonly plan: TilePlan;
-  private readonly arrays: ShardedArray<'float32'>[];
+  private readonly arrays: ShardedArray<'uint16'>[];
   private readonly layout: PredictionStoreLayout;
   private readonly key: string;
   private readonly channelIndex: number[];
@@ -548,7 +548,7 @@ class Prediction {
     const g = this.geometry;
     return (
       this.free.pop() ?? {
-        buffers: this.arrays.map(() => sharedFloats(g.chunksY * g.chunksX * g.chunkLength)),
+        buffers: this.arrays.map(() => sharedStored(g.chunksY * g.chunksX * g.chunkLength)),
       }
     );
   }

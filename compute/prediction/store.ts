@@ -10,14 +10,19 @@ import {
   ShardedArray,
   type ShardTaskProgress,
 } from '../zarr';
-import { type ChannelStatistics, downsampleFloatIntoQuadrant } from './kernels';
+import { type ChannelStatistics, downsampleMarkerIntoQuadrant, STORED_MAX } from './kernels';
 
 /**
  * The prediction store (one per job): OME-NGFF 0.5 on Zarr v3. The root group lists one
  * multiscale per marker, datasets `markers/{name}/{level}`; each `markers/{name}/` is also an
- * NGFF image group of its own (axes c, y, x; `[1, H, W]` float32; `omero` label and window), so
+ * NGFF image group of its own (axes c, y, x; `[1, H, W]` uint16; `omero` label and window), so
  * a viewer can open one marker alone. Level 0 is the grid of H&E level `heLevel`; the scale of
  * every level is the H&E's own, so both stores overlay in micrometres.
+ *
+ * Pixels are uint16, as immunofluorescence images are: the model's output range maps onto
+ * 0..65535 (`storedScale`, stated in the attributes), a step of 1/65535 of the range, far below
+ * what a model predicts to. Against float32 it halves the store, the memory of every shard and
+ * the bytes zstd compresses while the model runs (bench/inference).
  */
 export interface PredictionStoreLayout {
   /** Marker names, in the order the store lists them. */
@@ -32,13 +37,13 @@ export interface PredictionStoreLayout {
   chunkSize: number;
   /** The model version that predicted it. */
   model: string;
-  /** The range the model's outputs are meant to span (display windows, histograms). */
+  /** The range the model's outputs are meant to span: stored as 0..65535 (`storedScale`). */
   outputRange: [number, number];
 }
 
 /** Background (no tissue position) and never-predicted pixels. */
 export const PREDICTION_FILL_VALUE = 0;
-/** zstd level of the inner chunks: float predictions compress about 2.5x at level 1 already. */
+/** zstd level of the inner chunks: predictions compress about 2.5x at level 1 already. */
 export const PREDICTION_ZSTD_LEVEL = 1;
 /** Histogram bins of the per-channel statistics (windows are read off it). */
 export const HISTOGRAM_BINS = 256;
@@ -50,6 +55,16 @@ export function checkMarkerName(name: string): void {
   if (!SAFE_NAME.test(name)) throw new RangeError(`marker name ${JSON.stringify(name)} is not a safe key`);
 }
 
+/** Model value = `offset + scale * stored`, as the store's attributes state it. */
+export interface StoredScale {
+  scale: number;
+  offset: number;
+}
+
+export function storedScale(outputRange: readonly [number, number]): StoredScale {
+  return { scale: (outputRange[1] - outputRange[0]) / STORED_MAX, offset: outputRange[0] };
+}
+
 export function storeLevels(layout: PredictionStoreLayout): PyramidLevel[] {
   return pyramidLevels(layout.widthPx, layout.heightPx);
 }
@@ -58,11 +73,11 @@ export function markerArray(
   layout: PredictionStoreLayout,
   marker: string,
   level: number,
-): ShardedArray<'float32'> {
+): ShardedArray<'uint16'> {
   const size = storeLevels(layout)[level];
   if (!size) throw new RangeError(`no level ${level}`);
   return new ShardedArray(`markers/${marker}/${level}`, {
-    dataType: 'float32',
+    dataType: 'uint16',
     shape: [1, size.heightPx, size.widthPx],
     shardShape: [layout.shardSize, layout.shardSize],
     chunkShape: [layout.chunkSize, layout.chunkSize],
@@ -110,7 +125,7 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
   for (let level = 1; level < levels.length; level++) {
     for (const marker of layout.markers) await markerArray(layout, marker, level).writeMetadata(sink, signal);
   }
-  let parent: Float32Array | undefined;
+  let parent: Uint16Array | undefined;
   const child = markerArray(layout, layout.markers[0]!, 0).allocateShard();
   for (let i = from; i < tasks.length; i++) {
     signal?.throwIfAborted();
@@ -121,7 +136,7 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
     parent.fill(PREDICTION_FILL_VALUE);
     for (const quadrant of below.childShards(task.y, task.x)) {
       await below.readShard(sink, quadrant.shardY, quadrant.shardX, child, signal);
-      downsampleFloatIntoQuadrant(child, parent, below.geometry, {
+      downsampleMarkerIntoQuadrant(child, parent, below.geometry, {
         y: quadrant.y,
         x: quadrant.x,
         validHeight: quadrant.extent.height,
@@ -146,12 +161,11 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
 
 /**
  * The layout of a finished store, read back from its root group (markers, model, H&E level,
- * scale) and its first level-0 array (size, shards, chunks), for readers of its pixels. The
- * output range is the model's, which the store does not record.
+ * scale, stored value scale) and its first level-0 array (size, shards, chunks), for readers of
+ * its pixels.
  */
 export async function readPredictionLayout(
   sink: KeyValueSink,
-  outputRange: readonly [number, number],
   signal?: AbortSignal,
 ): Promise<PredictionStoreLayout> {
   const root = await sink.get('zarr.json', signal);
@@ -159,11 +173,16 @@ export async function readPredictionLayout(
     throw new ComputeError('UnsupportedZarr', 'no root zarr.json: the prediction store is unfinished');
   const attributes = parseJson(root, 'zarr.json').attributes as
     | {
-        prediction?: { model?: unknown; markers?: unknown; heLevel?: unknown };
+        prediction?: {
+          model?: unknown;
+          markers?: unknown;
+          heLevel?: unknown;
+          valueScale?: Partial<StoredScale>;
+        };
         ome?: { multiscales?: { datasets?: { coordinateTransformations?: { scale?: unknown }[] }[] }[] };
       }
     | undefined;
-  const { model, markers, heLevel } = attributes?.prediction ?? {};
+  const { model, markers, heLevel, valueScale } = attributes?.prediction ?? {};
   const scale = attributes?.ome?.multiscales?.[0]?.datasets?.[0]?.coordinateTransformations?.[0]?.scale;
   if (
     typeof model !== 'string' ||
@@ -172,12 +191,17 @@ export async function readPredictionLayout(
     !markers.every((m): m is string => typeof m === 'string') ||
     typeof heLevel !== 'number' ||
     !Array.isArray(scale) ||
-    typeof scale[2] !== 'number'
+    typeof scale[2] !== 'number' ||
+    typeof valueScale?.scale !== 'number' ||
+    typeof valueScale.offset !== 'number'
   ) {
     throw new ComputeError('UnsupportedZarr', 'the root zarr.json is not a prediction store');
   }
   for (const marker of markers) checkMarkerName(marker);
   const { spec } = await openArray(sink, `markers/${markers[0]}/0`, signal);
+  if (spec.dataType !== 'uint16') {
+    throw new ComputeError('UnsupportedZarr', `prediction store pixels are ${spec.dataType}, not uint16`);
+  }
   return {
     markers,
     widthPx: spec.shape[2],
@@ -187,7 +211,7 @@ export async function readPredictionLayout(
     shardSize: spec.shardShape[0],
     chunkSize: spec.chunkShape[0],
     model,
-    outputRange: [outputRange[0], outputRange[1]],
+    outputRange: [valueScale.offset, valueScale.offset + valueScale.scale * STORED_MAX],
   };
 }
 
@@ -198,7 +222,8 @@ export function layoutKey(layout: PredictionStoreLayout): string {
     `L${layout.heLevel}`,
     layout.shardSize,
     layout.chunkSize,
-    `zstd${PREDICTION_ZSTD_LEVEL}`,
+    `uint16/zstd${PREDICTION_ZSTD_LEVEL}`,
+    layout.outputRange.join(':'),
     layout.model,
     layout.markers.join(','),
   ].join('/');
@@ -211,9 +236,9 @@ const axes = [
 ];
 
 const pyramidMetadata = {
-  description: '2x2 mean of the level below, in float32; sizes rounded down',
+  description: '2x2 mean of the level below, rounded half up; sizes rounded down',
   method: 'compute/prediction finishPredictionStore',
-  version: '1',
+  version: '2',
 };
 
 function datasets(layout: PredictionStoreLayout, levels: readonly PyramidLevel[], prefix: string) {
@@ -245,16 +270,19 @@ function colourOf(marker: string, index: number): string {
 }
 
 /**
- * The display window: `min`/`max` are the extremes predicted, `start`/`end` the 0.5th and
- * 99.5th percentiles (to a histogram bin), so a few saturated pixels do not wash the rest out.
+ * The display window, in stored units: `min`/`max` are the extremes predicted, `start`/`end` the
+ * 0.5th and 99.5th percentiles (to a histogram bin), so a few saturated pixels do not wash the
+ * rest out.
  */
-export function channelWindow(
-  stats: ChannelStatistics | undefined,
-  range: readonly [number, number],
-): { min: number; max: number; start: number; end: number } {
-  if (!stats || stats.count === 0) return { min: range[0], max: range[1], start: range[0], end: range[1] };
+export function channelWindow(stats: ChannelStatistics | undefined): {
+  min: number;
+  max: number;
+  start: number;
+  end: number;
+} {
+  if (!stats || stats.count === 0) return { min: 0, max: STORED_MAX, start: 0, end: STORED_MAX };
   const bins = stats.histogram.length;
-  const width = (range[1] - range[0]) / bins;
+  const width = (STORED_MAX + 1) / bins;
   const at = (share: number): number => {
     const wanted = share * stats.count;
     let seen = 0;
@@ -264,9 +292,9 @@ export function channelWindow(
     }
     return bins - 1;
   };
-  const start = Math.max(stats.min, range[0] + at(0.005) * width);
-  let end = Math.min(stats.max, range[0] + (at(0.995) + 1) * width);
-  if (!(end > start)) end = stats.max > start ? stats.max : start + width;
+  const start = Math.max(stats.min, at(0.005) * width);
+  let end = Math.min(stats.max, (at(0.995) + 1) * width - 1);
+  if (!(end > start)) end = stats.max > start ? stats.max : Math.min(STORED_MAX, start + width);
   return { min: stats.min, max: stats.max, start, end };
 }
 
@@ -295,12 +323,13 @@ function markerImageAttributes(
             label: marker,
             color: colourOf(marker, index),
             active: true,
-            window: channelWindow(stats, layout.outputRange),
+            window: channelWindow(stats),
           },
         ],
         rdefs: { model: 'color' },
       },
     },
+    prediction: { valueScale: storedScale(layout.outputRange) },
   };
 }
 
@@ -324,16 +353,23 @@ function rootAttributes(
       model: layout.model,
       markers: layout.markers,
       heLevel: layout.heLevel,
+      valueScale: storedScale(layout.outputRange),
       statistics: Object.fromEntries(
-        layout.markers.map((marker) => {
-          const s = statistics[marker];
-          const count = s?.count ?? 0;
-          return [
-            marker,
-            { pixels: count, min: s?.min ?? 0, max: s?.max ?? 0, mean: count > 0 ? s!.sum / count : 0 },
-          ];
-        }),
+        layout.markers.map((marker) => [marker, modelStatistics(statistics[marker], layout.outputRange)]),
       ),
     },
+  };
+}
+
+/** A marker's statistics in the model's units (the stored ones scaled back). */
+function modelStatistics(s: ChannelStatistics | undefined, outputRange: readonly [number, number]) {
+  const { scale, offset } = storedScale(outputRange);
+  const count = s?.count ?? 0;
+  if (count === 0) return { pixels: 0, min: 0, max: 0, mean: 0 };
+  return {
+    pixels: count,
+    min: offset + scale * s!.min,
+    max: offset + scale * s!.max,
+    mean: offset + (scale * s!.sum) / count,
   };
 }

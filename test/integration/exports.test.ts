@@ -180,7 +180,7 @@ print(json.dumps({'ome': tif.is_ome, 'series': series, 'equal': bool(np.array_eq
   );
   expect(read.ome).toBe(true);
   expect(read.equal).toBe(true);
-  expect(read.series[0]).toMatchObject({ dtype: 'float32' });
+  expect(read.series[0]).toMatchObject({ dtype: 'uint16' });
   expect(read.series[0]!.shape[0]).toBe(2);
   expect(read.series[1]).toMatchObject({ dtype: 'uint8' });
   expect(read.series[0]!.levels).toBeGreaterThan(1);

@@ -13,7 +13,16 @@ import {
   predictMarkers,
   TilePlan,
 } from '../../../compute/prediction';
-import { fillInputTile, inputSamples, outputSamples } from '../../../compute/prediction/kernels';
+import {
+  downsampleMarkerIntoQuadrant,
+  fillInputTile,
+  inputSamples,
+  outputSamples,
+  STORED_MAX,
+  toStored,
+  writePlane,
+} from '../../../compute/prediction/kernels';
+import { channelWindow, readPredictionLayout } from '../../../compute/prediction/store';
 import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
 import { openTiffSlide } from '../../../compute/slide';
 import { fileSource } from '../../../compute/source';
@@ -96,8 +105,8 @@ function correlation(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return sab / Math.sqrt(saa * sbb);
 }
 
-function floats(bytes: Uint8Array): Float32Array {
-  return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+function stored(bytes: Uint8Array): Uint16Array {
+  return new Uint16Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
 }
 
 /** The CMU-1 small region as an H&E pyramid in memory (mpp 0.499: level 0 is the model's scale). */
@@ -207,6 +216,97 @@ describe('resampling kernels', () => {
   });
 });
 
+describe('stored values', () => {
+  it('maps the output range onto 0..65535, rounding half up, clamping, NaN to 0', () => {
+    expect([0, 1, 0.5, -0.2, 1.7, Number.NaN].map((v) => toStored(v, [0, 1]))).toEqual([
+      0, 65535, 32768, 0, 65535, 0,
+    ]);
+    expect(toStored(0, [-1, 1])).toBe(32768);
+    expect(toStored(2 / 65535, [0, 1])).toBe(2);
+  });
+
+  it('writes a plane in stored units, with histogram and sums of what is stored', () => {
+    const tile = 2;
+    const source = Float32Array.from([0, 0.25, 0.5, 1]);
+    const same = outputSamples(2, 2);
+    const g = {
+      dataType: 'uint16' as const,
+      fillValue: 0,
+      channels: 1,
+      chunkHeight: 2,
+      chunkWidth: 2,
+      chunksY: 1,
+      chunksX: 2,
+      chunkLength: 4,
+    };
+    const shard = new Uint16Array(8);
+    const histogram = new Uint32Array(4);
+    const square = { x0: 2, y0: 0, x1: 4, y1: 2 };
+    const sums = writePlane(
+      source,
+      0,
+      tile,
+      square,
+      same,
+      same,
+      { x0: 0, y0: 0, x1: 4, y1: 2 },
+      shard,
+      0,
+      0,
+      g,
+      histogram,
+      [0, 1],
+    );
+    // The square is the second chunk of the shard.
+    expect(Array.from(shard)).toEqual([0, 0, 0, 0, 0, 16384, 32768, 65535]);
+    expect(Array.from(histogram)).toEqual([1, 1, 1, 1]);
+    expect(sums).toEqual({ count: 4, min: 0, max: 65535, sum: 16384 + 32768 + 65535 });
+  });
+
+  it('halves a level as the 2x2 mean rounded half up', () => {
+    const g = {
+      dataType: 'uint16' as const,
+      fillValue: 0,
+      channels: 1,
+      chunkHeight: 2,
+      chunkWidth: 2,
+      chunksY: 1,
+      chunksX: 1,
+      chunkLength: 4,
+    };
+    const parent = new Uint16Array(4);
+    downsampleMarkerIntoQuadrant(Uint16Array.from([1, 2, 2, 2]), parent, g, {
+      y: 0,
+      x: 1,
+      validHeight: 2,
+      validWidth: 2,
+    });
+    expect(Array.from(parent)).toEqual([0, 2, 0, 0]);
+    downsampleMarkerIntoQuadrant(
+      Uint16Array.from([STORED_MAX, STORED_MAX, STORED_MAX, STORED_MAX - 1]),
+      parent,
+      g,
+      {
+        y: 1,
+        x: 0,
+        validHeight: 2,
+        validWidth: 2,
+      },
+    );
+    expect(parent[2]).toBe(STORED_MAX);
+  });
+
+  it('windows the 0.5th to 99.5th percentiles in stored units', () => {
+    const histogram = new Array<number>(256).fill(0);
+    histogram[0] = 1;
+    histogram[100] = 998;
+    histogram[255] = 1;
+    const window = channelWindow({ count: 1000, min: 3, max: 65535, sum: 0, histogram });
+    expect(window).toEqual({ min: 3, max: 65535, start: 100 * 256, end: 101 * 256 - 1 });
+    expect(channelWindow(undefined)).toEqual({ min: 0, max: 65535, start: 0, end: 65535 });
+  });
+});
+
 describe('predictMarkers on CMU-1-Small-Region', () => {
   let he: SlideImage;
   let mpp: number;
@@ -254,7 +354,7 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
       y: 0,
       width: he.widthPx,
       height: he.heightPx,
-    })) as Float32Array;
+    })) as Uint16Array;
     const plan = new TilePlan({
       grid,
       heLevels: he.levels,
@@ -359,7 +459,7 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
         y: 0,
         width: he.widthPx,
         height: he.heightPx,
-      })) as Float32Array;
+      })) as Uint16Array;
     const [flakyDapi, referenceDapi] = [await read(sink), await read(reference)];
     // Only the failed position's square differs, and it holds the fill value.
     const box = { x0: he.widthPx, y0: he.heightPx, x1: 0, y1: 0 };
@@ -415,8 +515,8 @@ values = {}
 for ms in group.attrs['ome']['multiscales']:
     for d in ms['datasets']:
         a = group[d['path']]
-        assert a.dtype == np.float32 and a.shape[0] == 1, (d['path'], a.dtype, a.shape)
-        values[d['path']] = a[0, 300:340, 500:560].ravel().tolist() if d['path'].endswith('/0') else [float(a[:].sum())]
+        assert a.dtype == np.uint16 and a.shape[0] == 1, (d['path'], a.dtype, a.shape)
+        values[d['path']] = a[0, 300:340, 500:560].ravel().tolist() if d['path'].endswith('/0') else [int(a[:].sum())]
 print(json.dumps({'errors': errors, 'values': values}))
 `,
       [schemaDir, root],
@@ -429,9 +529,20 @@ print(json.dumps({'errors': errors, 'values': values}))
     });
     for (const marker of ['DAPI', 'PanCK', 'aSMA']) {
       const read = await readWithZarrita(root, `markers/${marker}/0`, [null, [300, 340], [500, 560]]);
-      expect(read.dtype).toBe('float32');
-      expect(Array.from(floats(read.data))).toEqual(checked.values[`markers/${marker}/0`]);
+      expect(read.dtype).toBe('uint16');
+      expect(Array.from(stored(read.data))).toEqual(checked.values[`markers/${marker}/0`]);
     }
+    // The stated scale and the statistics in the model's units; the layout reads back from it.
+    const attributes = JSON.parse((await sink.get('zarr.json'))!.toString()).attributes.prediction;
+    expect(attributes.valueScale).toEqual({ scale: 1 / 65535, offset: 0 });
+    const dapi = attributes.statistics.DAPI;
+    expect(dapi.min).toBeGreaterThanOrEqual(0);
+    expect(dapi.max).toBeLessThanOrEqual(1);
+    expect(dapi.mean).toBeCloseTo(result.statistics.DAPI!.sum / result.statistics.DAPI!.count / 65535, 12);
+    const group = JSON.parse((await sink.get('markers/DAPI/zarr.json'))!.toString()).attributes;
+    expect(group.prediction.valueScale).toEqual({ scale: 1 / 65535, offset: 0 });
+    expect(group.ome.omero.channels[0].window.max).toBe(result.statistics.DAPI!.max);
+    expect(await readPredictionLayout(sink)).toEqual(result.layout);
     const levels = Object.keys(checked.values).filter((k) => k.startsWith('markers/DAPI/'));
     expect(levels).toEqual(['markers/DAPI/0', 'markers/DAPI/1', 'markers/DAPI/2', 'markers/DAPI/3']);
     expect(result.layout.heLevel).toBe(0);

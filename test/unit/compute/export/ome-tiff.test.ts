@@ -113,7 +113,7 @@ print(json.dumps(out))
       {
         name: 'prediction',
         shape: [3, 1483, 1110],
-        dtype: 'float32',
+        dtype: 'uint16',
         levels: [
           [3, 1483, 1110],
           [3, 741, 555],
@@ -144,7 +144,7 @@ print(json.dumps(out))
       },
     ]);
     expect(result.pixels.map((p) => [p.unit, p.type])).toEqual([
-      ['µm', 'float'],
+      ['µm', 'uint16'],
       ['µm', 'uint8'],
       ['µm', 'uint32'],
     ]);
@@ -188,9 +188,9 @@ print(json.dumps(True))
   it('opens in libvips, each plane and each SubIFD level, with the pixels the stores hold', async () => {
     const header = async (file: string) =>
       (await run('vipsheader', [file], { env: systemVipsEnv() })).stdout.split(':')[1]!.trim().split(',')[0];
-    expect(await header(`${tiff}[page=0]`)).toBe('1110x1483 float');
-    expect(await header(`${tiff}[page=2,subifd=0]`)).toBe('555x741 float');
-    expect(await header(`${tiff}[page=2,subifd=1]`)).toBe('277x370 float');
+    expect(await header(`${tiff}[page=0]`)).toBe('1110x1483 ushort');
+    expect(await header(`${tiff}[page=2,subifd=0]`)).toBe('555x741 ushort');
+    expect(await header(`${tiff}[page=2,subifd=1]`)).toBe('277x370 ushort');
     expect(await header(`${tiff}[page=3,subifd=2]`)).toBe('277x370 uchar');
     expect(await header(`${tiff}[page=4,subifd=0]`)).toBe('1110x1483 uint');
     const vipsAverage = async (file: string) =>

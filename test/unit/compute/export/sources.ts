@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { toStored } from '../../../../compute/prediction/kernels';
 import {
   finishPredictionStore,
   markerArray,
@@ -12,7 +13,7 @@ import { fileSource } from '../../../../compute/source';
 import type { KeyValueSink } from '../../../../compute/zarr';
 import { wsiDir } from '../helpers';
 
-/** A smooth, marker-dependent float value with some fine texture, so compression is realistic. */
+/** A smooth, marker-dependent model value with some fine texture, so compression is realistic. */
 export function predictedValue(marker: number, x: number, y: number): number {
   return (
     0.5 +
@@ -46,7 +47,10 @@ export async function writeSyntheticPrediction(
             const gx = sx * layout.shardSize + x;
             if (gx < chunkWidth && gy < chunkHeight) continue;
             const k = Math.floor(y / chunkHeight) * chunksX + Math.floor(x / chunkWidth);
-            shard[k * chunkLength + (y % chunkHeight) * chunkWidth + (x % chunkWidth)] = value(m, gx, gy);
+            shard[k * chunkLength + (y % chunkHeight) * chunkWidth + (x % chunkWidth)] = toStored(
+              value(m, gx, gy),
+              layout.outputRange,
+            );
           }
         }
         await array.writeShard(sink, sy, sx, shard);
