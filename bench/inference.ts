@@ -20,6 +20,7 @@ import { fileSource } from '../compute/source';
 import { detectTissue, tissuePatchGrid } from '../compute/tissue';
 import { folderSink } from '../compute/zarr';
 import { modelSpec } from '../models/registry';
+import { cpuSeconds } from './cpu';
 import { writeSyntheticSvs } from './synthetic-svs';
 
 /**
@@ -121,12 +122,6 @@ async function realTiles(he: SlideImage, plan: TilePlan, count: number): Promise
   }
   return out;
 }
-
-/** Seconds of CPU this process (every thread of it) has used. */
-const cpuSeconds = () => {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1e6;
-};
 
 interface Timed {
   seconds: number;

@@ -25,6 +25,7 @@ import {
 import { openTiffSlide } from '../compute/slide';
 import { fileSource } from '../compute/source';
 import { folderSink } from '../compute/zarr';
+import { cpuSeconds } from './cpu';
 import { writeSyntheticSvs } from './synthetic-svs';
 
 /**
@@ -63,10 +64,6 @@ const { values } = parseArgs({
 const scratch = path.join(process.env.SPS_TEST_SCRATCH ?? '/tmp', 'bench-segmentation');
 const sharedSlide = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'wsi', 'CMU-1-Small-Region.svs');
 const peakMiB = () => Math.round(process.resourceUsage().maxRSS / 1024);
-const cpuSeconds = () => {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1e6;
-};
 
 interface Measured {
   side: number;

@@ -26,7 +26,13 @@ import { channelWindow, readPredictionLayout } from '../../../compute/prediction
 import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
 import { openTiffSlide } from '../../../compute/slide';
 import { fileSource } from '../../../compute/source';
-import { folderSink, type KeyValueSink, memorySink, openArray } from '../../../compute/zarr';
+import {
+  folderSink,
+  type KeyValueSink,
+  memorySink,
+  openArray,
+  type ShardGeometry,
+} from '../../../compute/zarr';
 import { modelSpec } from '../../../models/registry';
 import { runPythonJson } from '../../support/python';
 import { readWithZarrita } from '../../support/zarrita';
@@ -216,6 +222,20 @@ describe('resampling kernels', () => {
   });
 });
 
+/** A one-channel uint16 shard of 2 x 2 chunks, one chunk row of `chunksX`. */
+function twoByTwoChunks(chunksX: number): ShardGeometry {
+  return {
+    dataType: 'uint16',
+    fillValue: 0,
+    channels: 1,
+    chunkHeight: 2,
+    chunkWidth: 2,
+    chunksY: 1,
+    chunksX,
+    chunkLength: 4,
+  };
+}
+
 describe('stored values', () => {
   it('maps the output range onto 0..65535, rounding half up, clamping, NaN to 0', () => {
     expect([0, 1, 0.5, -0.2, 1.7, Number.NaN].map((v) => toStored(v, [0, 1]))).toEqual([
@@ -229,16 +249,7 @@ describe('stored values', () => {
     const tile = 2;
     const source = Float32Array.from([0, 0.25, 0.5, 1]);
     const same = outputSamples(2, 2);
-    const g = {
-      dataType: 'uint16' as const,
-      fillValue: 0,
-      channels: 1,
-      chunkHeight: 2,
-      chunkWidth: 2,
-      chunksY: 1,
-      chunksX: 2,
-      chunkLength: 4,
-    };
+    const g = twoByTwoChunks(2);
     const shard = new Uint16Array(8);
     const histogram = new Uint32Array(4);
     const square = { x0: 2, y0: 0, x1: 4, y1: 2 };
@@ -264,16 +275,7 @@ describe('stored values', () => {
   });
 
   it('halves a level as the 2x2 mean rounded half up', () => {
-    const g = {
-      dataType: 'uint16' as const,
-      fillValue: 0,
-      channels: 1,
-      chunkHeight: 2,
-      chunkWidth: 2,
-      chunksY: 1,
-      chunksX: 1,
-      chunkLength: 4,
-    };
+    const g = twoByTwoChunks(1);
     const parent = new Uint16Array(4);
     downsampleMarkerIntoQuadrant(Uint16Array.from([1, 2, 2, 2]), parent, g, {
       y: 0,
