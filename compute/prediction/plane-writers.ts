@@ -205,12 +205,10 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
   };
 }
 
-/** A float32 array of `length` on a `SharedArrayBuffer`, as writers and the model session share. */
-export function sharedFloats(length: number): Float32Array {
-  return new Float32Array(new SharedArrayBuffer(length * Float32Array.BYTES_PER_ELEMENT));
-}
-
-/** A shard buffer of `length` stored values on a `SharedArrayBuffer`, as the writers fill it. */
-export function sharedStored(length: number): Uint16Array {
-  return new Uint16Array(new SharedArrayBuffer(length * Uint16Array.BYTES_PER_ELEMENT));
+/** A typed array of `length` on a `SharedArrayBuffer`, as writers and the model session share. */
+export function shared<T>(
+  Type: { new (buffer: SharedArrayBuffer): T; readonly BYTES_PER_ELEMENT: number },
+  length: number,
+): T {
+  return new Type(new SharedArrayBuffer(length * Type.BYTES_PER_ELEMENT));
 }

@@ -12,7 +12,7 @@ import {
 } from './kernels';
 import { inputTileLength, type ModelSession } from './model';
 import { intersect, type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
-import { type PlaneWriters, sharedFloats, sharedStored, startPlaneWriters } from './plane-writers';
+import { type PlaneWriters, shared, startPlaneWriters } from './plane-writers';
 import {
   checkMarkerName,
   HISTOGRAM_BINS,
@@ -262,8 +262,8 @@ class Prediction {
     this.inputs = [];
     this.outputs = [];
     for (let b = 0; b < BATCH_BUFFERS; b++) {
-      this.inputs.push(sharedFloats(this.batchSize * inputTileLength(spec)));
-      this.outputs.push(sharedFloats(this.batchSize * tileOutput));
+      this.inputs.push(shared(Float32Array, this.batchSize * inputTileLength(spec)));
+      this.outputs.push(shared(Float32Array, this.batchSize * tileOutput));
       this.released.push(Promise.resolve());
     }
     this.carriedChannels = markers.map((_, m) => m);
@@ -376,7 +376,7 @@ class Prediction {
     const plane = model.spec.tileSize * model.spec.tileSize;
     const histograms = this.arrays.map(() => new Uint32Array(HISTOGRAM_BINS));
     // Per position (in `work.positions` order) and marker: what was written, summed at the end
-    // in that order, so a resumed run (which carries fewer positions) adds up the same floats.
+    // in that order, so a resumed run (which carries fewer positions) adds up the same sums.
     const sums: (PlaneSums | undefined)[] = new Array(work.positions.length * markers);
     const slotOf = new Map(work.positions.map((p, i) => [p, i]));
     const writes: Promise<void>[] = [];
@@ -451,7 +451,7 @@ class Prediction {
         if (this.plan.neededLater(p, work.shard)) {
           let kept: Float32Array | null = null;
           if (base !== null) {
-            kept = sharedFloats(markers * plane);
+            kept = shared(Float32Array, markers * plane);
             for (let m = 0; m < markers; m++) {
               const from = base + this.channelIndex[m]! * plane;
               kept.set(source.subarray(from, from + plane), m * plane);
@@ -532,7 +532,8 @@ class Prediction {
       const out: BatchOutputs = [];
       for (let k = 0; k < count; k++) {
         try {
-          output.set(await model.run(input.slice(k * length, (k + 1) * length), 1), k * tile);
+          const alone = input.slice(k * length, (k + 1) * length);
+          await model.run(alone, 1, output.subarray(k * tile, (k + 1) * tile));
           out.push(k * tile);
         } catch {
           signal?.throwIfAborted();
@@ -548,7 +549,7 @@ class Prediction {
     const g = this.geometry;
     return (
       this.free.pop() ?? {
-        buffers: this.arrays.map(() => sharedStored(g.chunksY * g.chunksX * g.chunkLength)),
+        buffers: this.arrays.map(() => shared(Uint16Array, g.chunksY * g.chunksX * g.chunkLength)),
       }
     );
   }
