@@ -33,8 +33,8 @@ import { writeSyntheticSvs } from './synthetic-svs';
  *
  *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14 --writers N]
  *
- * `--writers` is the number of plane-writer threads (default: predictMarkers' own, one per core
- * beside the inference thread).
+ * `--writers` is the number of plane-writer threads (default: predictMarkers' own, min(4, cores
+ * - 2), at least 1). The CPU per tile it prints is of every thread of the process.
  *
  * The bare figure cycles through the first `--bare-tiles` real tiles of the slide: the baseline
  * model's cost does not depend on pixel values, and holding every tile's input would not fit.
