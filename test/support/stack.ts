@@ -76,6 +76,11 @@ export interface ExtraApi {
 }
 
 function listen(server: Server): Promise<number> {
+  // The worker's CPU-bound activities share this process's event loop with the server and the
+  // test's own fetch. After a loop stalled past the 5 s keep-alive default, the test's next
+  // request and the server's idle-socket timer came due together and the request met a closed
+  // socket (ECONNRESET, segmentation-e2e under load). A separate API process has no such stall.
+  server.keepAliveTimeout = 120_000;
   return new Promise((resolve) =>
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
