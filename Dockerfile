@@ -18,6 +18,8 @@ COPY --from=build /app/dist ./dist
 COPY --from=build /app/db/migrations ./db/migrations
 # The bundled model (models/registry.ts finds it beside dist/models or in models/).
 COPY --from=build /app/models/baseline-v0.7.onnx ./models/
+# The plane writers' WebAssembly kernel (compute/prediction/plane-kernel.ts finds it there).
+COPY --from=build /app/compute/prediction/assembly/plane.wasm ./compute/prediction/assembly/
 COPY package.json ./
 USER node
 EXPOSE 8080

@@ -16,7 +16,7 @@ const WHITE = 255;
  * Per output sample along one axis: the two source pixels and the weight of the second. A
  * source pixel outside `[0, size)` is -1 (white in, clamped out).
  */
-interface AxisSamples {
+export interface AxisSamples {
   first: Int32Array;
   second: Int32Array;
   weight: Float32Array;
@@ -229,98 +229,6 @@ export interface PlaneSums {
 /** The largest stored value: a marker's `range` is stored as 0..65535. */
 export const STORED_MAX = 65_535;
 
-/**
- * Writes the part of one output plane (`[T, T]` at `source[offset..]`, the model's output for
- * square `sq`, resampled along `ys`/`xs` from `outputSamples`) that lies in `clip` into a
- * chunk-major uint16 shard buffer whose top-left pixel is level pixel `(shardX, shardY)`, each
- * value stored as `round((v - range[0]) / (range[1] - range[0]) * 65535)`, clamped. Adds each
- * stored value to `histogram` (equal bins over 0..65535) and answers count, extremes and sum of
- * the stored values, in the plane's own pixel order so that they do not depend on when it is
- * written.
- */
-export function writePlane(
-  source: Float32Array,
-  offset: number,
-  tile: number,
-  sq: PixelRect,
-  ys: AxisSamples,
-  xs: AxisSamples,
-  clip: PixelRect,
-  shard: Uint16Array,
-  shardX: number,
-  shardY: number,
-  g: ShardGeometry,
-  histogram: Uint32Array,
-  range: readonly [number, number],
-): PlaneSums {
-  const sums = { count: 0, min: 0, max: 0, sum: 0 };
-  const x0 = Math.max(sq.x0, clip.x0);
-  const x1 = Math.min(sq.x1, clip.x1);
-  const y0 = Math.max(sq.y0, clip.y0);
-  const y1 = Math.min(sq.y1, clip.y1);
-  if (x0 >= x1 || y0 >= y1) return sums;
-  const width = x1 - x0;
-  // Every per-pixel loop is a small function of its own: V8 optimizes each on its own, where
-  // one long function was compiled on stack replacement and deoptimized on every call.
-  const row = new Float32Array(tile);
-  const line = new Float32Array(width);
-  const stored = new Uint16Array(width);
-  const from = x0 - sq.x0;
-  const first = xs.first.subarray(from, from + width);
-  const second = xs.second.subarray(from, from + width);
-  const weight = xs.weight.subarray(from, from + width);
-  const stats = new Float64Array([Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 0]);
-  // A square as wide as the tile samples the tile's own columns (`outputSamples`).
-  const sameWidth = sq.x1 - sq.x0 === tile;
-  for (let y = y0; y < y1; y++) {
-    const j = y - sq.y0;
-    const r0 = offset + ys.first[j]! * tile;
-    const fy = ys.weight[j]!;
-    let values: Float32Array;
-    if (sameWidth && fy === 0) values = source.subarray(r0 + from, r0 + from + width);
-    else {
-      blendRows(source, r0, offset + ys.second[j]! * tile, fy, row);
-      if (sameWidth) values = row.subarray(from, from + width);
-      else {
-        resampleRow(row, first, second, weight, line);
-        values = line;
-      }
-    }
-    quantizeRow(values, range, stored);
-    addToStatistics(stored, histogram, stats);
-    copyIntoShard(stored, x0, y, shard, shardX, shardY, g);
-  }
-  sums.count = width * (y1 - y0);
-  sums.min = stats[0]!;
-  sums.max = stats[1]!;
-  sums.sum = stats[2]!;
-  return sums;
-}
-
-/** `row` = the source row at `r0` blended with the one at `r1` by `fy` (the one at `r0` if 0). */
-function blendRows(source: Float32Array, r0: number, r1: number, fy: number, row: Float32Array): void {
-  const tile = row.length;
-  if (fy === 0) {
-    row.set(source.subarray(r0, r0 + tile));
-    return;
-  }
-  for (let i = 0; i < tile; i++) row[i] = (1 - fy) * source[r0 + i]! + fy * source[r1 + i]!;
-}
-
-/** `line[i]` = `row` sampled at `first[i]`/`second[i]` blended by `weight[i]`. */
-function resampleRow(
-  row: Float32Array,
-  first: Int32Array,
-  second: Int32Array,
-  weight: Float32Array,
-  line: Float32Array,
-): void {
-  for (let i = 0; i < line.length; i++) {
-    const fx = weight[i]!;
-    line[i] = (1 - fx) * row[first[i]!]! + fx * row[second[i]!]!;
-  }
-}
-
 /** `value` in stored units: `range` onto 0..65535, rounded half up, clamped (NaN to 0). */
 export function toStored(value: number, range: readonly [number, number]): number {
   return quantize(value, range[0], STORED_MAX / (range[1] - range[0]));
@@ -329,90 +237,6 @@ export function toStored(value: number, range: readonly [number, number]): numbe
 function quantize(value: number, lo: number, perUnit: number): number {
   const q = (value - lo) * perUnit + 0.5;
   return q >= STORED_MAX ? STORED_MAX : q > 0 ? Math.floor(q) : 0;
-}
-
-/** `stored[i]` = `values[i]` in stored units (`toStored`). */
-function quantizeRow(values: Float32Array, range: readonly [number, number], stored: Uint16Array): void {
-  const lo = range[0];
-  const perUnit = STORED_MAX / (range[1] - range[0]);
-  for (let i = 0; i < values.length; i++) stored[i] = quantize(values[i]!, lo, perUnit);
-}
-
-/** Adds `values` to `histogram` (equal bins over 0..65535) and to `stats` (min, max, sum). */
-function addToStatistics(values: Uint16Array, histogram: Uint32Array, stats: Float64Array): void {
-  const bins = histogram.length;
-  let min = stats[0]!;
-  let max = stats[1]!;
-  let sum = stats[2]!;
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i]!;
-    if (v < min) min = v;
-    if (v > max) max = v;
-    sum += v;
-    histogram[(v * bins) >>> 16]!++;
-  }
-  stats[0] = min;
-  stats[1] = max;
-  stats[2] = sum;
-}
-
-/** Copies a run of level pixels starting at `(x, y)` into a chunk-major shard buffer. */
-function copyIntoShard(
-  line: Uint16Array,
-  x: number,
-  y: number,
-  shard: Uint16Array,
-  shardX: number,
-  shardY: number,
-  g: ShardGeometry,
-): void {
-  forEachChunkRun(x, y, line.length, shardX, shardY, g, (at, i, run) =>
-    shard.set(line.subarray(i, i + run), at),
-  );
-}
-
-/** Sets the level pixels of `rect` (inside the shard) in a chunk-major shard buffer to `value`. */
-export function fillRect(
-  shard: Uint16Array,
-  shardX: number,
-  shardY: number,
-  g: ShardGeometry,
-  rect: PixelRect,
-  value: number,
-): void {
-  for (let y = rect.y0; y < rect.y1; y++) {
-    forEachChunkRun(rect.x0, y, rect.x1 - rect.x0, shardX, shardY, g, (at, _, run) =>
-      shard.fill(value, at, at + run),
-    );
-  }
-}
-
-/**
- * Walks a row of `length` level pixels from `(x, y)` through a chunk-major shard buffer whose
- * top-left pixel is `(shardX, shardY)`: `visit(at, i, run)` for each part in one chunk, `at` its
- * first element in the buffer and `i` its offset along the row.
- */
-function forEachChunkRun(
-  x: number,
-  y: number,
-  length: number,
-  shardX: number,
-  shardY: number,
-  g: ShardGeometry,
-  visit: (at: number, i: number, run: number) => void,
-): void {
-  const ch = g.chunkHeight;
-  const cw = g.chunkWidth;
-  const ly = y - shardY;
-  const cy = Math.floor(ly / ch);
-  const rowBase = cy * g.chunksX * g.chunkLength + (ly - cy * ch) * cw;
-  for (let i = 0; i < length; ) {
-    const lx = x + i - shardX;
-    const cx = Math.floor(lx / cw);
-    const run = Math.min(length - i, (cx + 1) * cw - lx);
-    visit(rowBase + cx * g.chunkLength + (lx - cx * cw), i, run);
-    i += run;
-  }
 }
 
 /**

@@ -2,17 +2,21 @@ import { Worker } from 'node:worker_threads';
 import type { ShardGeometry } from '../zarr';
 import type { PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
+import { PlaneMemory } from './plane-kernel';
 
 /**
- * Threads that write the model's output planes into a shard's buffers (`writePlane`: resample,
- * chunk-major copy, statistics) and set the rest to the fill value (`fillRect`), so that this
- * work, fourteen planes a tile, runs beside the inference and beside each other instead of on
- * the one thread that also reads the H&E and stores shards. Writer `w` owns the markers `m` with `m % count === w`: each marker's buffer and
- * histogram have one writer, so no two threads touch the same bytes.
+ * Threads that write the model's output planes into a shard's buffers (`PlaneKernel.writePlane`:
+ * resample, store as uint16 into the chunk, statistics) and set the rest to the fill value
+ * (`fillRect`), so that this work, fourteen planes a tile, runs beside the inference and beside
+ * each other instead of on the one thread that also reads the H&E and stores shards. Writer `w`
+ * owns the markers `m` with `m % count === w`: each marker's buffer and histogram have one
+ * writer, so no two threads touch the same bytes.
  *
- * Sources and shard buffers are on `SharedArrayBuffer`s: a message carries handles, never
- * pixels. The worker runs `kernels` from the compiled .js beside this file; under Jest, which
- * runs the TypeScript sources, it compiles kernels.ts with @swc/core as Jest itself does.
+ * A writer's kernel is WebAssembly, which works only in its own memory: each writer has a shared
+ * `PlaneMemory`, and the shard buffers of its markers are allocated in it (`shardBuffers`).
+ * Sources are on `SharedArrayBuffer`s too: a message carries handles, never pixels. The worker
+ * runs the compiled .js beside this file; under Jest, which runs the TypeScript sources, it
+ * compiles them with @swc/core as Jest itself does.
  */
 const workerSource = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -28,8 +32,10 @@ if (workerData.kernels.endsWith('.ts')) {
     module._compile(code, file);
   };
 }
-const { fillRect, outputSamples, writePlane } = require(workerData.kernels);
-const { geometry, markers, tile, bins, range } = workerData;
+const { outputSamples } = require(workerData.kernels);
+const { PlaneKernel } = require(workerData.planeKernel);
+const { geometry, markers, tile, bins, range, memory } = workerData;
+const kernel = new PlaneKernel({ memory, tile, bins }, geometry);
 const samples = new Map();
 const samplesOf = (length) => {
   let s = samples.get(length);
@@ -39,7 +45,7 @@ const samplesOf = (length) => {
 parentPort.on('message', ({ id, fill, rects, source, bases, squares, channels, clip, shards, shardX, shardY }) => {
   try {
     if (fill !== undefined) {
-      for (const m of markers) for (const rect of rects) fillRect(shards[m], shardX, shardY, geometry, rect, fill);
+      for (const m of markers) for (const rect of rects) kernel.fillRect(shards[m], shardX, shardY, rect, fill);
       parentPort.postMessage({ id });
       return;
     }
@@ -51,8 +57,8 @@ parentPort.on('message', ({ id, fill, rects, source, bases, squares, channels, c
       const ys = samplesOf(sq.y1 - sq.y0);
       const xs = samplesOf(sq.x1 - sq.x0);
       markers.forEach((m, j) => {
-        const s = writePlane(source, bases[k] + channels[m] * tile * tile, tile, sq, ys, xs, clip,
-          shards[m], shardX, shardY, geometry, histograms.subarray(j * bins, (j + 1) * bins), range);
+        const s = kernel.writePlane(source, bases[k] + channels[m] * tile * tile, sq, ys, xs, clip,
+          shards[m], shardX, shardY, histograms.subarray(j * bins, (j + 1) * bins), range);
         sums.set([s.count, s.min, s.max, s.sum], (k * markers.length + j) * 4);
       });
     }
@@ -71,7 +77,7 @@ export interface PlaneWrite {
   squares: readonly PixelRect[];
   /** Per stored marker, its channel in `source`. */
   channels: readonly number[];
-  /** The shard's pixels, and its buffers (one per marker, each on a `SharedArrayBuffer`). */
+  /** The shard's pixels, and its buffers (one per marker, from `shardBuffers`). */
   clip: PixelRect;
   shards: readonly Uint16Array[];
 }
@@ -83,6 +89,8 @@ export interface PlaneWriteResult {
 }
 
 export interface PlaneWriters {
+  /** Buffers of `length` values for one shard, one per marker, each in its writer's memory. */
+  shardBuffers(length: number): Uint16Array[];
   /**
    * Sets `rects` (level pixels inside the shard at `clip`) of the shard buffers (one per marker)
    * to `value`; ordered with the writes, as every message is.
@@ -118,13 +126,16 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
   const owned = Array.from({ length: count }, (_, w) =>
     Array.from({ length: options.markers }, (_, m) => m).filter((m) => m % count === w),
   );
+  const memories = owned.map(() => new PlaneMemory(options.tile, options.bins));
   const pending = new Map<number, (reply: Reply) => void>();
   let broken: Error | undefined;
-  const workers = owned.map((markers) => {
+  const workers = owned.map((markers, w) => {
     const worker = new Worker(workerSource, {
       eval: true,
       workerData: {
         kernels: require.resolve('./kernels'),
+        planeKernel: require.resolve('./plane-kernel'),
+        memory: memories[w]!.memory,
         geometry: { ...options.geometry },
         markers,
         tile: options.tile,
@@ -158,6 +169,9 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
     });
   };
   return {
+    shardBuffers(length) {
+      return Array.from({ length: options.markers }, (_, m) => memories[m % count]!.shardBuffer(length));
+    },
     async fill(clip, rects, shards, value) {
       if (rects.length === 0) return;
       const message = {

@@ -370,7 +370,7 @@ class Prediction {
   /** Infers and writes one shard's positions into a slot of shard buffers. */
   private async make(work: ShardWork, writers: PlaneWriters): Promise<Made> {
     const { model, signal } = this.options;
-    const slot = this.take();
+    const slot = this.take(writers);
     const rect = this.plan.shardRect(work.shard);
     const markers = this.arrays.length;
     const plane = model.spec.tileSize * model.spec.tileSize;
@@ -545,13 +545,9 @@ class Prediction {
   }
 
   /** A slot of shard buffers, fresh or holding an earlier shard's pixels (see `make`). */
-  private take(): Slot {
+  private take(writers: PlaneWriters): Slot {
     const g = this.geometry;
-    return (
-      this.free.pop() ?? {
-        buffers: this.arrays.map(() => shared(Uint16Array, g.chunksY * g.chunksX * g.chunkLength)),
-      }
-    );
+    return this.free.pop() ?? { buffers: writers.shardBuffers(g.chunksY * g.chunksX * g.chunkLength) };
   }
 
   private async readRegion(positions: number[]): Promise<Region> {

@@ -20,8 +20,8 @@ import {
   outputSamples,
   STORED_MAX,
   toStored,
-  writePlane,
 } from '../../../compute/prediction/kernels';
+import { PlaneKernel, PlaneMemory } from '../../../compute/prediction/plane-kernel';
 import { channelWindow, readPredictionLayout } from '../../../compute/prediction/store';
 import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
 import { openTiffSlide } from '../../../compute/slide';
@@ -250,13 +250,14 @@ describe('stored values', () => {
     const source = Float32Array.from([0, 0.25, 0.5, 1]);
     const same = outputSamples(2, 2);
     const g = twoByTwoChunks(2);
-    const shard = new Uint16Array(8);
+    const memory = new PlaneMemory(tile, 4);
+    const kernel = new PlaneKernel(memory, g);
+    const shard = memory.shardBuffer(8);
     const histogram = new Uint32Array(4);
     const square = { x0: 2, y0: 0, x1: 4, y1: 2 };
-    const sums = writePlane(
+    const sums = kernel.writePlane(
       source,
       0,
-      tile,
       square,
       same,
       same,
@@ -264,7 +265,6 @@ describe('stored values', () => {
       shard,
       0,
       0,
-      g,
       histogram,
       [0, 1],
     );
@@ -272,6 +272,118 @@ describe('stored values', () => {
     expect(Array.from(shard)).toEqual([0, 0, 0, 0, 0, 16384, 32768, 65535]);
     expect(Array.from(histogram)).toEqual([1, 1, 1, 1]);
     expect(sums).toEqual({ count: 4, min: 0, max: 65535, sum: 16384 + 32768 + 65535 });
+  });
+
+  it('resamples, stores and counts every value as the per-value definition does', () => {
+    // The definition written out value by value (f64 arithmetic, f32 where a row is kept), against
+    // the WebAssembly kernel: planes with NaN, infinities and values past the range, squares wider,
+    // narrower and as wide as the tile, cut by the shard's edges.
+    const tile = 224;
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const source = new Float32Array(2 * tile * tile);
+    for (let i = 0; i < source.length; i++) {
+      const r = random();
+      source[i] =
+        r < 0.01 ? Number.NaN : r < 0.015 ? Number.POSITIVE_INFINITY : r < 0.1 ? 3 * r - 1.1 : 0.3 + 0.2 * r;
+    }
+    const g: ShardGeometry = {
+      dataType: 'uint16',
+      fillValue: 0,
+      channels: 1,
+      chunkHeight: 64,
+      chunkWidth: 64,
+      chunksY: 4,
+      chunksX: 4,
+      chunkLength: 64 * 64,
+    };
+    const cases = [
+      { side: 225, clip: { x0: 0, y0: 0, x1: 256, y1: 256 }, sq: { x0: 40, y0: 10 }, bins: 256 },
+      { side: 224, clip: { x0: 100, y0: 0, x1: 356, y1: 256 }, sq: { x0: 30, y0: 60 }, bins: 256 },
+      { side: 181, clip: { x0: 0, y0: 0, x1: 256, y1: 256 }, sq: { x0: 120, y0: 130 }, bins: 4 },
+      { side: 317, clip: { x0: 0, y0: 0, x1: 256, y1: 256 }, sq: { x0: -3, y0: -50 }, bins: 256 },
+    ];
+    for (const [n, c] of cases.entries()) {
+      const sq = { x0: c.sq.x0, y0: c.sq.y0, x1: c.sq.x0 + c.side, y1: c.sq.y0 + c.side };
+      const s = outputSamples(c.side, tile);
+      const range = [-0.5, 1.5] as const;
+      const offset = (n % 2) * tile * tile;
+      const memory = new PlaneMemory(tile, c.bins);
+      const shard = memory.shardBuffer(16 * g.chunkLength);
+      const histogram = new Uint32Array(c.bins);
+      const kernel = new PlaneKernel(memory, g);
+      const sums = kernel.writePlane(
+        source,
+        offset,
+        sq,
+        s,
+        s,
+        c.clip,
+        shard,
+        c.clip.x0,
+        c.clip.y0,
+        histogram,
+        range,
+      );
+      const expected = new Uint16Array(shard.length);
+      const expectedHistogram = new Uint32Array(c.bins);
+      let count = 0;
+      let min = Number.POSITIVE_INFINITY;
+      let max = Number.NEGATIVE_INFINITY;
+      let sum = 0;
+      for (let y = Math.max(sq.y0, c.clip.y0); y < Math.min(sq.y1, c.clip.y1); y++) {
+        const j = y - sq.y0;
+        const fy = s.weight[j]!;
+        const rowAt = (col: number) =>
+          fy === 0
+            ? source[offset + s.first[j]! * tile + col]!
+            : Math.fround(
+                (1 - fy) * source[offset + s.first[j]! * tile + col]! +
+                  fy * source[offset + s.second[j]! * tile + col]!,
+              );
+        for (let x = Math.max(sq.x0, c.clip.x0); x < Math.min(sq.x1, c.clip.x1); x++) {
+          const i = x - sq.x0;
+          const fx = s.weight[i]!;
+          const value =
+            c.side === tile
+              ? rowAt(i)
+              : Math.fround((1 - fx) * rowAt(s.first[i]!) + fx * rowAt(s.second[i]!));
+          const v = toStored(value, range);
+          const lx = x - c.clip.x0;
+          const ly = y - c.clip.y0;
+          const chunk = Math.floor(ly / 64) * 4 + Math.floor(lx / 64);
+          expected[chunk * g.chunkLength + (ly % 64) * 64 + (lx % 64)] = v;
+          expectedHistogram[(v * c.bins) >>> 16]!++;
+          count++;
+          min = Math.min(min, v);
+          max = Math.max(max, v);
+          sum += v;
+        }
+      }
+      expect(count).toBeGreaterThan(1000);
+      expect(Array.from(shard)).toEqual(Array.from(expected));
+      expect(histogram).toEqual(expectedHistogram);
+      expect(sums).toEqual({ count, min, max, sum });
+    }
+  });
+
+  it('sets a rectangle of a shard to a value, across chunks, and nothing around it', () => {
+    const g = twoByTwoChunks(2);
+    const memory = new PlaneMemory(2, 4);
+    const kernel = new PlaneKernel(memory, g);
+    const shard = memory.shardBuffer(8);
+    shard.fill(7);
+    // Shard pixels (1..3) x (1..2) of a shard at level pixel (10, 20): one column of each chunk.
+    kernel.fillRect(shard, 10, 20, { x0: 11, y0: 21, x1: 13, y1: 22 }, 0x1234);
+    expect(Array.from(shard)).toEqual([7, 7, 7, 0x1234, 7, 7, 0x1234, 7]);
+    kernel.fillRect(shard, 10, 20, { x0: 10, y0: 20, x1: 14, y1: 21 }, 0);
+    expect(Array.from(shard)).toEqual([0, 0, 7, 0x1234, 0, 0, 0x1234, 7]);
+    expect(() => kernel.fillRect(new Uint16Array(8), 0, 0, { x0: 0, y0: 0, x1: 1, y1: 1 }, 0)).toThrow(
+      RangeError,
+    );
   });
 
   it('halves a level as the 2x2 mean rounded half up', () => {

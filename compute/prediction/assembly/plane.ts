@@ -1,0 +1,308 @@
+/**
+ * The plane writer's per-value work in WebAssembly (AssemblyScript, built into plane.wasm by
+ * `npm run build:wasm`, asconfig.json beside it): resample one output plane of the model onto a square of level pixels,
+ * store each value as uint16 straight into a chunk-major shard buffer, and add it to the
+ * statistics. In JavaScript this was about 10 ns a value, more than the inference itself; here
+ * the float passes run two or four lanes at a time and nothing is copied out afterwards.
+ *
+ * Every float step is the one `PlaneKernel.writePlane` (plane-kernel.ts) documents, in the same
+ * precision and order (f64 products and sums, rounded to f32 where a row is kept), so the stored
+ * values are fixed by that definition, not by this implementation. The memory is imported and shared: the
+ * caller (`plane-kernel.ts`) lays out a writer's scratch and the shard buffers in it, which the
+ * thread that encodes shards reads. Nothing here allocates.
+ */
+const STORED_MAX: f64 = 65535;
+
+/** Where the caller's buffers may start: past the module's own static data. */
+export function heapBase(): usize {
+  return __heap_base;
+}
+/** Copies of the histogram, values taken in turn: neighbours often fall in the same bin. */
+const HISTOGRAM_COPIES: i32 = 4;
+
+/**
+ * Shard geometry (see compute/zarr `ShardGeometry`, one channel): chunk sides, chunks per shard
+ * row and elements per chunk, set once per instance.
+ */
+let chunkWidth: i32 = 0;
+let chunkHeight: i32 = 0;
+let chunksX: i32 = 0;
+let chunkLength: i32 = 0;
+
+export function setGeometry(width: i32, height: i32, perRow: i32, length: i32): void {
+  chunkWidth = width;
+  chunkHeight = height;
+  chunksX = perRow;
+  chunkLength = length;
+}
+
+/**
+ * Writes `height` x `width` stored values into the shard buffer at `shard`, from shard pixel
+ * `(x0, y0)` on, out of the plane at `src` (f32 rows of `tile`): row j blends source rows
+ * `yFirst[j]` and `ySecond[j]` by `yWeight[j]`; column i blends `xFirst[i]` and `xSecond[i]`
+ * by `xWeight[i]`, or is column `from + i` when `sameWidth`. `row`, `line` and `stored` are
+ * scratch rows. Adds each stored value to the `bins` counts at `histogram` (counted in
+ * `HISTOGRAM_COPIES` interleaved copies at `copies`, 4 * bins * copies bytes, summed at the
+ * end) and stores min, max and sum (f64) at `stats`.
+ */
+export function writePlane(
+  src: usize,
+  tile: i32,
+  yFirst: usize,
+  ySecond: usize,
+  yWeight: usize,
+  xFirst: usize,
+  xSecond: usize,
+  xWeight: usize,
+  width: i32,
+  height: i32,
+  sameWidth: bool,
+  from: i32,
+  lo: f64,
+  perUnit: f64,
+  row: usize,
+  line: usize,
+  stored: usize,
+  histogram: usize,
+  bins: i32,
+  copies: usize,
+  stats: usize,
+  shard: usize,
+  x0: i32,
+  y0: i32,
+): void {
+  memory.fill(copies, 0, (<usize>(bins * HISTOGRAM_COPIES)) << 2);
+  let min: u32 = 0xffff;
+  let max: u32 = 0;
+  let sum: f64 = 0;
+  const rowBytes = (<usize>tile) << 2;
+  for (let j = 0; j < height; j++) {
+    const r0 = src + <usize>load<i32>(yFirst + ((<usize>j) << 2)) * rowBytes;
+    const r1 = src + <usize>load<i32>(ySecond + ((<usize>j) << 2)) * rowBytes;
+    const fy = load<f32>(yWeight + ((<usize>j) << 2));
+    let values: usize;
+    if (sameWidth && fy === 0) values = r0 + ((<usize>from) << 2);
+    else {
+      blendRows(r0, r1, fy, row, tile);
+      if (sameWidth) values = row + ((<usize>from) << 2);
+      else {
+        resampleRow(row, xFirst, xSecond, xWeight, line, width);
+        values = line;
+      }
+    }
+    quantizeRow(values, width, lo, perUnit, stored);
+    const extremes = rowExtremes(stored, width);
+    min = min < (extremes & 0xffff) ? min : extremes & 0xffff;
+    max = max > extremes >>> 16 ? max : extremes >>> 16;
+    sum += <f64>rowSum(stored, width);
+    countBins(stored, width, bins, copies);
+    copyIntoShard(stored, width, shard, x0, y0 + j);
+  }
+  mergeCopies(copies, histogram, bins);
+  store<f64>(stats, <f64>min);
+  store<f64>(stats, <f64>max, 8);
+  store<f64>(stats, sum, 16);
+}
+
+/** Sets `height` x `width` shard pixels from `(x0, y0)` on to `value`. */
+export function fillRect(shard: usize, x0: i32, y0: i32, width: i32, height: i32, value: u16): void {
+  for (let j = 0; j < height; j++) {
+    let i = 0;
+    while (i < width) {
+      const run = chunkRun(x0 + i, width - i);
+      fillValues(rowAddress(shard, x0 + i, y0 + j), run, value);
+      i += run;
+    }
+  }
+}
+
+/** Copies `width` uint16 values to shard pixels `(x, y)` on, chunk by chunk. */
+function copyIntoShard(values: usize, width: i32, shard: usize, x: i32, y: i32): void {
+  let i = 0;
+  while (i < width) {
+    const run = chunkRun(x + i, width - i);
+    memory.copy(rowAddress(shard, x + i, y), values + ((<usize>i) << 1), (<usize>run) << 1);
+    i += run;
+  }
+}
+
+/** Pixels from shard column `x` on, at most `left`, that lie in one chunk. */
+function chunkRun(x: i32, left: i32): i32 {
+  const toEdge = chunkWidth - (x % chunkWidth);
+  return left < toEdge ? left : toEdge;
+}
+
+/** Address of shard pixel `(x, y)` in the chunk-major buffer at `shard`. */
+function rowAddress(shard: usize, x: i32, y: i32): usize {
+  const cy = y / chunkHeight;
+  const cx = x / chunkWidth;
+  const element =
+    (cy * chunksX + cx) * chunkLength + (y - cy * chunkHeight) * chunkWidth + (x - cx * chunkWidth);
+  return shard + ((<usize>element) << 1);
+}
+
+/** `count` uint16 `value`s from `at` on. */
+function fillValues(at: usize, count: i32, value: u16): void {
+  if (value >> 8 === (value & 0xff)) {
+    memory.fill(at, <u8>value, (<usize>count) << 1);
+    return;
+  }
+  for (let i = 0; i < count; i++) store<u16>(at + ((<usize>i) << 1), value);
+}
+
+/** `row` = f32((1 - fy) * r0[i] + fy * r1[i]) in f64, or a copy of `r0` when `fy` is 0. */
+function blendRows(r0: usize, r1: usize, fy: f32, row: usize, tile: i32): void {
+  if (fy === 0) {
+    memory.copy(row, r0, (<usize>tile) << 2);
+    return;
+  }
+  const wa = <f64>1 - <f64>fy;
+  const wb = <f64>fy;
+  const va = f64x2.splat(wa);
+  const vb = f64x2.splat(wb);
+  let i = 0;
+  for (; i + 4 <= tile; i += 4) {
+    const at = (<usize>i) << 2;
+    const a = v128.load(r0 + at);
+    const b = v128.load(r1 + at);
+    const low = f64x2.add(
+      f64x2.mul(va, f64x2.promote_low_f32x4(a)),
+      f64x2.mul(vb, f64x2.promote_low_f32x4(b)),
+    );
+    const high = f64x2.add(
+      f64x2.mul(va, f64x2.promote_low_f32x4(highHalf(a))),
+      f64x2.mul(vb, f64x2.promote_low_f32x4(highHalf(b))),
+    );
+    v128.store(row + at, joinHalves(f32x4.demote_f64x2_zero(low), f32x4.demote_f64x2_zero(high)));
+  }
+  for (; i < tile; i++) {
+    const at = (<usize>i) << 2;
+    store<f32>(row + at, <f32>(wa * <f64>load<f32>(r0 + at) + wb * <f64>load<f32>(r1 + at)));
+  }
+}
+
+/** `line[i]` = f32((1 - w[i]) * row[first[i]] + w[i] * row[second[i]]) in f64. */
+function resampleRow(row: usize, first: usize, second: usize, weight: usize, line: usize, width: i32): void {
+  for (let i = 0; i < width; i++) {
+    const at = (<usize>i) << 2;
+    const fx = <f64>load<f32>(weight + at);
+    const a = <f64>load<f32>(row + ((<usize>load<i32>(first + at)) << 2));
+    const b = <f64>load<f32>(row + ((<usize>load<i32>(second + at)) << 2));
+    store<f32>(line + at, <f32>((1 - fx) * a + fx * b));
+  }
+}
+
+/**
+ * `stored[i]` = (values[i] - lo) * perUnit + 0.5 in f64, floored, clamped to 0..65535, NaN to 0:
+ * the saturating truncation gives 0 for NaN and anything under 1, and the floor above it.
+ */
+function quantizeRow(values: usize, width: i32, lo: f64, perUnit: f64, stored: usize): void {
+  const vlo = f64x2.splat(lo);
+  const vper = f64x2.splat(perUnit);
+  const half = f64x2.splat(0.5);
+  const top = i32x4.splat(<i32>STORED_MAX);
+  let i = 0;
+  for (; i + 8 <= width; i += 8) {
+    const a = v128.load(values + ((<usize>i) << 2));
+    const b = v128.load(values + ((<usize>(i + 4)) << 2));
+    const q0 = truncated(f64x2.promote_low_f32x4(a), vlo, vper, half);
+    const q1 = truncated(f64x2.promote_low_f32x4(highHalf(a)), vlo, vper, half);
+    const q2 = truncated(f64x2.promote_low_f32x4(b), vlo, vper, half);
+    const q3 = truncated(f64x2.promote_low_f32x4(highHalf(b)), vlo, vper, half);
+    const low = i32x4.min_u(joinHalves(q0, q1), top);
+    const high = i32x4.min_u(joinHalves(q2, q3), top);
+    v128.store(stored + ((<usize>i) << 1), i16x8.narrow_i32x4_u(low, high));
+  }
+  for (; i < width; i++) {
+    const q = (<f64>load<f32>(values + ((<usize>i) << 2)) - lo) * perUnit + 0.5;
+    const v: u32 = q >= STORED_MAX ? <u32>STORED_MAX : q > 0 ? <u32>Math.floor(q) : 0;
+    store<u16>(stored + ((<usize>i) << 1), <u16>v);
+  }
+}
+
+/** Lanes 0 and 1 of (v - lo) * per + 0.5, truncated to u32 with saturation; lanes 2 and 3 zero. */
+function truncated(v: v128, lo: v128, per: v128, half: v128): v128 {
+  return i32x4.trunc_sat_f64x2_u_zero(f64x2.add(f64x2.mul(f64x2.sub(v, lo), per), half));
+}
+
+/** The upper two lanes of a 4-lane vector, moved to the bottom. */
+function highHalf(v: v128): v128 {
+  return v128.shuffle<i32>(v, v, 2, 3, 2, 3);
+}
+
+/** Lanes 0 and 1 of `a`, then lanes 0 and 1 of `b`. */
+function joinHalves(a: v128, b: v128): v128 {
+  return v128.shuffle<i32>(a, b, 0, 1, 4, 5);
+}
+
+/** Min (low 16 bits) and max (high 16 bits) of `width` uint16 values. */
+function rowExtremes(stored: usize, width: i32): u32 {
+  let vmin = i16x8.splat(-1);
+  let vmax = i16x8.splat(0);
+  let i = 0;
+  for (; i + 8 <= width; i += 8) {
+    const v = v128.load(stored + ((<usize>i) << 1));
+    vmin = i16x8.min_u(vmin, v);
+    vmax = i16x8.max_u(vmax, v);
+  }
+  // Halve the lanes three times: lane 0 ends with the extreme of all eight.
+  vmin = i16x8.min_u(vmin, v128.shuffle<i16>(vmin, vmin, 4, 5, 6, 7, 4, 5, 6, 7));
+  vmax = i16x8.max_u(vmax, v128.shuffle<i16>(vmax, vmax, 4, 5, 6, 7, 4, 5, 6, 7));
+  vmin = i16x8.min_u(vmin, v128.shuffle<i16>(vmin, vmin, 2, 3, 2, 3, 2, 3, 2, 3));
+  vmax = i16x8.max_u(vmax, v128.shuffle<i16>(vmax, vmax, 2, 3, 2, 3, 2, 3, 2, 3));
+  vmin = i16x8.min_u(vmin, v128.shuffle<i16>(vmin, vmin, 1, 1, 1, 1, 1, 1, 1, 1));
+  vmax = i16x8.max_u(vmax, v128.shuffle<i16>(vmax, vmax, 1, 1, 1, 1, 1, 1, 1, 1));
+  let min = <u32>i16x8.extract_lane_u(vmin, 0);
+  let max = <u32>i16x8.extract_lane_u(vmax, 0);
+  for (; i < width; i++) {
+    const v = <u32>load<u16>(stored + ((<usize>i) << 1));
+    min = v < min ? v : min;
+    max = v > max ? v : max;
+  }
+  return min | (max << 16);
+}
+
+/** Sum of `width` uint16 values (a row is short: no lane overflows). */
+function rowSum(stored: usize, width: i32): u64 {
+  let acc = i32x4.splat(0);
+  let i = 0;
+  for (; i + 8 <= width; i += 8) {
+    acc = i32x4.add(acc, i32x4.extadd_pairwise_i16x8_u(v128.load(stored + ((<usize>i) << 1))));
+  }
+  let sum: u64 =
+    <u64>i32x4.extract_lane(acc, 0) +
+    <u64>i32x4.extract_lane(acc, 1) +
+    <u64>i32x4.extract_lane(acc, 2) +
+    <u64>i32x4.extract_lane(acc, 3);
+  for (; i < width; i++) sum += <u64>load<u16>(stored + ((<usize>i) << 1));
+  return sum;
+}
+
+/** Adds each value's bin, `(v * bins) >>> 16`, to copy `i % HISTOGRAM_COPIES` at `scratch`. */
+function countBins(stored: usize, width: i32, bins: i32, scratch: usize): void {
+  const stride = (<usize>bins) << 2;
+  let i = 0;
+  for (; i + HISTOGRAM_COPIES <= width; i += HISTOGRAM_COPIES) {
+    for (let c = 0; c < HISTOGRAM_COPIES; c++) {
+      const v = <u32>load<u16>(stored + ((<usize>(i + c)) << 1));
+      const at = scratch + <usize>c * stride + ((<usize>((v * <u32>bins) >>> 16)) << 2);
+      store<u32>(at, load<u32>(at) + 1);
+    }
+  }
+  for (; i < width; i++) {
+    const v = <u32>load<u16>(stored + ((<usize>i) << 1));
+    const at = scratch + ((<usize>((v * <u32>bins) >>> 16)) << 2);
+    store<u32>(at, load<u32>(at) + 1);
+  }
+}
+
+/** `histogram[b]` += the sum of every copy's bin b. */
+function mergeCopies(scratch: usize, histogram: usize, bins: i32): void {
+  const stride = (<usize>bins) << 2;
+  for (let b = 0; b < bins; b++) {
+    const at = (<usize>b) << 2;
+    let n = load<u32>(histogram + at);
+    for (let c = 0; c < HISTOGRAM_COPIES; c++) n += load<u32>(scratch + <usize>c * stride + at);
+    store<u32>(histogram + at, n);
+  }
+}
