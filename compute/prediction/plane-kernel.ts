@@ -5,13 +5,13 @@ import { type AxisSamples, type PlaneSums, STORED_MAX } from './kernels';
 import type { PixelRect } from './plan';
 
 /**
- * The plane writer's WebAssembly kernel (assembly/plane.ts, built into assembly/plane.wasm by
- * `npm run build:wasm`) and
- * the memory it works in. WebAssembly reads and writes only its own memory, so a writer's memory
- * is shared (a `SharedArrayBuffer` underneath) and holds, besides the writer's scratch, the shard
- * buffers it writes: the kernel stores each value straight into its chunk, and the thread that
- * encodes the shard reads the same bytes. Only the model's plane is copied in, a few hundred
- * kilobytes against the millions of operations it feeds.
+ * The plane writer's WebAssembly kernel (assembly/plane.ts, built into the committed
+ * assembly/plane.wasm by `npm run build:wasm`) and the memory it works in. WebAssembly reads and
+ * writes only its own memory, so a writer's memory is shared (a `SharedArrayBuffer` underneath)
+ * and holds, besides the writer's scratch, the shard buffers it writes: the kernel stores each
+ * value straight into its chunk, and the thread that encodes the shard reads the same bytes.
+ * Only the model's plane is copied in, a few hundred kilobytes against the millions of
+ * operations it feeds.
  */
 
 /** Node runs WebAssembly; TypeScript declares it only in its DOM libraries. */
