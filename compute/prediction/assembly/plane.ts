@@ -1,15 +1,16 @@
 /**
  * The plane writer's per-value work in WebAssembly (AssemblyScript, built into plane.wasm by
- * `npm run build:wasm`, asconfig.json beside it): resample one output plane of the model onto a square of level pixels,
- * store each value as uint16 straight into a chunk-major shard buffer, and add it to the
- * statistics. In JavaScript this was about 10 ns a value, more than the inference itself; here
- * the float passes run two or four lanes at a time and nothing is copied out afterwards.
+ * `npm run build:wasm`, asconfig.json beside it): resample one output plane of the model onto a
+ * square of level pixels, store each value as uint16 straight into a chunk-major shard buffer,
+ * and add it to the statistics. In JavaScript this was about 10 ns a value, more than the
+ * inference itself; here the float passes run two or four lanes at a time and nothing is copied
+ * out afterwards.
  *
  * Every float step is the one `PlaneKernel.writePlane` (plane-kernel.ts) documents, in the same
  * precision and order (f64 products and sums, rounded to f32 where a row is kept), so the stored
- * values are fixed by that definition, not by this implementation. The memory is imported and shared: the
- * caller (`plane-kernel.ts`) lays out a writer's scratch and the shard buffers in it, which the
- * thread that encodes shards reads. Nothing here allocates.
+ * values are fixed by that definition, not by this implementation. The memory is imported and
+ * shared: the caller (`plane-kernel.ts`) lays out a writer's scratch and the shard buffers in
+ * it, which the thread that encodes shards reads. Nothing here allocates.
  */
 const STORED_MAX: f64 = 65535;
 
