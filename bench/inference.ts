@@ -283,6 +283,10 @@ async function benchSize(side: number): Promise<void> {
   console.log(
     `  CPU per tile       ${perTile(r.pipelineCpuSeconds!)} ms whole path, ${perTile(r.bareCpuSeconds!)} ms bare (all threads)`,
   );
+  // However well the work overlaps, the path needs its CPU: at most `cores` seconds of it a second.
+  const bareSeconds = (r.bareSeconds[0]! + r.bareSeconds[1]!) / 2;
+  const bound = (availableParallelism() * bareSeconds) / r.pipelineCpuSeconds!;
+  console.log(`  ratio bound        ${Math.min(1, bound).toFixed(2)} (cores x bare time / whole-path CPU)`);
   console.log(`  pyramid + metadata ${r.finishSeconds!.toFixed(2)} s (postprocessing)`);
   console.log(
     `  peak RSS           ${r.pipelinePeakMiB} MiB after the first bare run and the whole path, ${r.peakMiB} MiB at the end`,
