@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { ShardGeometry } from '../zarr';
+import type { ShardExtent, ShardGeometry, TypedArray } from '../zarr';
 import type { PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
 import { PlaneMemory } from './plane-kernel';
@@ -7,10 +7,11 @@ import { PlaneMemory } from './plane-kernel';
 /**
  * Threads that write the model's output planes into a shard's buffers (`PlaneKernel.writePlane`:
  * resample, store as uint16 into the chunk, statistics) and set the rest to the fill value
- * (`fillRect`), so that this work, fourteen planes a tile, runs beside the inference and beside
- * each other instead of on the one thread that also reads the H&E and stores shards. Writer `w`
- * owns the markers `m` with `m % count === w`: each marker's buffer and histogram have one
- * writer, so no two threads touch the same bytes.
+ * (`fillRect`), and that encode the finished shards (zstd, `encodeShardSync`), so that this
+ * work, fourteen planes a tile, runs beside the inference and beside each other instead of on the
+ * one thread that also reads the H&E and stores shards. Writer `w` owns the markers `m` with
+ * `m % count === w`: each marker's buffer and histogram have one writer, so no two threads touch
+ * the same bytes.
  *
  * A writer's kernel is WebAssembly, which works only in its own memory: each writer has a shared
  * `PlaneMemory`, and the shard buffers of its markers are allocated in it (`shardBuffers`).
@@ -33,6 +34,7 @@ if (workerData.kernels.endsWith('.ts')) {
   };
 }
 const { outputSamples } = require(workerData.kernels);
+const { encodeShardSync } = require(workerData.zarr);
 const { PlaneKernel } = require(workerData.planeKernel);
 const { geometry, markers, tile, bins, range, memory } = workerData;
 const kernel = new PlaneKernel({ memory, tile, bins }, geometry);
@@ -42,8 +44,13 @@ const samplesOf = (length) => {
   if (!s) samples.set(length, (s = outputSamples(length, tile)));
   return s;
 };
-parentPort.on('message', ({ id, fill, rects, source, bases, squares, channels, clip, shards, shardX, shardY }) => {
+parentPort.on('message', ({ id, encode, fill, rects, source, bases, squares, channels, clip, shards, shardX, shardY }) => {
   try {
+    if (encode !== undefined) {
+      const bytes = encodeShardSync(geometry, encode.shard, encode.extent, encode.level);
+      parentPort.postMessage({ id, bytes }, bytes ? [bytes.buffer] : []);
+      return;
+    }
     if (fill !== undefined) {
       for (const m of markers) for (const rect of rects) kernel.fillRect(shards[m], shardX, shardY, rect, fill);
       parentPort.postMessage({ id });
@@ -102,6 +109,16 @@ export interface PlaneWriters {
     value: number,
   ): Promise<void>;
   write(job: PlaneWrite): Promise<PlaneWriteResult>;
+  /**
+   * Marker `marker`'s shard buffer encoded by its writer (compute/zarr `encodeShardSync`), after
+   * the writes and fills before it; `undefined` when it holds only the fill value.
+   */
+  encode(
+    marker: number,
+    shard: TypedArray,
+    extent: ShardExtent,
+    level: number,
+  ): Promise<Uint8Array | undefined>;
   close(): Promise<void>;
 }
 
@@ -118,6 +135,7 @@ interface Reply {
   id: number;
   sums?: Float64Array;
   histograms?: Uint32Array;
+  bytes?: Uint8Array;
   error?: string;
 }
 
@@ -135,6 +153,7 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
       workerData: {
         kernels: require.resolve('./kernels'),
         planeKernel: require.resolve('./plane-kernel'),
+        zarr: require.resolve('../zarr'),
         memory: memories[w]!.memory,
         geometry: { ...options.geometry },
         markers,
@@ -212,6 +231,10 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
         });
       });
       return result;
+    },
+    async encode(marker, shard, extent, level) {
+      const reply = await ask(marker % count, { encode: { shard, extent: { ...extent }, level } });
+      return reply.bytes;
     },
     async close() {
       await Promise.all(workers.map((worker) => worker.terminate()));

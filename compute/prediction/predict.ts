@@ -316,7 +316,7 @@ class Prediction {
         const made = await this.make(work, writers);
         // One shard is stored while the next is made: its buffers stay out of the pool till then.
         await storing;
-        storing = this.store(work, made);
+        storing = this.store(work, made, writers);
         storing.catch(() => {});
       }
       await storing;
@@ -495,12 +495,16 @@ class Prediction {
     return input;
   }
 
-  /** Encodes and stores a made shard, then moves the token past it. */
-  private async store(work: ShardWork, made: Made): Promise<void> {
+  /** Encodes (on the writers) and stores a made shard, then moves the token past it. */
+  private async store(work: ShardWork, made: Made, writers: PlaneWriters): Promise<void> {
     const { sink, signal } = this.options;
     const { y, x } = work.shard;
     await Promise.all(
-      this.arrays.map((array, m) => array.writeShard(sink, y, x, made.slot.buffers[m]!, signal)),
+      this.arrays.map((array, m) =>
+        array.writeShard(sink, y, x, made.slot.buffers[m]!, signal, (_, shard, extent, level) =>
+          writers.encode(m, shard, extent, level),
+        ),
+      ),
     );
     this.free.push(made.slot);
     const progress = this.progress;

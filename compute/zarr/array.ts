@@ -8,6 +8,7 @@ import {
   encodeShard,
   forEachStoredChunk,
   parseShardIndex,
+  type ShardEncoder,
   type ShardExtent,
   type ShardGeometry,
 } from './shard';
@@ -115,7 +116,8 @@ export class ShardedArray<D extends DataType = DataType> {
   /**
    * Encodes and stores one shard from a chunk-major buffer. The buffer must not change until
    * this settles (chunks are compressed from views of it). A shard that holds only the fill
-   * value is not stored; the answer says whether it was.
+   * value is not stored; the answer says whether it was. `encode` may run the encoding where the
+   * buffer lives (a worker thread).
    */
   async writeShard(
     sink: KeyValueSink,
@@ -123,8 +125,9 @@ export class ShardedArray<D extends DataType = DataType> {
     shardX: number,
     data: TypedArray<D>,
     signal?: AbortSignal,
+    encode: ShardEncoder = encodeShard,
   ): Promise<boolean> {
-    const bytes = await encodeShard(
+    const bytes = await encode(
       this.geometry,
       data,
       this.shardExtent(shardY, shardX),

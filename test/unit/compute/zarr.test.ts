@@ -5,10 +5,12 @@ import {
   type ArraySpec,
   crc32c,
   type DataType,
+  encodeShardSync,
   folderSink,
   memorySink,
   openArray,
   readMaskArray,
+  type ShardEncoder,
   ShardedArray,
   type TypedArray,
   writeMaskArray,
@@ -39,6 +41,7 @@ async function fill<D extends DataType>(
   array: ShardedArray<D>,
   sink: ReturnType<typeof memorySink> | ReturnType<typeof folderSink>,
   value: (c: number, y: number, x: number) => number = valueAt,
+  encode?: ShardEncoder,
 ): Promise<void> {
   await array.writeMetadata(sink);
   const g = array.geometry;
@@ -61,7 +64,7 @@ async function fill<D extends DataType>(
           }
         }
       }
-      await array.writeShard(sink, sy, sx, data);
+      await array.writeShard(sink, sy, sx, data, undefined, encode);
     }
   }
 }
@@ -151,6 +154,32 @@ describe('ShardedArray', () => {
     expect(visited).toEqual([2]);
     await array.forEachChunk(sink, 0, 0, () => visited.push(-1));
     expect(visited).toEqual([2]);
+  });
+
+  it('encodes the same shards on the calling thread (encodeShardSync) as on libuv threads', async () => {
+    const sync: ShardEncoder = async (g, data, extent, level) => encodeShardSync(g, data, extent, level);
+    for (const dataType of ['uint8', 'uint16'] as const) {
+      const value = (c: number, y: number, x: number) => (y >= 40 && y < 48 ? 1 + ((c + x) % 5) : 9);
+      const byStream = memorySink();
+      const bySync = memorySink();
+      const array = new ShardedArray('m', spec(dataType, { fillValue: 9 }));
+      await fill(array, byStream, value);
+      await fill(array, bySync, value, sync);
+      expect([...bySync.map.keys()].sort()).toEqual([...byStream.map.keys()].sort());
+      expect(bySync.map.size).toBeGreaterThan(1);
+      for (const key of byStream.map.keys()) {
+        if (key.endsWith('zarr.json')) continue;
+        const [sy, sx] = key.split('/').slice(-2).map(Number) as [number, number];
+        const a = array.allocateShard();
+        const b = array.allocateShard();
+        await array.readShard(byStream, sy, sx, a);
+        await array.readShard(bySync, sy, sx, b);
+        expect([...b]).toEqual([...a]);
+      }
+      const whole = { y: 0, x: 0, height: 70, width: 45 };
+      const read = await array.readRegion(bySync, whole);
+      expect([...read].filter((v) => v !== 9).length).toBe(2 * 8 * 45);
+    }
   });
 
   it('refuses a shard whose index checksum or chunk is damaged', async () => {
