@@ -156,6 +156,26 @@ describe('ShardedArray', () => {
     expect(visited).toEqual([2]);
   });
 
+  it('stores a chunk whose one differing element is its first or its last', async () => {
+    for (const dataType of ['uint8', 'uint16', 'float32'] as const) {
+      const sink = memorySink();
+      const array = new ShardedArray('m', spec(dataType, { fillValue: 9 }));
+      // Chunk (0, 0) of shard (0, 0) differs in its first element; the last chunk of shard
+      // (2, 1), rows 64..69 and columns 32..44 inside the array, in its last element inside it.
+      const odd = (c: number, y: number, x: number) =>
+        (c === 0 && y === 0 && x === 0) || (c === 1 && y === 69 && x === 44);
+      await fill(array, sink, (c, y, x) => (odd(c, y, x) ? 10 : 9));
+      expect([...sink.map.keys()].filter((k) => k.includes('/c/')).sort()).toEqual([
+        'm/c/0/0/0',
+        'm/c/0/2/1',
+      ]);
+      const read = await array.readRegion(sink, { y: 0, x: 0, height: 70, width: 45 });
+      expect(read[0]).toBe(10);
+      expect(read[2 * 70 * 45 - 1]).toBe(10);
+      expect([...read].filter((v) => v !== 9).length).toBe(2);
+    }
+  });
+
   it('encodes the same shards on the calling thread (encodeShardSync) as on libuv threads', async () => {
     const sync: ShardEncoder = async (g, data, extent, level) => encodeShardSync(g, data, extent, level);
     for (const dataType of ['uint8', 'uint16'] as const) {
