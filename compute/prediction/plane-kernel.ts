@@ -44,12 +44,10 @@ const PAGE = 65_536;
 const MAX_PAGES = 65_536;
 /** Where a writer's scratch starts: past the module's own static data (checked on load). */
 const SCRATCH_START = PAGE;
-/** Copies of the histogram the kernel counts into (assembly/plane.ts, HISTOGRAM_COPIES). */
-const HISTOGRAM_COPIES = 4;
 
 /**
  * Byte offsets of a writer's scratch: the plane's rows, the sample tables, three rows, the
- * histogram and its copies, the sums. A square is at most twice the tile a side (the store's
+ * histogram, the sums. A square is at most twice the tile a side (the store's
  * level is the one nearest the model's scale), plus its rounding.
  */
 function scratchLayout(tile: number, bins: number) {
@@ -66,7 +64,6 @@ function scratchLayout(tile: number, bins: number) {
     line: side * 4,
     stored: side * 2,
     histogram: bins * 4,
-    copies: bins * 4 * HISTOGRAM_COPIES,
     stats: 24,
   };
   const at = {} as Record<keyof typeof sizes, number>;
@@ -94,6 +91,10 @@ export class PlaneMemory {
     readonly tile: number,
     readonly bins: number,
   ) {
+    // The kernel takes a value's bin as its top bits (assembly/plane.ts, countBins).
+    if (!Number.isInteger(Math.log2(bins)) || bins < 1 || bins > 65_536) {
+      throw new RangeError(`${bins} histogram bins: a power of two up to 65536 expected`);
+    }
     const end = scratchLayout(tile, bins).end;
     this.memory = new WebAssembly.Memory({
       initial: Math.ceil(end / PAGE),
@@ -151,8 +152,9 @@ export class PlaneKernel {
    * square `sq`, resampled along `ys`/`xs` from `outputSamples`) that lies in `clip` into
    * `shard`, a buffer of this kernel's memory whose top-left pixel is level pixel
    * `(shardX, shardY)`, each value stored as `toStored`. Adds each stored value to `histogram`
-   * (equal bins over 0..65535) and answers count, extremes and sum of the stored values, in the
-   * plane's own pixel order so that they do not depend on when it is written.
+   * (equal bins over 0..65535, a power of two of them) and answers count, extremes and sum of
+   * the stored values, in the plane's own pixel order so that they do not depend on when it is
+   * written.
    *
    * Row j of the part blends the plane's rows `ys.first[j]` and `ys.second[j]` as
    * f32((1 - w) * a + w * b) in f64 (w = `ys.weight[j]`; the first row alone when w is 0), then
@@ -230,7 +232,6 @@ export class PlaneKernel {
       at.stored,
       at.histogram,
       bins,
-      at.copies,
       at.stats,
       this.address(shard),
       x0 - shardX,

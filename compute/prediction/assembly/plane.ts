@@ -18,9 +18,6 @@ const STORED_MAX: f64 = 65535;
 export function heapBase(): usize {
   return __heap_base;
 }
-/** Copies of the histogram, values taken in turn: neighbours often fall in the same bin. */
-const HISTOGRAM_COPIES: i32 = 4;
-
 /**
  * Shard geometry (see compute/zarr `ShardGeometry`, one channel): chunk sides, chunks per shard
  * row and elements per chunk, set once per instance.
@@ -42,9 +39,8 @@ export function setGeometry(width: i32, height: i32, perRow: i32, length: i32): 
  * `(x0, y0)` on, out of the plane at `src` (f32 rows of `tile`): row j blends source rows
  * `yFirst[j]` and `ySecond[j]` by `yWeight[j]`; column i blends `xFirst[i]` and `xSecond[i]`
  * by `xWeight[i]`, or is column `from + i` when `sameWidth`. `row`, `line` and `stored` are
- * scratch rows. Adds each stored value to the `bins` counts at `histogram` (counted in
- * `HISTOGRAM_COPIES` interleaved copies at `copies`, 4 * bins * copies bytes, summed at the
- * end) and stores min, max and sum (f64) at `stats`.
+ * scratch rows. Adds each stored value to the `bins` u32 counts at `histogram` and stores
+ * min, max and sum (f64) at `stats`.
  */
 export function writePlane(
   src: usize,
@@ -66,13 +62,11 @@ export function writePlane(
   stored: usize,
   histogram: usize,
   bins: i32,
-  copies: usize,
   stats: usize,
   shard: usize,
   x0: i32,
   y0: i32,
 ): void {
-  memory.fill(copies, 0, (<usize>(bins * HISTOGRAM_COPIES)) << 2);
   let min: u32 = 0xffff;
   let max: u32 = 0;
   let sum: f64 = 0;
@@ -96,10 +90,9 @@ export function writePlane(
     min = min < (extremes & 0xffff) ? min : extremes & 0xffff;
     max = max > extremes >>> 16 ? max : extremes >>> 16;
     sum += <f64>rowSum(stored, width);
-    countBins(stored, width, bins, copies);
+    countBins(stored, width, bins, histogram);
     copyIntoShard(stored, width, shard, x0, y0 + j);
   }
-  mergeCopies(copies, histogram, bins);
   store<f64>(stats, <f64>min);
   store<f64>(stats, <f64>max, 8);
   store<f64>(stats, sum, 16);
@@ -279,31 +272,42 @@ function rowSum(stored: usize, width: i32): u64 {
   return sum;
 }
 
-/** Adds each value's bin, `(v * bins) >>> 16`, to copy `i % HISTOGRAM_COPIES` at `scratch`. */
-function countBins(stored: usize, width: i32, bins: i32, scratch: usize): void {
-  const stride = (<usize>bins) << 2;
+/**
+ * Adds each value's bin, `v >>> (16 - log2(bins))` (`bins` a power of two: equal bins over
+ * 0..65535), to the counts at `histogram`. A model's planes are mostly smooth, so neighbours
+ * mostly share a bin: a run of one bin is counted in a register, eight values at a time while all
+ * eight lie in its range, and added once it ends; a group of eight that leaves the range is
+ * counted value by value, without branches. Counting every value in memory was half the kernel's
+ * time.
+ */
+function countBins(stored: usize, width: i32, bins: i32, histogram: usize): void {
+  if (width <= 0) return;
+  const shift = <u32>(16 - ctz(bins));
+  let bin = <u32>load<u16>(stored) >>> shift;
+  let run: u32 = 0;
+  let lo = i16x8.splat(<i16>(bin << shift));
+  let hi = i16x8.splat(<i16>(((bin + 1) << shift) - 1));
   let i = 0;
-  for (; i + HISTOGRAM_COPIES <= width; i += HISTOGRAM_COPIES) {
-    for (let c = 0; c < HISTOGRAM_COPIES; c++) {
-      const v = <u32>load<u16>(stored + ((<usize>(i + c)) << 1));
-      const at = scratch + <usize>c * stride + ((<usize>((v * <u32>bins) >>> 16)) << 2);
-      store<u32>(at, load<u32>(at) + 1);
+  for (; i + 8 <= width; i += 8) {
+    const v = v128.load(stored + ((<usize>i) << 1));
+    if (v128.all_true<i16>(v128.and(i16x8.ge_u(v, lo), i16x8.le_u(v, hi)))) {
+      run += 8;
+      continue;
     }
+    addCount(histogram, bin, run);
+    for (let c = 0; c < 8; c++)
+      addCount(histogram, <u32>load<u16>(stored + ((<usize>(i + c)) << 1)) >>> shift, 1);
+    // The run goes on in the last value's bin.
+    bin = <u32>load<u16>(stored + ((<usize>(i + 7)) << 1)) >>> shift;
+    run = 0;
+    lo = i16x8.splat(<i16>(bin << shift));
+    hi = i16x8.splat(<i16>(((bin + 1) << shift) - 1));
   }
-  for (; i < width; i++) {
-    const v = <u32>load<u16>(stored + ((<usize>i) << 1));
-    const at = scratch + ((<usize>((v * <u32>bins) >>> 16)) << 2);
-    store<u32>(at, load<u32>(at) + 1);
-  }
+  for (; i < width; i++) addCount(histogram, <u32>load<u16>(stored + ((<usize>i) << 1)) >>> shift, 1);
+  addCount(histogram, bin, run);
 }
 
-/** `histogram[b]` += the sum of every copy's bin b. */
-function mergeCopies(scratch: usize, histogram: usize, bins: i32): void {
-  const stride = (<usize>bins) << 2;
-  for (let b = 0; b < bins; b++) {
-    const at = (<usize>b) << 2;
-    let n = load<u32>(histogram + at);
-    for (let c = 0; c < HISTOGRAM_COPIES; c++) n += load<u32>(scratch + <usize>c * stride + at);
-    store<u32>(histogram + at, n);
-  }
+function addCount(histogram: usize, bin: u32, count: u32): void {
+  const at = histogram + ((<usize>bin) << 2);
+  store<u32>(at, load<u32>(at) + count);
 }

@@ -284,11 +284,19 @@ describe('stored values', () => {
       seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
       return seed / 2 ** 31;
     };
-    const source = new Float32Array(2 * tile * tile);
-    for (let i = 0; i < source.length; i++) {
+    // Planes 0 and 1 noisy; plane 2 smooth, so most runs of neighbours share a bin (the kernel
+    // counts those in a register), with a few NaN in it.
+    const source = new Float32Array(3 * tile * tile);
+    for (let i = 0; i < 2 * tile * tile; i++) {
       const r = random();
       source[i] =
         r < 0.01 ? Number.NaN : r < 0.015 ? Number.POSITIVE_INFINITY : r < 0.1 ? 3 * r - 1.1 : 0.3 + 0.2 * r;
+    }
+    for (let i = 0; i < tile * tile; i++) {
+      const y = Math.floor(i / tile);
+      const x = i % tile;
+      source[2 * tile * tile + i] =
+        random() < 0.001 ? Number.NaN : 0.5 + 0.6 * Math.sin(x / 40) * Math.cos(y / 30);
     }
     const g: ShardGeometry = {
       dataType: 'uint16',
@@ -305,12 +313,14 @@ describe('stored values', () => {
       { side: 224, clip: { x0: 100, y0: 0, x1: 356, y1: 256 }, sq: { x0: 30, y0: 60 }, bins: 256 },
       { side: 181, clip: { x0: 0, y0: 0, x1: 256, y1: 256 }, sq: { x0: 120, y0: 130 }, bins: 4 },
       { side: 317, clip: { x0: 0, y0: 0, x1: 256, y1: 256 }, sq: { x0: -3, y0: -50 }, bins: 256 },
+      { side: 224, clip: { x0: 0, y0: 0, x1: 256, y1: 256 }, sq: { x0: 5, y0: 9 }, bins: 256, plane: 2 },
+      { side: 250, clip: { x0: 0, y0: 0, x1: 256, y1: 256 }, sq: { x0: 3, y0: 1 }, bins: 64, plane: 2 },
     ];
     for (const [n, c] of cases.entries()) {
       const sq = { x0: c.sq.x0, y0: c.sq.y0, x1: c.sq.x0 + c.side, y1: c.sq.y0 + c.side };
       const s = outputSamples(c.side, tile);
       const range = [-0.5, 1.5] as const;
-      const offset = (n % 2) * tile * tile;
+      const offset = (c.plane ?? n % 2) * tile * tile;
       const memory = new PlaneMemory(tile, c.bins);
       const shard = memory.shardBuffer(16 * g.chunkLength);
       const histogram = new Uint32Array(c.bins);
