@@ -177,13 +177,29 @@ function blendRows(r0: usize, r1: usize, fy: f32, row: usize, tile: i32): void {
 
 /** `line[i]` = f32((1 - w[i]) * row[first[i]] + w[i] * row[second[i]]) in f64. */
 function resampleRow(row: usize, first: usize, second: usize, weight: usize, line: usize, width: i32): void {
-  for (let i = 0; i < width; i++) {
+  const one = f64x2.splat(1);
+  let i = 0;
+  for (; i + 2 <= width; i += 2) {
+    const at = (<usize>i) << 2;
+    const a = pairAt(row, first + at);
+    const b = pairAt(row, second + at);
+    const fx = f64x2.promote_low_f32x4(v128.load64_zero(weight + at));
+    const blended = f64x2.add(f64x2.mul(f64x2.sub(one, fx), a), f64x2.mul(fx, b));
+    v128.store64_lane(line + at, f32x4.demote_f64x2_zero(blended), 0);
+  }
+  for (; i < width; i++) {
     const at = (<usize>i) << 2;
     const fx = <f64>load<f32>(weight + at);
     const a = <f64>load<f32>(row + ((<usize>load<i32>(first + at)) << 2));
     const b = <f64>load<f32>(row + ((<usize>load<i32>(second + at)) << 2));
     store<f32>(line + at, <f32>((1 - fx) * a + fx * b));
   }
+}
+
+/** `row[index[0]]` and `row[index[1]]` (f32, indices i32 at `index`) as two f64 lanes. */
+function pairAt(row: usize, index: usize): v128 {
+  const low = <f64>load<f32>(row + ((<usize>load<i32>(index)) << 2));
+  return f64x2.replace_lane(f64x2.splat(low), 1, <f64>load<f32>(row + ((<usize>load<i32>(index, 4)) << 2)));
 }
 
 /**
