@@ -63,7 +63,10 @@ export function allocateShard<D extends DataType>(g: ShardGeometry & { dataType:
   return data;
 }
 
-/** What encodes a shard buffer for `ShardedArray.writeShard`: `encodeShard`, or the same bytes made elsewhere. */
+/**
+ * What encodes a shard buffer for `ShardedArray.writeShard`: `encodeShard`, or an encoder of the
+ * same layout that runs where the buffer lives (`encodeShardSync` on a worker thread).
+ */
 export type ShardEncoder = (
   g: ShardGeometry,
   data: TypedArray,
@@ -192,10 +195,10 @@ function padChunk(g: ShardGeometry, chunk: TypedArray, validY: number, validX: n
 }
 
 /**
- * Whether every element is `value`. Otherwise: the first element is `value` and each element's
- * bytes equal the next one's, one native comparison of the chunk with itself shifted by an
- * element (a loop over a 512 KiB chunk's elements cost a prediction 0.4 ms a tile). A -0 among
- * zeros counts as a different value; the chunk is then stored, which is still exact.
+ * Whether every element is `value`: the first one is, and each element's bytes equal the next
+ * one's, in one native comparison of the chunk with itself shifted by an element (a loop over a
+ * 512 KiB chunk's elements cost a prediction 0.4 ms a tile). A -0 among zeros counts as a
+ * different value; the chunk is then stored, which is still exact.
  */
 function holdsOnly(chunk: TypedArray, value: number): boolean {
   if (Number.isNaN(value)) {
