@@ -96,8 +96,8 @@ export async function encodeShard(
 
 /**
  * `encodeShard` on the calling thread, for a worker thread that owns the buffer: one zstd call a
- * chunk costs about a third less CPU than a stream on libuv's threads (512 KiB uint16 chunks of
- * predicted markers, 290 against 390 µs), and nothing lands on the main thread's event loop.
+ * chunk costs about a quarter less CPU than a stream on libuv's threads (512 KiB uint16 chunks
+ * of predicted markers, 290 against 390 µs), and nothing lands on the main thread's event loop.
  */
 export function encodeShardSync(
   g: ShardGeometry,
