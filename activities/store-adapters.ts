@@ -1,7 +1,7 @@
 import { PassThrough, type Writable } from 'node:stream';
 import { ComputeError } from '../compute/errors';
 import type { ByteSource } from '../compute/source';
-import type { ObjectStore } from '../storage';
+import type { ObjectStore, RangeQuery } from '../storage';
 
 /** Reads are rounded out to blocks this large, so IFD walks and tile reads cost few requests. */
 const BLOCK_BYTES = 1 << 20;
@@ -95,6 +95,8 @@ export function storeSink(
 export function storePrefix(store: ObjectStore, prefix: string) {
   return {
     get: (key: string) => store.get(prefix + key),
+    getRange: (key: string, range: RangeQuery, signal?: AbortSignal) =>
+      store.getRange(prefix + key, range, { signal }),
     put: (key: string, bytes: Uint8Array) => store.put(prefix + key, bytes),
   };
 }

@@ -30,6 +30,7 @@ export function cachingSink(sink: KeyValueSink, capacity = 2): KeyValueSink {
       while (cache.size > capacity) cache.delete(cache.keys().next().value!);
       return fetched;
     },
+    getRange: (key, range, signal) => sink.getRange(key, range, signal),
     put(key, bytes, signal) {
       cache.delete(key);
       return sink.put(key, bytes, signal);

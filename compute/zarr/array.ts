@@ -247,7 +247,7 @@ function checkSpec(spec: ArraySpec): void {
   }
 }
 
-function checkRegion(shape: readonly [number, number, number], r: PlaneRegion): void {
+export function checkRegion(shape: readonly [number, number, number], r: PlaneRegion): void {
   const ok =
     [r.y, r.x, r.height, r.width].every((n) => Number.isSafeInteger(n) && n >= 0) &&
     r.y + r.height <= shape[1] &&
@@ -260,7 +260,7 @@ function overlaps(r: PlaneRegion, y: number, x: number, height: number, width: n
 }
 
 /** Copies the part of a decoded chunk at `(chunkY, chunkX)` that falls in `region` into `out`. */
-function copyChunkPart(
+export function copyChunkPart(
   g: ShardGeometry,
   chunk: TypedArray,
   chunkY: number,

@@ -243,17 +243,32 @@ export function parseShardIndex(g: ShardGeometry, shard: Uint8Array): ShardIndex
   if (shard.byteLength < size) {
     throw new ComputeError('CorruptZarr', `shard of ${shard.byteLength} bytes is shorter than its index`);
   }
-  const payload = shard.byteLength - size;
-  const entries = shard.subarray(payload, shard.byteLength - CRC_BYTES);
-  const view = new DataView(shard.buffer, shard.byteOffset, shard.byteLength);
-  if (view.getUint32(shard.byteLength - CRC_BYTES, true) !== crc32c(entries)) {
+  return parseIndexBytes(g, shard.subarray(shard.byteLength - size), shard.byteLength - size);
+}
+
+/**
+ * Reads and checks a shard's index from its last `indexBytes(g)` bytes. `payload`, the bytes
+ * before the index, bounds the chunks where it is known; a ranged read of the index alone does
+ * not know it, and a chunk past the end then shows as a short read of the chunk.
+ */
+export function parseIndexBytes(
+  g: ShardGeometry,
+  tail: Uint8Array,
+  payload = Number.POSITIVE_INFINITY,
+): ShardIndex {
+  if (tail.byteLength !== indexBytes(g)) {
+    throw new ComputeError('CorruptZarr', `shard index of ${tail.byteLength} bytes, not ${indexBytes(g)}`);
+  }
+  const entries = tail.subarray(0, tail.byteLength - CRC_BYTES);
+  const view = new DataView(tail.buffer, tail.byteOffset, tail.byteLength);
+  if (view.getUint32(tail.byteLength - CRC_BYTES, true) !== crc32c(entries)) {
     throw new ComputeError('CorruptZarr', 'shard index checksum does not match');
   }
   return Array.from({ length: chunkCount(g) }, (_, k) => {
-    const offset = view.getBigUint64(payload + k * ENTRY_BYTES, true);
-    const nbytes = view.getBigUint64(payload + k * ENTRY_BYTES + 8, true);
+    const offset = view.getBigUint64(k * ENTRY_BYTES, true);
+    const nbytes = view.getBigUint64(k * ENTRY_BYTES + 8, true);
     if (offset === MISSING && nbytes === MISSING) return undefined;
-    if (offset + nbytes > BigInt(payload)) {
+    if (offset + nbytes > BigInt(Math.min(payload, Number.MAX_SAFE_INTEGER))) {
       throw new ComputeError('CorruptZarr', `shard chunk ${k} lies outside the shard`);
     }
     return { offset: Number(offset), size: Number(nbytes) };
@@ -275,6 +290,19 @@ export async function decodeChunk(
   }
   const target = bytesOf(into);
   target.set(await decompressChunk(shard, entry, k, target.byteLength));
+}
+
+/** Inner chunk `k` decoded from its stored bytes alone (a ranged read of the shard). */
+export async function decodeStoredChunk<D extends DataType>(
+  g: ShardGeometry & { dataType: D },
+  stored: Uint8Array,
+  k: number,
+): Promise<TypedArray<D>> {
+  const expected = g.chunkLength * elementBytes(g.dataType);
+  return viewOf(
+    g.dataType,
+    await decompressChunk(stored, { offset: 0, size: stored.byteLength }, k, expected),
+  );
 }
 
 /** The bytes of stored inner chunk `k`, which must decode to `expected` bytes. */

@@ -7,8 +7,10 @@ import {
   type DataType,
   encodeShardSync,
   folderSink,
+  type KeyValueSink,
   memorySink,
   openArray,
+  RegionReader,
   readMaskArray,
   type ShardEncoder,
   ShardedArray,
@@ -220,6 +222,134 @@ describe('ShardedArray', () => {
 
   it('refuses shapes where shards are not a multiple of chunks', () => {
     expect(() => new ShardedArray('x', spec('uint8', { shardShape: [32, 30] }))).toThrow(RangeError);
+  });
+});
+
+/** Counts a sink's whole-object gets and ranged reads, per key. */
+function countingSink(sink: KeyValueSink) {
+  const gets: string[] = [];
+  const ranges: string[] = [];
+  return {
+    gets,
+    ranges,
+    get: (key: string, signal?: AbortSignal) => {
+      gets.push(key);
+      return sink.get(key, signal);
+    },
+    getRange: (key: string, range: Parameters<KeyValueSink['getRange']>[1], signal?: AbortSignal) => {
+      ranges.push(`${key} ${'suffixLength' in range ? `-${range.suffixLength}` : range.offset}`);
+      return sink.getRange(key, range, signal);
+    },
+    put: (key: string, bytes: Uint8Array, signal?: AbortSignal) => sink.put(key, bytes, signal),
+  } satisfies KeyValueSink & { gets: string[]; ranges: string[] };
+}
+
+describe('KeyValueSink.getRange', () => {
+  it('reads a span, the last bytes, or what the object holds of a span past its end', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'sps-range-'));
+    try {
+      const bytes = Uint8Array.from({ length: 100 }, (_, i) => i);
+      for (const sink of [memorySink(), folderSink(dir)]) {
+        await sink.put('a/b', bytes);
+        expect([...(await sink.getRange('a/b', { offset: 10, length: 3 }))!]).toEqual([10, 11, 12]);
+        expect([...(await sink.getRange('a/b', { suffixLength: 2 }))!]).toEqual([98, 99]);
+        expect([...(await sink.getRange('a/b', { offset: 98, length: 10 }))!]).toEqual([98, 99]);
+        expect((await sink.getRange('a/b', { offset: 200, length: 1 }))!.byteLength).toBe(0);
+        expect((await sink.getRange('a/b', { suffixLength: 500 }))!.byteLength).toBe(100);
+        expect(await sink.getRange('a/none', { offset: 0, length: 1 })).toBeUndefined();
+        await expect(sink.getRange('a/b', { offset: -1, length: 1 })).rejects.toThrow(RangeError);
+        await expect(sink.getRange('a/b', { suffixLength: 0 })).rejects.toThrow(RangeError);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('RegionReader', () => {
+  const whole = { y: 0, x: 0, height: 70, width: 45 };
+
+  it('reads the pixels ShardedArray.readRegion reads, through ranged reads of indexes and chunks', async () => {
+    const stored = memorySink();
+    const array = new ShardedArray('r', spec('uint16', { fillValue: 9 }));
+    // Rows 32..63 (shard row 1) hold only the fill value: that shard row is never stored.
+    await fill(array, stored, (c, y, x) => (y >= 32 && y < 64 ? 9 : valueAt(c, y, x)));
+    expect(stored.map.has('r/c/0/1/0')).toBe(false);
+    const sink = countingSink(stored);
+    const reader = new RegionReader(array, sink, 1 << 20);
+    for (const region of [
+      whole,
+      { y: 13, x: 29, height: 40, width: 9 },
+      { y: 60, x: 44, height: 10, width: 1 },
+    ]) {
+      expect([...(await reader.readRegion(region))]).toEqual([...(await array.readRegion(stored, region))]);
+    }
+    expect(sink.gets).toEqual([]);
+    // Each shard's index once (a missing shard's too), each stored chunk once: 2 x 3 chunks a
+    // shard, 2 shards of the last row past the array's 70 rows.
+    const indexes = sink.ranges.filter((r) => r.includes(' -'));
+    expect(indexes.sort()).toEqual(
+      ['r/c/0/0/0', 'r/c/0/0/1', 'r/c/0/1/0', 'r/c/0/1/1', 'r/c/0/2/0', 'r/c/0/2/1'].map(
+        (k) => `${k} -${8 * 16 + 4}`,
+      ),
+    );
+    expect(new Set(sink.ranges).size).toBe(sink.ranges.length);
+    const read = sink.ranges.length;
+    await reader.readRegion({ y: 20, x: 10, height: 30, width: 30 });
+    expect(sink.ranges.length).toBe(read);
+  });
+
+  it('fetches again what it could not keep, and the same pixels', async () => {
+    const stored = memorySink();
+    const array = new ShardedArray('r', spec('uint8'));
+    await fill(array, stored);
+    const sink = countingSink(stored);
+    const reader = new RegionReader(array, sink, 0);
+    expect([...(await reader.readRegion(whole))]).toEqual(expected([2, 70, 45], whole));
+    const first = sink.ranges.length;
+    expect([...(await reader.readRegion(whole))]).toEqual(expected([2, 70, 45], whole));
+    expect(sink.ranges.length).toBe(2 * first - 6);
+  });
+
+  it('refuses a damaged index, a chunk past the shard or one that does not decode, and keeps no failure', async () => {
+    const stored = memorySink();
+    const array = new ShardedArray('d', spec('uint8'));
+    await fill(array, stored);
+    const shard = stored.map.get('d/c/0/0/0')!;
+    const region = { y: 0, x: 0, height: 8, width: 16 };
+    const damaged = (change: (bytes: Uint8Array) => Uint8Array) => {
+      stored.map.set('d/c/0/0/0', change(shard.slice()));
+      return new RegionReader(array, stored, 1 << 20).readRegion(region);
+    };
+    await expect(
+      damaged((b) => {
+        b[b.byteLength - 10] = b[b.byteLength - 10]! ^ 1;
+        return b;
+      }),
+    ).rejects.toMatchObject({ _tag: 'CorruptZarr' });
+    await expect(
+      damaged((b) => {
+        b[2] = b[2]! ^ 0xff;
+        return b;
+      }),
+    ).rejects.toMatchObject({ _tag: 'CorruptZarr' });
+    // The payload cut short, the index kept: chunk 0 now runs past the end of the shard.
+    const indexLength = 8 * 16 + 4;
+    await expect(
+      damaged((b) => {
+        const cut = new Uint8Array(8 + indexLength);
+        cut.set(b.subarray(0, 8));
+        cut.set(b.subarray(b.byteLength - indexLength), 8);
+        return cut;
+      }),
+    ).rejects.toMatchObject({ _tag: 'CorruptZarr' });
+    await expect(damaged((b) => b.subarray(0, 20))).rejects.toMatchObject({ _tag: 'CorruptZarr' });
+    stored.map.set('d/c/0/0/0', shard.slice());
+    const reader = new RegionReader(array, stored, 1 << 20);
+    stored.map.set('d/c/0/0/0', shard.subarray(0, 20));
+    await expect(reader.readRegion(region)).rejects.toMatchObject({ _tag: 'CorruptZarr' });
+    stored.map.set('d/c/0/0/0', shard);
+    expect([...(await reader.readRegion(region))]).toEqual(expected([2, 70, 45], region));
   });
 });
 

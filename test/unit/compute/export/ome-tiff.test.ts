@@ -29,6 +29,7 @@ function countingSink(sink: KeyValueSink): KeyValueSink & { gets: Map<string, nu
       gets.set(key, (gets.get(key) ?? 0) + 1);
       return sink.get(key, signal);
     },
+    getRange: (key, range, signal) => sink.getRange(key, range, signal),
     put: (key, bytes, signal) => sink.put(key, bytes, signal),
   };
 }
