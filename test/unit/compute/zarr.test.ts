@@ -204,6 +204,29 @@ describe('ShardedArray', () => {
     }
   });
 
+  it('compresses at the fast levels with the 128 KiB window zstd picks for small inputs', async () => {
+    const g = { ...new ShardedArray('w', spec('uint16')).geometry, chunkHeight: 512, chunkWidth: 512 };
+    const chunk = { ...g, chunksY: 1, chunksX: 1, chunkLength: 512 * 512 };
+    const data = new Uint16Array(512 * 512).map((_, i) => (i * 7919) % 65_536);
+    // A frame header (RFC 8878 3.1.1.1): magic, descriptor, then, unless the frame is a single
+    // segment (its window the whole content), the window descriptor: its top five bits are the
+    // window's log2 less 10.
+    const windowLog = (frame: Uint8Array) => ((frame[4]! >> 5) & 1 ? 'whole' : 10 + (frame[5]! >> 3));
+    const extent = { height: 512, width: 512 };
+    expect(windowLog(encodeShardSync(chunk, data, extent, 1)!)).toBe(17);
+    expect(windowLog(encodeShardSync(chunk, data, extent, -3)!)).toBe(17);
+    expect(windowLog(encodeShardSync(chunk, data, extent, 3)!)).toBe('whole');
+    const sink = memorySink();
+    const array = new ShardedArray('w', {
+      ...spec('uint16'),
+      shape: [1, 512, 512],
+      shardShape: [512, 512],
+      chunkShape: [512, 512],
+    });
+    await array.writeShard(sink, 0, 0, data);
+    expect(windowLog(sink.map.get('w/c/0/0/0')!)).toBe(17);
+  });
+
   it('refuses a shard whose index checksum or chunk is damaged', async () => {
     const sink = memorySink();
     const array = new ShardedArray('d', spec('uint8'));
