@@ -5,13 +5,13 @@ import { type AxisSamples, type PlaneSums, STORED_MAX } from './kernels';
 import type { PixelRect } from './plan';
 
 /**
- * The plane writer's WebAssembly kernel (assembly/plane.ts, built into the committed
+ * The plane writers' WebAssembly kernel (assembly/plane.ts, built into the committed
  * assembly/plane.wasm by `npm run build:wasm`) and the memory it works in. WebAssembly reads and
- * writes only its own memory, so a writer's memory is shared (a `SharedArrayBuffer` underneath)
- * and holds, besides the writer's scratch, the shard buffers it writes: the kernel stores each
- * value straight into its chunk, and the thread that encodes the shard reads the same bytes.
- * Only the model's plane is copied in, a few hundred kilobytes against the millions of
- * operations it feeds.
+ * writes only its own memory, so the writers share one memory (a `SharedArrayBuffer`
+ * underneath) that holds each writer's scratch, the shard buffers they write and the model's
+ * output planes they read: the inference writes its answers there, the kernel reads them in
+ * place and stores each value straight into its chunk, and the thread that encodes the shard
+ * reads the same bytes. Nothing is copied in or out.
  */
 
 /** Node runs WebAssembly; TypeScript declares it only in its DOM libraries. */
@@ -46,14 +46,13 @@ const MAX_PAGES = 65_536;
 const SCRATCH_START = PAGE;
 
 /**
- * Byte offsets of a writer's scratch: the plane's rows, the sample tables, three rows, the
- * histogram, the sums. A square is at most twice the tile a side (the store's
- * level is the one nearest the model's scale), plus its rounding.
+ * Byte offsets of writer `writer`'s scratch: the sample tables, three rows, the histogram, the
+ * sums. A square is at most twice the tile a side (the store's level is the one nearest the
+ * model's scale), plus its rounding.
  */
-function scratchLayout(tile: number, bins: number) {
+function scratchLayout(tile: number, bins: number, writer: number) {
   const side = 2 * tile + 2;
   const sizes = {
-    src: tile * tile * 4,
     yFirst: side * 4,
     ySecond: side * 4,
     yWeight: side * 4,
@@ -66,22 +65,22 @@ function scratchLayout(tile: number, bins: number) {
     histogram: bins * 4,
     stats: 24,
   };
+  const bytes = Object.values(sizes).reduce((n, size) => n + align(size), 0);
   const at = {} as Record<keyof typeof sizes, number>;
-  let end = SCRATCH_START;
+  let end = SCRATCH_START + writer * bytes;
   for (const [name, size] of Object.entries(sizes) as [keyof typeof sizes, number][]) {
-    end = align(end);
     at[name] = end;
-    end += size;
+    end = align(end + size);
   }
-  return { at, end: align(end), side };
+  return { at, end, side };
 }
 
 const align = (n: number) => Math.ceil(n / 16) * 16;
 
 /**
- * One writer's memory: scratch for squares of a model's tile at the bottom, shard buffers above
- * it, allocated here (on the thread that owns the shards) and never freed: a prediction reuses
- * its shard buffers, and the memory goes with the writer.
+ * The writers' memory: a scratch for each writer at the bottom, then buffers allocated here (on
+ * the thread that starts the writers) and never freed: a prediction reuses its shard buffers
+ * and output planes, and the memory goes with the writers.
  */
 export class PlaneMemory {
   readonly memory: WasmMemory;
@@ -90,12 +89,14 @@ export class PlaneMemory {
   constructor(
     readonly tile: number,
     readonly bins: number,
+    readonly writers = 1,
   ) {
     // The kernel takes a value's bin as its top bits (assembly/plane.ts, countBins).
     if (!Number.isInteger(Math.log2(bins)) || bins < 1 || bins > 65_536) {
       throw new RangeError(`${bins} histogram bins: a power of two up to 65536 expected`);
     }
-    const end = scratchLayout(tile, bins).end;
+    if (!Number.isSafeInteger(writers) || writers < 1) throw new RangeError(`${writers} writers`);
+    const end = scratchLayout(tile, bins, writers - 1).end;
     this.memory = new WebAssembly.Memory({
       initial: Math.ceil(end / PAGE),
       maximum: MAX_PAGES,
@@ -106,30 +107,48 @@ export class PlaneMemory {
 
   /** A fresh buffer of `length` uint16 values (zero) in this memory, for one marker's shard. */
   shardBuffer(length: number): Uint16Array {
+    const offset = this.allocate(length * 2);
+    return new Uint16Array(this.memory.buffer, offset, length);
+  }
+
+  /** A fresh buffer of `length` floats (zero) in this memory, for planes the kernel reads. */
+  planeBuffer(length: number): Float32Array {
+    const offset = this.allocate(length * 4);
+    return new Float32Array(this.memory.buffer, offset, length);
+  }
+
+  /** Where `bytes` more start, the memory grown to hold them (read `buffer` after this). */
+  private allocate(bytes: number): number {
     const offset = align(this.top);
-    const end = offset + length * 2;
+    const end = offset + bytes;
     const have = this.memory.buffer.byteLength;
     if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE));
     this.top = end;
-    return new Uint16Array(this.memory.buffer, offset, length);
+    return offset;
   }
 }
 
 let compiled: object | undefined;
 
 /**
- * The kernel on a `PlaneMemory` (its `memory`, `tile` and `bins`, as a writer thread receives
- * them), for shards of one geometry. Shard buffers passed in must come from that memory's
- * `shardBuffer`.
+ * The kernel of writer `writer` on a `PlaneMemory` (its `memory`, `tile`, `bins` and
+ * `writers`, as a writer thread receives them), for shards of one geometry. Shard buffers and
+ * planes passed in must come from that memory (`shardBuffer`, `planeBuffer`).
  */
 export class PlaneKernel {
   private readonly exports: Exports;
   private readonly layout: ReturnType<typeof scratchLayout>;
+  /** Where the memory's own buffers start, past every writer's scratch. */
+  private readonly buffersStart: number;
 
   constructor(
-    private readonly memory: Pick<PlaneMemory, 'memory' | 'tile' | 'bins'>,
+    private readonly memory: Pick<PlaneMemory, 'memory' | 'tile' | 'bins' | 'writers'>,
     geometry: ShardGeometry,
+    writer = 0,
   ) {
+    if (!Number.isSafeInteger(writer) || writer < 0 || writer >= memory.writers) {
+      throw new RangeError(`writer ${writer} of ${memory.writers}`);
+    }
     if (geometry.channels !== 1 || geometry.dataType !== 'uint16') {
       throw new RangeError('plane kernels write one-channel uint16 shards');
     }
@@ -144,12 +163,14 @@ export class PlaneKernel {
       geometry.chunksX,
       geometry.chunkLength,
     );
-    this.layout = scratchLayout(memory.tile, memory.bins);
+    this.layout = scratchLayout(memory.tile, memory.bins, writer);
+    this.buffersStart = scratchLayout(memory.tile, memory.bins, memory.writers - 1).end;
   }
 
   /**
-   * Writes the part of one output plane (`[T, T]` at `source[offset..]`, the model's output for
-   * square `sq`, resampled along `ys`/`xs` from `outputSamples`) that lies in `clip` into
+   * Writes the part of one output plane (`[T, T]` at `source[offset..]`, a buffer of this
+   * kernel's memory holding the model's output for square `sq`, resampled along `ys`/`xs` from
+   * `outputSamples`) that lies in `clip` into
    * `shard`, a buffer of this kernel's memory whose top-left pixel is level pixel
    * `(shardX, shardY)`, each value stored as `toStored`. Adds each stored value to `histogram`
    * (equal bins over 0..65535, a power of two of them) and answers count, extremes and sum of
@@ -194,8 +215,7 @@ export class PlaneKernel {
     // Only the rows the part reads (samples only go down), renumbered from the first.
     const firstRow = ys.first[top]!;
     const rows = Math.max(ys.first[top + height - 1]!, ys.second[top + height - 1]!) - firstRow + 1;
-    const start = offset + firstRow * tile;
-    new Float32Array(buffer, at.src, rows * tile).set(source.subarray(start, start + rows * tile));
+    const src = this.address(source.subarray(offset + firstRow * tile, offset + (firstRow + rows) * tile));
     const yFirst = new Int32Array(buffer, at.yFirst, height);
     const ySecond = new Int32Array(buffer, at.ySecond, height);
     for (let j = 0; j < height; j++) {
@@ -213,7 +233,7 @@ export class PlaneKernel {
     const counts = new Uint32Array(buffer, at.histogram, bins);
     counts.set(histogram);
     this.exports.writePlane(
-      at.src,
+      src,
       tile,
       at.yFirst,
       at.ySecond,
@@ -250,16 +270,16 @@ export class PlaneKernel {
     this.exports.fillRect(this.address(shard), rect.x0 - shardX, rect.y0 - shardY, width, height, value);
   }
 
-  /** Where `shard` starts in this kernel's memory; anything else is the caller's bug. */
-  private address(shard: Uint16Array): number {
+  /** Where `view` (a shard buffer or plane) starts in this kernel's memory; anything else is the caller's bug. */
+  private address(view: Uint16Array | Float32Array): number {
     const memoryBytes = this.memory.memory.buffer.byteLength;
     if (
-      Object.prototype.toString.call(shard.buffer) !== '[object SharedArrayBuffer]' ||
-      shard.byteOffset < this.layout.end ||
-      shard.byteOffset + shard.byteLength > memoryBytes
+      Object.prototype.toString.call(view.buffer) !== '[object SharedArrayBuffer]' ||
+      view.byteOffset < this.buffersStart ||
+      view.byteOffset + view.byteLength > memoryBytes
     ) {
-      throw new RangeError("the shard buffer is not one of this kernel's memory (PlaneMemory.shardBuffer)");
+      throw new RangeError("a buffer not of this kernel's memory (PlaneMemory.shardBuffer, planeBuffer)");
     }
-    return shard.byteOffset;
+    return view.byteOffset;
   }
 }

@@ -13,9 +13,9 @@ import { PlaneMemory } from './plane-kernel';
  * `m % count === w`: each marker's buffer and histogram have one writer, so no two threads touch
  * the same bytes.
  *
- * A writer's kernel is WebAssembly, which works only in its own memory: each writer has a shared
- * `PlaneMemory`, and the shard buffers of its markers are allocated in it (`shardBuffers`).
- * Sources are on `SharedArrayBuffer`s too: a message carries handles, never pixels. The worker
+ * A writer's kernel is WebAssembly, which works only in its own memory: the writers share one
+ * `PlaneMemory`, and the shard buffers (`shardBuffers`) and the planes they read (the model's
+ * outputs, `planeBuffer`) are allocated in it: a message carries handles, never pixels. The worker
  * runs the compiled .js beside this file; under Jest, which runs the TypeScript sources, it
  * compiles them with @swc/core as Jest itself does.
  */
@@ -36,8 +36,8 @@ if (workerData.kernels.endsWith('.ts')) {
 const { outputSamples } = require(workerData.kernels);
 const { encodeShardSync } = require(workerData.zarr);
 const { PlaneKernel } = require(workerData.planeKernel);
-const { geometry, markers, tile, bins, range, memory } = workerData;
-const kernel = new PlaneKernel({ memory, tile, bins }, geometry);
+const { geometry, markers, tile, bins, range, memory, writer, writers } = workerData;
+const kernel = new PlaneKernel({ memory, tile, bins, writers }, geometry, writer);
 const samples = new Map();
 const samplesOf = (length) => {
   let s = samples.get(length);
@@ -78,7 +78,7 @@ parentPort.on('message', ({ id, encode, fill, rects, source, bases, squares, cha
 
 /** Output planes of several positions in one shared buffer, each written into one shard. */
 export interface PlaneWrite {
-  /** On a `SharedArrayBuffer`: position k's plane of marker m starts at `bases[k] + channels[m] * T * T`. */
+  /** From `planeBuffer`: position k's plane of marker m starts at `bases[k] + channels[m] * T * T`. */
   source: Float32Array;
   bases: readonly number[];
   squares: readonly PixelRect[];
@@ -96,8 +96,10 @@ export interface PlaneWriteResult {
 }
 
 export interface PlaneWriters {
-  /** Buffers of `length` values for one shard, one per marker, each in its writer's memory. */
+  /** Buffers of `length` values for one shard, one per marker, in the writers' memory. */
   shardBuffers(length: number): Uint16Array[];
+  /** A buffer of `length` floats in the writers' memory, for planes they read (`PlaneWrite.source`). */
+  planeBuffer(length: number): Float32Array;
   /**
    * Sets `rects` (level pixels inside the shard at `clip`) of the shard buffers (one per marker)
    * to `value`; ordered with the writes, as every message is.
@@ -144,7 +146,7 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
   const owned = Array.from({ length: count }, (_, w) =>
     Array.from({ length: options.markers }, (_, m) => m).filter((m) => m % count === w),
   );
-  const memories = owned.map(() => new PlaneMemory(options.tile, options.bins));
+  const memory = new PlaneMemory(options.tile, options.bins, count);
   const pending = new Map<number, (reply: Reply) => void>();
   let broken: Error | undefined;
   const workers = owned.map((markers, w) => {
@@ -154,7 +156,9 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
         kernels: require.resolve('./kernels'),
         planeKernel: require.resolve('./plane-kernel'),
         zarr: require.resolve('../zarr'),
-        memory: memories[w]!.memory,
+        memory: memory.memory,
+        writer: w,
+        writers: count,
         geometry: { ...options.geometry },
         markers,
         tile: options.tile,
@@ -189,8 +193,9 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
   };
   return {
     shardBuffers(length) {
-      return Array.from({ length: options.markers }, (_, m) => memories[m % count]!.shardBuffer(length));
+      return Array.from({ length: options.markers }, () => memory.shardBuffer(length));
     },
+    planeBuffer: (length) => memory.planeBuffer(length),
     async fill(clip, rects, shards, value) {
       if (rects.length === 0) return;
       const message = {

@@ -169,7 +169,10 @@ class Prediction {
   private readonly free: Slot[] = [];
   private readonly geometry: ShardGeometry;
   private readonly inputs: Float32Array[];
-  private readonly outputs: Float32Array[];
+  /** Per buffer pair, in the writers' memory (`run`). */
+  private readonly outputs: Float32Array[] = [];
+  /** Carried outputs' buffers (writers' memory) whose positions are done, for later ones. */
+  private readonly spareCarried: Float32Array[] = [];
   /** Per buffer pair: settles once the batch last answered into it is written. */
   private readonly released: Promise<void>[] = [];
   /** Batches of prepared shards not yet handed to the model, and those handed to it, in order. */
@@ -258,12 +261,9 @@ class Prediction {
     this.start = this.progress.shardsDone;
     this.counted = this.progress.tiles;
     this.geometry = this.arrays[0]!.geometry;
-    const tileOutput = spec.channels.length * spec.tileSize * spec.tileSize;
     this.inputs = [];
-    this.outputs = [];
     for (let b = 0; b < BATCH_BUFFERS; b++) {
       this.inputs.push(shared(Float32Array, this.batchSize * inputTileLength(spec)));
-      this.outputs.push(shared(Float32Array, this.batchSize * tileOutput));
       this.released.push(Promise.resolve());
     }
     this.carriedChannels = markers.map((_, m) => m);
@@ -310,6 +310,10 @@ class Prediction {
       }
     };
     try {
+      // The model answers into the writers' memory, where their kernel reads the planes in place.
+      const tileOutput = model.spec.channels.length * model.spec.tileSize * model.spec.tileSize;
+      for (let b = 0; b < BATCH_BUFFERS; b++)
+        this.outputs.push(writers.planeBuffer(this.batchSize * tileOutput));
       prepareAhead(this.progress.shardsDone);
       for (let work = ahead.shift(); work; work = ahead.shift()) {
         prepareAhead(work.index + 1);
@@ -419,9 +423,18 @@ class Prediction {
       if (inferred.has(p)) continue;
       const out = this.carried.get(p);
       if (out === undefined) throw new Error(`position ${p} was not carried into shard ${work.index}`);
-      if (out !== null) write([p], out, [0], this.carriedChannels);
-      else fillSquares([p]);
-      if (!this.plan.neededLater(p, work.shard)) this.carried.delete(p);
+      const last = !this.plan.neededLater(p, work.shard);
+      if (last) this.carried.delete(p);
+      if (out === null) fillSquares([p]);
+      else {
+        const written = write([p], out, [0], this.carriedChannels);
+        // Its buffer serves a later position once the writers have read it.
+        if (last)
+          written.then(
+            () => this.spareCarried.push(out),
+            () => {},
+          );
+      }
     }
     let tiles = 0;
     let failed = 0;
@@ -451,7 +464,7 @@ class Prediction {
         if (this.plan.neededLater(p, work.shard)) {
           let kept: Float32Array | null = null;
           if (base !== null) {
-            kept = shared(Float32Array, markers * plane);
+            kept = this.spareCarried.pop() ?? writers.planeBuffer(markers * plane);
             for (let m = 0; m < markers; m++) {
               const from = base + this.channelIndex[m]! * plane;
               kept.set(source.subarray(from, from + plane), m * plane);

@@ -247,11 +247,12 @@ describe('stored values', () => {
 
   it('writes a plane in stored units, with histogram and sums of what is stored', () => {
     const tile = 2;
-    const source = Float32Array.from([0, 0.25, 0.5, 1]);
     const same = outputSamples(2, 2);
     const g = twoByTwoChunks(2);
     const memory = new PlaneMemory(tile, 4);
     const kernel = new PlaneKernel(memory, g);
+    const source = memory.planeBuffer(4);
+    source.set([0, 0.25, 0.5, 1]);
     const shard = memory.shardBuffer(8);
     const histogram = new Uint32Array(4);
     const square = { x0: 2, y0: 0, x1: 4, y1: 2 };
@@ -272,6 +273,12 @@ describe('stored values', () => {
     expect(Array.from(shard)).toEqual([0, 0, 0, 0, 0, 16384, 32768, 65535]);
     expect(Array.from(histogram)).toEqual([1, 1, 1, 1]);
     expect(sums).toEqual({ count: 4, min: 0, max: 65535, sum: 16384 + 32768 + 65535 });
+    // The kernel reads planes in place: one outside its memory is the caller's bug.
+    const clip = { x0: 0, y0: 0, x1: 4, y1: 2 };
+    const write = (plane: Float32Array) =>
+      kernel.writePlane(plane, 0, square, same, same, clip, shard, 0, 0, histogram, [0, 1]);
+    expect(() => write(Float32Array.from([0, 0.25, 0.5, 1]))).toThrow(RangeError);
+    expect(() => new PlaneKernel(memory, g, 1)).toThrow(RangeError);
   });
 
   it('resamples, stores and counts every value as the per-value definition does', () => {
@@ -321,12 +328,15 @@ describe('stored values', () => {
       const s = outputSamples(c.side, tile);
       const range = [-0.5, 1.5] as const;
       const offset = (c.plane ?? n % 2) * tile * tile;
-      const memory = new PlaneMemory(tile, c.bins);
+      // Writer 1 of 2: its scratch is not the first one.
+      const memory = new PlaneMemory(tile, c.bins, 2);
+      const planes = memory.planeBuffer(source.length);
+      planes.set(source);
       const shard = memory.shardBuffer(16 * g.chunkLength);
       const histogram = new Uint32Array(c.bins);
-      const kernel = new PlaneKernel(memory, g);
+      const kernel = new PlaneKernel(memory, g, 1);
       const sums = kernel.writePlane(
-        source,
+        planes,
         offset,
         sq,
         s,
