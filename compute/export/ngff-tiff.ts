@@ -1,5 +1,5 @@
 import { ComputeError } from '../errors';
-import { type KeyValueSink, openArray, parseJson, type ShardedArray } from '../zarr';
+import { type KeyValueSink, openArray, PromiseCache, parseJson, type ShardedArray } from '../zarr';
 import type { OmeTiffImage, OmeTiffLevel } from './ome-tiff';
 import { type OmeXmlChannel, omeColor } from './ome-xml';
 
@@ -14,22 +14,9 @@ import { type OmeXmlChannel, omeColor } from './ome-xml';
  * with tiles visited shard by shard, each shard is fetched once.
  */
 export function cachingSink(sink: KeyValueSink, capacity = 2): KeyValueSink {
-  const cache = new Map<string, Promise<Uint8Array | undefined>>();
+  const cache = new PromiseCache<Uint8Array | undefined>(capacity);
   return {
-    get(key, signal) {
-      const hit = cache.get(key);
-      if (hit) {
-        cache.delete(key);
-        cache.set(key, hit);
-        return hit;
-      }
-      const fetched = sink.get(key, signal);
-      cache.set(key, fetched);
-      // A failed fetch is not remembered: the next reader tries again.
-      fetched.catch(() => cache.get(key) === fetched && cache.delete(key));
-      while (cache.size > capacity) cache.delete(cache.keys().next().value!);
-      return fetched;
-    },
+    get: (key, signal) => cache.get(key, () => sink.get(key, signal)),
     getRange: (key, range, signal) => sink.getRange(key, range, signal),
     put(key, bytes, signal) {
       cache.delete(key);

@@ -4,6 +4,7 @@ export type { DataType, TypedArray } from './dtype';
 export { type MaskImage, readMaskArray, writeMaskArray } from './mask';
 export { type ArraySpec, encodeJson, type GroupMetadata, groupMetadata, parseJson } from './metadata';
 export { resumePoint, type ShardTaskProgress } from './progress';
+export { PromiseCache } from './promise-cache';
 export { RegionReader } from './region-reader';
 export { encodeShardSync, type ShardEncoder, type ShardExtent, type ShardGeometry } from './shard';
 export { type ByteRange, folderSink, type KeyValueSink, memorySink } from './sink';

@@ -1,6 +1,7 @@
 import { ComputeError } from '../errors';
 import { checkRegion, copyChunkPart, type PlaneRegion, type ShardedArray } from './array';
 import { allocate, type DataType, elementBytes, type TypedArray } from './dtype';
+import { PromiseCache } from './promise-cache';
 import { decodeStoredChunk, indexBytes, parseIndexBytes, type ShardIndex } from './shard';
 import type { KeyValueSink } from './sink';
 
@@ -49,7 +50,7 @@ export class RegionReader<D extends DataType> {
       }
     }
     // A chunk's fetch is shared by every region waiting for it, so it does not take one
-    // caller's signal; an aborted caller stops waiting here.
+    // caller's signal: an aborted caller learns it once its chunks are in.
     await Promise.all(copies);
     signal?.throwIfAborted();
     return out;
@@ -85,30 +86,4 @@ export class RegionReader<D extends DataType> {
 /** Chunks `first..last` (inclusive) along one axis that `[start, start + length)` touches. */
 function chunkSpan(start: number, length: number, chunk: number): { first: number; last: number } {
   return { first: Math.floor(start / chunk), last: Math.ceil((start + length) / chunk) - 1 };
-}
-
-/**
- * Promises by key, least recently used out past `capacity`; a promise that rejects is dropped,
- * so the next caller tries again. A `Map` keeps insertion order, the LRU order once a hit
- * re-inserts its entry.
- */
-class PromiseCache<T> {
-  private readonly entries = new Map<string, Promise<T>>();
-
-  constructor(private readonly capacity: number) {}
-
-  get(key: string, load: () => Promise<T>): Promise<T> {
-    const hit = this.entries.get(key);
-    if (hit !== undefined) {
-      this.entries.delete(key);
-      this.entries.set(key, hit);
-      return hit;
-    }
-    const loading = load();
-    if (this.capacity < 1) return loading;
-    this.entries.set(key, loading);
-    loading.catch(() => this.entries.get(key) === loading && this.entries.delete(key));
-    while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
-    return loading;
-  }
 }

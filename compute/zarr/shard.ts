@@ -145,7 +145,7 @@ function assembleStored(
  * At the fast levels, the window and hash table zstd itself picks at level 1 for inputs of up
  * to 128 KiB: a 512 KiB chunk then compresses to the same size within 0.1 %, with a fifth less
  * CPU for predicted markers and a seventh less for H&E (2,000 chunks of each from
- * bench/inference's slide), as a 16 KiB table stays in the core's cache.
+ * bench/inference's slide).
  */
 const SMALL_TABLES = { [constants.ZSTD_c_windowLog]: 17, [constants.ZSTD_c_hashLog]: 12 };
 
@@ -340,10 +340,10 @@ export async function forEachStoredChunk<D extends DataType>(
   visit: (k: number, chunk: TypedArray<D>) => void,
 ): Promise<void> {
   const index = parseShardIndex(g, shard);
-  const expected = g.chunkLength * elementBytes(g.dataType);
   await mapLimited(index.length, async (k) => {
     const entry = index[k];
-    if (entry !== undefined) visit(k, viewOf(g.dataType, await decompressChunk(shard, entry, k, expected)));
+    if (entry !== undefined)
+      visit(k, await decodeStoredChunk(g, shard.subarray(entry.offset, entry.offset + entry.size), k));
   });
 }
 
