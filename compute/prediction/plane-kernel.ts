@@ -46,8 +46,8 @@ const MAX_PAGES = 65_536;
 const SCRATCH_START = PAGE;
 
 /**
- * Byte offsets of writer `writer`'s scratch: the sample tables, three rows, the histogram, the
- * sums. A square is at most twice the tile a side (the store's level is the one nearest the
+ * Byte offsets of writer `writer`'s scratch: the sample tables, three rows, the runs of a row
+ * (assembly/plane.ts, `findRuns`), the histogram, the sums. A square is at most twice the tile a side (the store's level is the one nearest the
  * model's scale), plus its rounding.
  */
 function scratchLayout(tile: number, bins: number, writer: number) {
@@ -62,6 +62,7 @@ function scratchLayout(tile: number, bins: number, writer: number) {
     row: tile * 4,
     line: side * 4,
     stored: side * 2,
+    runs: Math.ceil(side / 4) * 4,
     histogram: bins * 4,
     stats: 24,
   };
@@ -178,9 +179,10 @@ export class PlaneKernel {
    * written.
    *
    * Row j of the part blends the plane's rows `ys.first[j]` and `ys.second[j]` as
-   * f32((1 - w) * a + w * b) in f64 (w = `ys.weight[j]`; the first row alone when w is 0), then
+   * (1 - w) * a + w * b in f32, each step rounded (w = `ys.weight[j]`; the first row alone when
+   * w is 0), then
    * column i of that row blends `xs.first[i]` and `xs.second[i]` the same way (skipped when the
-   * square is as wide as the tile), then `toStored`.
+   * square is as wide as the tile), then `toStored` (in f64).
    */
   writePlane(
     source: Float32Array,
@@ -250,6 +252,7 @@ export class PlaneKernel {
       at.row,
       at.line,
       at.stored,
+      at.runs,
       at.histogram,
       bins,
       at.stats,

@@ -282,10 +282,12 @@ describe('stored values', () => {
   });
 
   it('resamples, stores and counts every value as the per-value definition does', () => {
-    // The definition written out value by value (f64 arithmetic, f32 where a row is kept), against
+    // The definition written out value by value (resampling in f32, each step rounded), against
     // the WebAssembly kernel: planes with NaN, infinities and values past the range, squares wider,
     // narrower and as wide as the tile, cut by the shard's edges.
     const tile = 224;
+    const f32 = Math.fround;
+    const blend = (a: number, b: number, w: number) => f32(f32(f32(1 - w) * a) + f32(w * b));
     let seed = 7;
     const random = () => {
       seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
@@ -360,17 +362,15 @@ describe('stored values', () => {
         const rowAt = (col: number) =>
           fy === 0
             ? source[offset + s.first[j]! * tile + col]!
-            : Math.fround(
-                (1 - fy) * source[offset + s.first[j]! * tile + col]! +
-                  fy * source[offset + s.second[j]! * tile + col]!,
+            : blend(
+                source[offset + s.first[j]! * tile + col]!,
+                source[offset + s.second[j]! * tile + col]!,
+                fy,
               );
         for (let x = Math.max(sq.x0, c.clip.x0); x < Math.min(sq.x1, c.clip.x1); x++) {
           const i = x - sq.x0;
           const fx = s.weight[i]!;
-          const value =
-            c.side === tile
-              ? rowAt(i)
-              : Math.fround((1 - fx) * rowAt(s.first[i]!) + fx * rowAt(s.second[i]!));
+          const value = c.side === tile ? rowAt(i) : blend(rowAt(s.first[i]!), rowAt(s.second[i]!), fx);
           const v = toStored(value, range);
           const lx = x - c.clip.x0;
           const ly = y - c.clip.y0;
