@@ -4,11 +4,13 @@ import { type KeyValueSink, openArray, parseJson, RegionReader, type ShardedArra
 import { planarToRgb } from './kernels';
 
 /**
- * Decoded H&E chunks kept per level (`RegionReader`): 64 chunks of 512 x 512, about the chunks
- * under one band column of a prediction at 0.5 µm a pixel (4 x 1 shards of 1024 and their
- * halos), whose neighbouring column shares half of them.
+ * Decoded H&E chunks kept per level (`RegionReader`): 85 chunks of 512 x 512, more than the
+ * chunks under one band column of a prediction at 0.5 µm a pixel (8 x 1 shards of 1024 and
+ * their halos: 18 x 4 chunks), whose neighbouring column shares half of them. A column the
+ * cache cannot hold whole loses all of that sharing: its oldest chunks, the first the next
+ * column needs, are the first it drops.
  */
-const CACHE_BYTES = 48 << 20;
+const CACHE_BYTES = 64 << 20;
 
 /**
  * A pyramid written by `buildHePyramid`, seen through the same `SlideImage` contract as the
