@@ -90,6 +90,8 @@ export function fillInputTile(
     // A sample on a pixel reads only that pixel: the one after it may lie outside the region.
     col1[j] = xs.weight[j] === 0 ? col0[j]! : xs.second[j]! < 0 ? -1 : (xs.second[j]! - regionX) * 3;
   }
+  // A square as wide as the tile samples whole pixels (weight 0 throughout): a gather.
+  const exactColumns = xs.weight.every((w) => w === 0);
   // Rows only go down, so the two most recent resampled rows are all that is ever reused.
   let rowA = Number.NaN;
   let rowB = Number.NaN;
@@ -104,7 +106,8 @@ export function fillInputTile(
     rowA = rowB;
     rowB = row;
     if (row < 0) return out.fill(WHITE);
-    resampleRgbRow(data, (row - regionY) * width * 3, col0, col1, xs.weight, out);
+    if (exactColumns) gatherRgbRow(data, (row - regionY) * width * 3, col0, out);
+    else resampleRgbRow(data, (row - regionY) * width * 3, col0, col1, xs.weight, out);
     return out;
   };
   for (let i = 0; i < rows; i++) {
@@ -154,6 +157,24 @@ function resampleRgbRow(
       const p1 = b < 0 ? WHITE : data[base + b + c]!;
       out[c * n + j] = (1 - fx) * p0 + fx * p1;
     }
+  }
+}
+
+/** `resampleRgbRow` where every weight is 0: each sample is its first pixel, exactly. */
+function gatherRgbRow(data: Uint8Array, base: number, col0: Int32Array, out: Float32Array): void {
+  const n = col0.length;
+  for (let j = 0; j < n; j++) {
+    const a = col0[j]!;
+    if (a < 0) {
+      out[j] = WHITE;
+      out[n + j] = WHITE;
+      out[2 * n + j] = WHITE;
+      continue;
+    }
+    const p = base + a;
+    out[j] = data[p]!;
+    out[n + j] = data[p + 1]!;
+    out[2 * n + j] = data[p + 2]!;
   }
 }
 

@@ -213,6 +213,36 @@ describe('resampling kernels', () => {
     expect(Array.from(new Set(into))).toEqual([7]);
   });
 
+  it('resamples a square wider than the tile along x, then along y, as the definition says', () => {
+    // A 9 px square onto a 4 px tile with a 1 px halo: every sample blends two pixels; the
+    // square starts one pixel in, so the halo's first sample reads column -1 (white).
+    const width = 12;
+    const data = new Uint8Array(width * width * 3).map((_, i) => (i * 37) % 251);
+    const region: RgbImage = { width, height: width, data };
+    const ys = inputSamples(1, 9, 4, 1, width);
+    const xs = inputSamples(1, 9, 4, 1, width);
+    const into = new Float32Array(3 * 36);
+    fillInputTile(region, 0, 0, ys, xs, into, 0);
+    const pixel = (x: number, y: number, c: number) =>
+      x < 0 || y < 0 ? 255 : data[(y * width + x) * 3 + c]!;
+    const along = (y: number, i: number, c: number) => {
+      const fx = xs.weight[i]!;
+      return Math.fround((1 - fx) * pixel(xs.first[i]!, y, c) + fx * pixel(xs.second[i]!, y, c));
+    };
+    for (let c = 0; c < 3; c++) {
+      for (let j = 0; j < 6; j++) {
+        const fy = ys.weight[j]!;
+        for (let i = 0; i < 6; i++) {
+          const top = along(ys.first[j]!, i, c);
+          const value = fy === 0 ? top : Math.fround((1 - fy) * top + fy * along(ys.second[j]!, i, c));
+          expect({ c, j, i, value: into[c * 36 + j * 6 + i] }).toEqual({ c, j, i, value });
+        }
+      }
+    }
+    expect(xs.first[0]).toBe(-1);
+    expect(Array.from(xs.weight).every((w) => w > 0 && w < 1)).toBe(true);
+  });
+
   it('maps output samples back symmetrically', () => {
     const s = outputSamples(448, 224);
     expect([s.first[0], s.second[0], s.weight[0]]).toEqual([0, 1, 0]);
