@@ -47,8 +47,8 @@ const SCRATCH_START = PAGE;
 
 /**
  * Byte offsets of writer `writer`'s scratch: the sample tables, three rows, the runs of a row
- * (assembly/plane.ts, `findRuns`), the histogram, the sums. A square is at most twice the tile a side (the store's level is the one nearest the
- * model's scale), plus its rounding.
+ * (assembly/plane.ts, `findRuns`), the histogram, the sums. A square is at most twice the tile
+ * a side (the store's level is the one nearest the model's scale), plus its rounding.
  */
 function scratchLayout(tile: number, bins: number, writer: number) {
   const side = 2 * tile + 2;
@@ -180,9 +180,8 @@ export class PlaneKernel {
    *
    * Row j of the part blends the plane's rows `ys.first[j]` and `ys.second[j]` as
    * (1 - w) * a + w * b in f32, each step rounded (w = `ys.weight[j]`; the first row alone when
-   * w is 0), then
-   * column i of that row blends `xs.first[i]` and `xs.second[i]` the same way (skipped when the
-   * square is as wide as the tile), then `toStored` (in f64).
+   * w is 0), then column i of that row blends `xs.first[i]` and `xs.second[i]` the same way
+   * (skipped when the square is as wide as the tile), then `toStored` (in f64).
    */
   writePlane(
     source: Float32Array,
