@@ -13,7 +13,8 @@ import {
   predictMarkers,
   TilePlan,
 } from '../compute/prediction';
-import { fillInputTile, inputSamples, inputWindow } from '../compute/prediction/kernels';
+import { inputSamples, inputWindow } from '../compute/prediction/kernels';
+import { InputKernel, PlaneMemory } from '../compute/prediction/plane-kernel';
 import { buildHePyramid, openHePyramid, readPyramidLevel } from '../compute/pyramid';
 import { openTiffSlide } from '../compute/slide';
 import { fileSource } from '../compute/source';
@@ -103,7 +104,10 @@ async function realTiles(he: SlideImage, plan: TilePlan, count: number): Promise
   const positions: number[] = [];
   for (let p = 0; p < plan.positionCount && positions.length < count; p++)
     if (plan.grid.selected[p] === 1) positions.push(p);
-  const out = new Float32Array(positions.length * length);
+  // Filled as the predictor fills them, in a memory of the WebAssembly kernel's.
+  const memory = new PlaneMemory(spec.tileSize, 256);
+  const kernel = new InputKernel(memory, spec.tileSize + 2 * spec.halo);
+  const out = memory.planeBuffer(positions.length * length);
   for (const [k, p] of positions.entries()) {
     const sq = plan.square(p);
     const w = inputWindow(sq, spec.tileSize, spec.halo);
@@ -118,7 +122,7 @@ async function realTiles(he: SlideImage, plan: TilePlan, count: number): Promise
     });
     const ys = inputSamples(sq.y0, sq.y1 - sq.y0, spec.tileSize, spec.halo, plan.heightPx);
     const xs = inputSamples(sq.x0, sq.x1 - sq.x0, spec.tileSize, spec.halo, plan.widthPx);
-    fillInputTile(rgb, x0, y0, ys, xs, out, k * length);
+    kernel.fill(rgb, x0, y0, ys, xs, out, k * length);
   }
   return out;
 }

@@ -1,16 +1,14 @@
-import type { RgbImage } from '../image';
 import type { ShardGeometry } from '../zarr';
 import type { PixelRect } from './plan';
 
 /**
- * Pixel kernels between the H&E, the model's tiles and the store's chunk-major shard buffers
- * (see `ShardGeometry`). A position's square is usually a pixel or so off the model's tile size,
- * so both directions resample bilinearly, with sample positions fixed by the square alone: the
- * same square gives the same floats wherever and whenever it is made (resume, band edges).
+ * Sample tables and pixel arithmetic between the H&E, the model's tiles and the store's
+ * chunk-major shard buffers (see `ShardGeometry`); the per-value work of both directions is
+ * WebAssembly (plane-kernel.ts). A position's square is usually a pixel or so off the model's
+ * tile size, so both directions resample bilinearly, with sample positions fixed by the square
+ * alone: the same square gives the same floats wherever and whenever it is made (resume, band
+ * edges).
  */
-
-/** What the brightfield background reads as, outside the slide. */
-const WHITE = 255;
 
 /**
  * Per output sample along one axis: the two source pixels and the weight of the second. A
@@ -62,133 +60,6 @@ export function inputWindow(sq: PixelRect, tile: number, halo: number): PixelRec
   const [x0, x1] = along(sq.x0, sq.x1 - sq.x0);
   const [y0, y1] = along(sq.y0, sq.y1 - sq.y0);
   return { x0, y0, x1, y1 };
-}
-
-/**
- * Fills one model input tile (planar RGB float `[3, S, S]` at `into[offset..]`) from `region`,
- * an RGB read of the level whose top-left pixel is level pixel `(regionX, regionY)` and which
- * holds every level pixel the samples touch. Pixels outside the level are white. Separable:
- * each source row is resampled along x once, then pairs of those rows are blended along y.
- */
-export function fillInputTile(
-  region: RgbImage,
-  regionX: number,
-  regionY: number,
-  ys: AxisSamples,
-  xs: AxisSamples,
-  into: Float32Array,
-  offset: number,
-): void {
-  const n = xs.first.length;
-  const rows = ys.first.length;
-  const plane = rows * n;
-  const { data, width } = region;
-  const col0 = new Int32Array(n);
-  const col1 = new Int32Array(n);
-  for (let j = 0; j < n; j++) {
-    col0[j] = xs.first[j]! < 0 ? -1 : (xs.first[j]! - regionX) * 3;
-    // A sample on a pixel reads only that pixel: the one after it may lie outside the region.
-    col1[j] = xs.weight[j] === 0 ? col0[j]! : xs.second[j]! < 0 ? -1 : (xs.second[j]! - regionX) * 3;
-  }
-  // A square as wide as the tile samples whole pixels (weight 0 throughout): a gather.
-  const exactColumns = xs.weight.every((w) => w === 0);
-  // Rows only go down, so the two most recent resampled rows are all that is ever reused.
-  let rowA = Number.NaN;
-  let rowB = Number.NaN;
-  let bufA = new Float32Array(3 * n);
-  let bufB = new Float32Array(3 * n);
-  const resampled = (row: number): Float32Array => {
-    if (row === rowA) return bufA;
-    if (row === rowB) return bufB;
-    const out = bufA;
-    bufA = bufB;
-    bufB = out;
-    rowA = rowB;
-    rowB = row;
-    if (row < 0) return out.fill(WHITE);
-    if (exactColumns) gatherRgbRow(data, (row - regionY) * width * 3, col0, out);
-    else resampleRgbRow(data, (row - regionY) * width * 3, col0, col1, xs.weight, out);
-    return out;
-  };
-  for (let i = 0; i < rows; i++) {
-    const fy = ys.weight[i]!;
-    const upper = resampled(ys.first[i]!);
-    const out = offset + i * n;
-    if (fy === 0) {
-      for (let c = 0; c < 3; c++) into.set(upper.subarray(c * n, (c + 1) * n), out + c * plane);
-      continue;
-    }
-    // Fetch the lower row second: `resampled` may recycle the older buffer, never the newest two.
-    const lower = resampled(ys.second[i]!);
-    const top = ys.first[i] === rowA ? bufA : bufB;
-    for (let c = 0; c < 3; c++) blendRgbRows(top, lower, c * n, fy, into, out + c * plane, n);
-  }
-}
-
-/**
- * One RGB row resampled along x into planar `out` (`[3, n]`): sample j blends the pixels at byte
- * offsets `base + col0[j]` and `base + col1[j]` (-1: outside the level, white) by `weight[j]`.
- * Its own small function, like the others here: V8 optimizes it as one, where inlined in a long
- * loop it ran at a third of the speed. A weight of 0 gives the first pixel exactly.
- */
-function resampleRgbRow(
-  data: Uint8Array,
-  base: number,
-  col0: Int32Array,
-  col1: Int32Array,
-  weight: Float32Array,
-  out: Float32Array,
-): void {
-  const n = col0.length;
-  for (let j = 0; j < n; j++) {
-    const a = col0[j]!;
-    const b = col1[j]!;
-    const fx = weight[j]!;
-    if (a >= 0 && b >= 0) {
-      const p = base + a;
-      const q = base + b;
-      out[j] = (1 - fx) * data[p]! + fx * data[q]!;
-      out[n + j] = (1 - fx) * data[p + 1]! + fx * data[q + 1]!;
-      out[2 * n + j] = (1 - fx) * data[p + 2]! + fx * data[q + 2]!;
-      continue;
-    }
-    for (let c = 0; c < 3; c++) {
-      const p0 = a < 0 ? WHITE : data[base + a + c]!;
-      const p1 = b < 0 ? WHITE : data[base + b + c]!;
-      out[c * n + j] = (1 - fx) * p0 + fx * p1;
-    }
-  }
-}
-
-/** `resampleRgbRow` where every weight is 0: each sample is its first pixel, exactly. */
-function gatherRgbRow(data: Uint8Array, base: number, col0: Int32Array, out: Float32Array): void {
-  const n = col0.length;
-  for (let j = 0; j < n; j++) {
-    const a = col0[j]!;
-    if (a < 0) {
-      out[j] = WHITE;
-      out[n + j] = WHITE;
-      out[2 * n + j] = WHITE;
-      continue;
-    }
-    const p = base + a;
-    out[j] = data[p]!;
-    out[n + j] = data[p + 1]!;
-    out[2 * n + j] = data[p + 2]!;
-  }
-}
-
-/** `into[at..at + n]` = `top` and `lower` from `from` blended by `fy`. */
-function blendRgbRows(
-  top: Float32Array,
-  lower: Float32Array,
-  from: number,
-  fy: number,
-  into: Float32Array,
-  at: number,
-  n: number,
-): void {
-  for (let j = 0; j < n; j++) into[at + j] = (1 - fy) * top[from + j]! + fy * lower[from + j]!;
 }
 
 /**

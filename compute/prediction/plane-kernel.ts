@@ -1,17 +1,19 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { RgbImage } from '../image';
 import type { ShardGeometry } from '../zarr';
 import { type AxisSamples, type PlaneSums, STORED_MAX } from './kernels';
 import type { PixelRect } from './plan';
 
 /**
- * The plane writers' WebAssembly kernel (assembly/plane.ts, built into the committed
- * assembly/plane.wasm by `npm run build:wasm`) and the memory it works in. WebAssembly reads and
- * writes only its own memory, so the writers share one memory (a `SharedArrayBuffer`
- * underneath) that holds each writer's scratch, the shard buffers they write and the model's
- * output planes they read: the inference writes its answers there, the kernel reads them in
- * place and stores each value straight into its chunk, and the thread that encodes the shard
- * reads the same bytes. Nothing is copied in or out.
+ * The plane writers' WebAssembly kernel and the model-input fill (assembly/plane.ts, built into
+ * the committed assembly/plane.wasm by `npm run build:wasm`) and the memory they work in.
+ * WebAssembly reads and writes only its own memory, so the writers and the thread that fills the
+ * inputs share one memory (a `SharedArrayBuffer` underneath) that holds each one's scratch, the
+ * shard buffers, the model's inputs and its output planes: the input fill writes the inputs
+ * there and the inference reads them; the inference writes its answers there, the kernel reads
+ * them in place and stores each value straight into its chunk, and the thread that encodes the
+ * shard reads the same bytes. Only the H&E regions are copied in, once each.
  */
 
 /** Node runs WebAssembly; TypeScript declares it only in its DOM libraries. */
@@ -31,6 +33,7 @@ interface Exports {
   setGeometry(chunkWidth: number, chunkHeight: number, chunksX: number, chunkLength: number): void;
   writePlane(...args: (number | boolean)[]): void;
   fillRect(shard: number, x0: number, y0: number, width: number, height: number, value: number): void;
+  fillInput(...args: number[]): void;
 }
 
 const WASM = ['assembly', 'plane.wasm'];
@@ -118,6 +121,12 @@ export class PlaneMemory {
     return new Float32Array(this.memory.buffer, offset, length);
   }
 
+  /** A fresh buffer of `length` bytes (zero) in this memory. */
+  byteBuffer(length: number): Uint8Array {
+    const offset = this.allocate(length);
+    return new Uint8Array(this.memory.buffer, offset, length);
+  }
+
   /** Where `bytes` more start, the memory grown to hold them (read `buffer` after this). */
   private allocate(bytes: number): number {
     const offset = align(this.top);
@@ -130,6 +139,15 @@ export class PlaneMemory {
 }
 
 let compiled: object | undefined;
+
+/** An instance of plane.wasm on `memory`. */
+function instantiate(memory: WasmMemory): Exports {
+  if (!WASM_PATH) throw new Error(`${WASM.join('/')} not found beside compute/prediction`);
+  compiled ??= new WebAssembly.Module(readFileSync(WASM_PATH));
+  const exports = new WebAssembly.Instance(compiled, { env: { memory } }).exports as Exports;
+  if (exports.heapBase() > SCRATCH_START) throw new Error('plane.wasm: static data past its scratch');
+  return exports;
+}
 
 /**
  * The kernel of writer `writer` on a `PlaneMemory` (its `memory`, `tile`, `bins` and
@@ -153,11 +171,7 @@ export class PlaneKernel {
     if (geometry.channels !== 1 || geometry.dataType !== 'uint16') {
       throw new RangeError('plane kernels write one-channel uint16 shards');
     }
-    if (!WASM_PATH) throw new Error(`${WASM.join('/')} not found beside compute/prediction`);
-    compiled ??= new WebAssembly.Module(readFileSync(WASM_PATH));
-    const instance = new WebAssembly.Instance(compiled, { env: { memory: memory.memory } });
-    this.exports = instance.exports as Exports;
-    if (this.exports.heapBase() > SCRATCH_START) throw new Error('plane.wasm: static data past its scratch');
+    this.exports = instantiate(memory.memory);
     this.exports.setGeometry(
       geometry.chunkWidth,
       geometry.chunkHeight,
@@ -281,6 +295,130 @@ export class PlaneKernel {
       view.byteOffset + view.byteLength > memoryBytes
     ) {
       throw new RangeError("a buffer not of this kernel's memory (PlaneMemory.shardBuffer, planeBuffer)");
+    }
+    return view.byteOffset;
+  }
+}
+
+/**
+ * The model-input fill of assembly/plane.ts (`fillInput`) on a `PlaneMemory`, for the thread that
+ * fills the model's inputs: it writes input tiles (`[3, S, S]` f32, S = tile + 2 halo) straight
+ * into buffers of the memory (`planeBuffer`), which the session reads in place. A region of the
+ * H&E is copied into the memory once, by the first tile that reads it.
+ *
+ * Input sample (i, j) of a square resamples the region along x, then along y, each step of
+ * (1 - w) * a + w * b in f32 and rounded (`inputSamples` gives the pixels and weights; a pixel
+ * outside the level is white, 255; a weight of 0 gives the first pixel exactly).
+ */
+export class InputKernel {
+  private readonly exports: Exports;
+  private readonly at: Record<
+    'yFirst' | 'ySecond' | 'yWeight' | 'xFirst' | 'xSecond' | 'xWeight' | 'cols' | 'runs' | 'rowA' | 'rowB',
+    number
+  >;
+  /** The region last copied in, and where its bytes are (with room for larger ones to come). */
+  private copied: Uint8Array | undefined;
+  private regionBytes: Uint8Array | undefined;
+
+  constructor(
+    private readonly memory: PlaneMemory,
+    private readonly side: number,
+  ) {
+    if (!Number.isSafeInteger(side) || side < 1) throw new RangeError(`input side ${side}`);
+    this.exports = instantiate(memory.memory);
+    const sizes = {
+      yFirst: side,
+      ySecond: side,
+      yWeight: side,
+      xFirst: side,
+      xSecond: side,
+      xWeight: side,
+      cols: 2 * side,
+      runs: Math.ceil(side / 4),
+      rowA: 3 * side,
+      rowB: 3 * side,
+    };
+    const scratch = memory.byteBuffer(Object.values(sizes).reduce((n, words) => n + align(words * 4), 0));
+    let next = scratch.byteOffset;
+    this.at = {} as InputKernel['at'];
+    for (const [name, words] of Object.entries(sizes) as [keyof typeof sizes, number][]) {
+      this.at[name] = next;
+      next += align(words * 4);
+    }
+  }
+
+  /**
+   * Fills the input tile at `into[offset..]` (a buffer of this kernel's memory) from `region`, an
+   * RGB read of the level whose top-left pixel is level pixel `(regionX, regionY)` and which holds
+   * every level pixel the samples `ys`, `xs` (`inputSamples`, each `side` long) touch.
+   */
+  fill(
+    region: RgbImage,
+    regionX: number,
+    regionY: number,
+    ys: AxisSamples,
+    xs: AxisSamples,
+    into: Float32Array,
+    offset: number,
+  ): void {
+    const side = this.side;
+    if (ys.first.length !== side || xs.first.length !== side || offset + 3 * side * side > into.length) {
+      throw new RangeError(`samples or tile past the ${side} px input of this kernel`);
+    }
+    const buffer = this.memory.memory.buffer;
+    const { at } = this;
+    new Int32Array(buffer, at.yFirst, side).set(ys.first);
+    new Int32Array(buffer, at.ySecond, side).set(ys.second);
+    new Float32Array(buffer, at.yWeight, side).set(ys.weight);
+    new Int32Array(buffer, at.xFirst, side).set(xs.first);
+    new Int32Array(buffer, at.xSecond, side).set(xs.second);
+    new Float32Array(buffer, at.xWeight, side).set(xs.weight);
+    this.exports.fillInput(
+      this.regionAddress(region),
+      region.width,
+      regionX,
+      regionY,
+      at.yFirst,
+      at.ySecond,
+      at.yWeight,
+      side,
+      at.xFirst,
+      at.xSecond,
+      at.xWeight,
+      side,
+      at.cols,
+      at.runs,
+      at.rowA,
+      at.rowB,
+      this.address(into) + offset * 4,
+    );
+  }
+
+  /**
+   * Where `region`'s bytes are in the memory, copied in unless they are the last ones. A larger
+   * region takes a fresh buffer with a quarter to spare (the memory does not free): a
+   * prediction's regions are about one size. The kernel may read 16 bytes past the last pixel.
+   */
+  private regionAddress(region: RgbImage): number {
+    const length = region.width * region.height * 3;
+    if (region.data.length < length) throw new RangeError('region data shorter than its size');
+    if (this.copied !== region.data || this.regionBytes === undefined) {
+      if (this.regionBytes === undefined || this.regionBytes.length < length + 16) {
+        this.regionBytes = this.memory.byteBuffer(Math.ceil(length * 1.25) + 16);
+      }
+      this.regionBytes.set(region.data.subarray(0, length));
+      this.copied = region.data;
+    }
+    return this.regionBytes.byteOffset;
+  }
+
+  private address(view: Float32Array): number {
+    const memoryBytes = this.memory.memory.buffer.byteLength;
+    if (
+      Object.prototype.toString.call(view.buffer) !== '[object SharedArrayBuffer]' ||
+      view.byteOffset + view.byteLength > memoryBytes
+    ) {
+      throw new RangeError("an input buffer not of this kernel's memory (PlaneMemory.planeBuffer)");
     }
     return view.byteOffset;
   }

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import type { ShardExtent, ShardGeometry, TypedArray } from '../zarr';
 import type { PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
-import { PlaneMemory } from './plane-kernel';
+import { InputKernel, PlaneMemory } from './plane-kernel';
 
 /**
  * Threads that write the model's output planes into a shard's buffers (`PlaneKernel.writePlane`:
@@ -98,8 +98,13 @@ export interface PlaneWriteResult {
 export interface PlaneWriters {
   /** Buffers of `length` values for one shard, one per marker, in the writers' memory. */
   shardBuffers(length: number): Uint16Array[];
-  /** A buffer of `length` floats in the writers' memory, for planes they read (`PlaneWrite.source`). */
+  /**
+   * A buffer of `length` floats in the writers' memory, for planes they read (`PlaneWrite.source`)
+   * and for model inputs that an `inputKernel` fills.
+   */
   planeBuffer(length: number): Float32Array;
+  /** The model-input fill on the writers' memory, for the calling thread (inputs `side` px a side). */
+  inputKernel(side: number): InputKernel;
   /**
    * Sets `rects` (level pixels inside the shard at `clip`) of the shard buffers (one per marker)
    * to `value`; ordered with the writes, as every message is.
@@ -196,6 +201,7 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
       return Array.from({ length: options.markers }, () => memory.shardBuffer(length));
     },
     planeBuffer: (length) => memory.planeBuffer(length),
+    inputKernel: (side) => new InputKernel(memory, side),
     async fill(clip, rects, shards, value) {
       if (rects.length === 0) return;
       const message = {
@@ -245,12 +251,4 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
       await Promise.all(workers.map((worker) => worker.terminate()));
     },
   };
-}
-
-/** A typed array of `length` on a `SharedArrayBuffer`, as writers and the model session share. */
-export function shared<T>(
-  Type: { new (buffer: SharedArrayBuffer): T; readonly BYTES_PER_ELEMENT: number },
-  length: number,
-): T {
-  return new Type(new SharedArrayBuffer(length * Type.BYTES_PER_ELEMENT));
 }

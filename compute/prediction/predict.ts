@@ -4,7 +4,6 @@ import { crc32c, type KeyValueSink, type ShardedArray, type ShardGeometry } from
 import {
   type ChannelStatistics,
   emptyStatistics,
-  fillInputTile,
   inputSamples,
   inputWindow,
   mergeStatistics,
@@ -12,7 +11,8 @@ import {
 } from './kernels';
 import { inputTileLength, type ModelSession } from './model';
 import { intersect, type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
-import { type PlaneWriters, shared, startPlaneWriters } from './plane-writers';
+import type { InputKernel } from './plane-kernel';
+import { type PlaneWriters, startPlaneWriters } from './plane-writers';
 import {
   checkMarkerName,
   HISTOGRAM_BINS,
@@ -175,7 +175,9 @@ class Prediction {
   private readonly carried = new Map<number, Carried>();
   private readonly free: Slot[] = [];
   private readonly geometry: ShardGeometry;
-  private readonly inputs: Float32Array[];
+  /** Per buffer pair, in the writers' memory, filled by `inputKernel` (`run`). */
+  private readonly inputs: Float32Array[] = [];
+  private inputKernel: InputKernel | undefined;
   /** Per buffer pair, in the writers' memory (`run`). */
   private readonly outputs: Float32Array[] = [];
   /** Carried outputs' buffers (writers' memory) whose positions are done, for later ones. */
@@ -268,11 +270,7 @@ class Prediction {
     this.start = this.progress.shardsDone;
     this.counted = this.progress.tiles;
     this.geometry = this.arrays[0]!.geometry;
-    this.inputs = [];
-    for (let b = 0; b < BATCH_BUFFERS; b++) {
-      this.inputs.push(shared(Float32Array, this.batchSize * inputTileLength(spec)));
-      this.released.push(Promise.resolve());
-    }
+    for (let b = 0; b < BATCH_BUFFERS; b++) this.released.push(Promise.resolve());
     this.carriedChannels = markers.map((_, m) => m);
   }
 
@@ -317,10 +315,14 @@ class Prediction {
       }
     };
     try {
-      // The model answers into the writers' memory, where their kernel reads the planes in place.
+      // The model answers into the writers' memory, where their kernel reads the planes in place;
+      // its inputs are filled there too, by the same module's input fill, and read in place.
       const tileOutput = model.spec.channels.length * model.spec.tileSize * model.spec.tileSize;
-      for (let b = 0; b < BATCH_BUFFERS; b++)
+      for (let b = 0; b < BATCH_BUFFERS; b++) {
         this.outputs.push(writers.planeBuffer(this.batchSize * tileOutput));
+        this.inputs.push(writers.planeBuffer(this.batchSize * inputTileLength(model.spec)));
+      }
+      this.inputKernel = writers.inputKernel(model.spec.tileSize + 2 * model.spec.halo);
       prepareAhead(this.progress.shardsDone);
       for (let work = ahead.shift(); work; work = ahead.shift()) {
         prepareAhead(work.index + 1);
@@ -503,6 +505,8 @@ class Prediction {
   /** The model inputs of `batch` in input buffer `which`, read from the shard's H&E region. */
   private fillInputs(region: Region, batch: number[], which: number): Float32Array {
     if (!region) throw new Error('positions to infer but no H&E region');
+    const kernel = this.inputKernel;
+    if (!kernel) throw new Error('inputs filled before the writers started');
     const { tileSize, halo } = this.options.model.spec;
     const length = inputTileLength(this.options.model.spec);
     const input = this.inputs[which]!.subarray(0, batch.length * length);
@@ -510,7 +514,7 @@ class Prediction {
       const sq = this.plan.square(p);
       const ys = inputSamples(sq.y0, sq.y1 - sq.y0, tileSize, halo, this.plan.heightPx);
       const xs = inputSamples(sq.x0, sq.x1 - sq.x0, tileSize, halo, this.plan.widthPx);
-      fillInputTile(region.image, region.x, region.y, ys, xs, input, k * length);
+      kernel.fill(region.image, region.x, region.y, ys, xs, input, k * length);
     });
     return input;
   }

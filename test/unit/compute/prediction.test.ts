@@ -14,14 +14,14 @@ import {
   TilePlan,
 } from '../../../compute/prediction';
 import {
+  type AxisSamples,
   downsampleMarkerIntoQuadrant,
-  fillInputTile,
   inputSamples,
   outputSamples,
   STORED_MAX,
   toStored,
 } from '../../../compute/prediction/kernels';
-import { PlaneKernel, PlaneMemory } from '../../../compute/prediction/plane-kernel';
+import { InputKernel, PlaneKernel, PlaneMemory } from '../../../compute/prediction/plane-kernel';
 import { channelWindow, readPredictionLayout } from '../../../compute/prediction/store';
 import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
 import { openTiffSlide } from '../../../compute/slide';
@@ -191,56 +191,116 @@ describe('TilePlan', () => {
   );
 });
 
+/**
+ * The input fill of the WebAssembly module on a fresh memory, for tiles `side` a side: fills one
+ * tile and answers it (a copy).
+ */
+function fillInput(
+  side: number,
+  region: RgbImage,
+  regionX: number,
+  regionY: number,
+  ys: AxisSamples,
+  xs: AxisSamples,
+): Float32Array {
+  const memory = new PlaneMemory(4, 4);
+  const into = memory.planeBuffer(3 * side * side + 5);
+  new InputKernel(memory, side).fill(region, regionX, regionY, ys, xs, into, 5);
+  return into.slice(5);
+}
+
+/**
+ * The input fill's definition value by value: along x, then along y, each step of
+ * (1 - w) * a + w * b in f32 and rounded; a pixel outside the level white, a row outside it white
+ * throughout; a weight of 0 gives the first pixel.
+ */
+function inputByDefinition(
+  region: RgbImage,
+  regionX: number,
+  regionY: number,
+  ys: AxisSamples,
+  xs: AxisSamples,
+): Float32Array {
+  const f32 = Math.fround;
+  const blend = (a: number, b: number, w: number) => f32(f32(f32(1 - w) * a) + f32(w * b));
+  const n = xs.first.length;
+  const rows = ys.first.length;
+  const pixel = (x: number, y: number, c: number) =>
+    x < 0 ? 255 : region.data[((y - regionY) * region.width + (x - regionX)) * 3 + c]!;
+  const along = (y: number, j: number, c: number) => {
+    if (y < 0) return 255;
+    const w = xs.weight[j]!;
+    const a = pixel(xs.first[j]!, y, c);
+    return w === 0 ? a : blend(a, pixel(xs.second[j]!, y, c), w);
+  };
+  const out = new Float32Array(3 * rows * n);
+  for (let c = 0; c < 3; c++) {
+    for (let i = 0; i < rows; i++) {
+      const fy = ys.weight[i]!;
+      for (let j = 0; j < n; j++) {
+        const top = along(ys.first[i]!, j, c);
+        out[(c * rows + i) * n + j] = fy === 0 ? top : blend(top, along(ys.second[i]!, j, c), fy);
+      }
+    }
+  }
+  return out;
+}
+
 describe('resampling kernels', () => {
   it('copies an exact square and pads outside the level with white', () => {
     const region: RgbImage = { width: 4, height: 4, data: new Uint8Array(48).map((_, i) => i) };
     const ys = inputSamples(0, 2, 2, 1, 4);
     const xs = inputSamples(2, 2, 2, 1, 4);
-    const into = new Float32Array(3 * 16);
-    fillInputTile(region, 0, 0, ys, xs, into, 0);
+    const into = fillInput(4, region, 0, 0, ys, xs);
     // Row -1 is outside: white; row 0 columns 1..4, column 4 outside.
     expect(Array.from(into.subarray(0, 8))).toEqual([255, 255, 255, 255, 3, 6, 9, 255]);
   });
 
   it('reads nothing past a region that ends on the last pixel a tile samples', () => {
     // An exact square whose window ends one pixel inside the level: the region read stops
-    // there, and the pixel after each sample (weight 0) is never read.
+    // there, and the pixel after each sample (weight 0) does not count.
     const region: RgbImage = { width: 4, height: 4, data: new Uint8Array(48).fill(7) };
     const ys = inputSamples(1, 2, 2, 1, 8);
     const xs = inputSamples(1, 2, 2, 1, 8);
-    const into = new Float32Array(3 * 16);
-    fillInputTile(region, 0, 0, ys, xs, into, 0);
-    expect(Array.from(new Set(into))).toEqual([7]);
+    expect(Array.from(new Set(fillInput(4, region, 0, 0, ys, xs)))).toEqual([7]);
   });
 
-  it('resamples a square wider than the tile along x, then along y, as the definition says', () => {
-    // A 9 px square onto a 4 px tile with a 1 px halo: every sample blends two pixels; the
-    // square starts one pixel in, so the halo's first sample reads column -1 (white).
-    const width = 12;
-    const data = new Uint8Array(width * width * 3).map((_, i) => (i * 37) % 251);
-    const region: RgbImage = { width, height: width, data };
-    const ys = inputSamples(1, 9, 4, 1, width);
-    const xs = inputSamples(1, 9, 4, 1, width);
-    const into = new Float32Array(3 * 36);
-    fillInputTile(region, 0, 0, ys, xs, into, 0);
-    const pixel = (x: number, y: number, c: number) =>
-      x < 0 || y < 0 ? 255 : data[(y * width + x) * 3 + c]!;
-    const along = (y: number, i: number, c: number) => {
-      const fx = xs.weight[i]!;
-      return Math.fround((1 - fx) * pixel(xs.first[i]!, y, c) + fx * pixel(xs.second[i]!, y, c));
+  it('resamples along x, then along y, as the definition says, inside runs and out of them', () => {
+    // Squares as wide as the 224 px tile, a pixel wider (consecutive pixels: four lanes at a
+    // time), narrower and much wider (gathered), at the level's corners (white outside it).
+    let seed = 5;
+    const random = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
     };
-    for (let c = 0; c < 3; c++) {
-      for (let j = 0; j < 6; j++) {
-        const fy = ys.weight[j]!;
-        for (let i = 0; i < 6; i++) {
-          const top = along(ys.first[j]!, i, c);
-          const value = fy === 0 ? top : Math.fround((1 - fy) * top + fy * along(ys.second[j]!, i, c));
-          expect({ c, j, i, value: into[c * 36 + j * 6 + i] }).toEqual({ c, j, i, value });
-        }
-      }
+    const tile = 224;
+    const halo = 8;
+    const level = 3000;
+    const cases = [
+      [0, 0, 224],
+      [5, 7, 225],
+      [100, 50, 181],
+      [2700, 2700, 317],
+      [2780, 10, 225],
+      [-3, -3, 224],
+      [300, 300, 250],
+    ] as const;
+    for (const [x0, y0, side] of cases) {
+      const ys = inputSamples(y0, side, tile, halo, level);
+      const xs = inputSamples(x0, side, tile, halo, level);
+      const inside = (s: AxisSamples) => [...s.first, ...s.second].filter((v) => v >= 0);
+      const regionX = Math.min(...inside(xs));
+      const regionY = Math.min(...inside(ys));
+      const width = Math.max(...inside(xs)) + 1 - regionX;
+      const height = Math.max(...inside(ys)) + 1 - regionY;
+      const data = new Uint8Array(width * height * 3).map(() => Math.floor(random() * 256));
+      const region: RgbImage = { width, height, data };
+      const into = fillInput(tile + 2 * halo, region, regionX, regionY, ys, xs);
+      const expected = inputByDefinition(region, regionX, regionY, ys, xs);
+      let differing = 0;
+      for (let k = 0; k < expected.length; k++) if (into[k] !== expected[k]) differing++;
+      expect({ x0, y0, side, differing }).toEqual({ x0, y0, side, differing: 0 });
     }
-    expect(xs.first[0]).toBe(-1);
-    expect(Array.from(xs.weight).every((w) => w > 0 && w < 1)).toBe(true);
   });
 
   it('maps output samples back symmetrically', () => {
