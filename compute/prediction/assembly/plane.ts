@@ -399,52 +399,71 @@ export function fillInput(
   into: usize,
 ): void {
   inputColumns(xFirst, xSecond, xWeight, n, regionX, cols, runs);
-  const rowBytes = <usize>regionWidth * 3;
   const plane = (<usize>rows * <usize>n) << 2;
   const rowFloats = (<usize>n) << 2;
-  // Rows only go down, so the two most recent resampled rows are all that is ever reused.
-  let heldA: i32 = -2;
-  let heldB: i32 = -2;
-  let bufA = rowA;
-  let bufB = rowB;
+  sourceRegion = region;
+  sourceRowBytes = <usize>regionWidth * 3;
+  sourceY = regionY;
+  sourceCols = cols;
+  sourceRuns = runs;
+  sourceWeight = xWeight;
+  sourceN = n;
+  heldA = -2;
+  heldB = -2;
+  bufA = rowA;
+  bufB = rowB;
   for (let i = 0; i < rows; i++) {
     const first = load<i32>(yFirst + ((<usize>i) << 2));
     const fy = load<f32>(yWeight + ((<usize>i) << 2));
     const out = into + <usize>i * rowFloats;
-    let top: usize;
-    if (first === heldA) top = bufA;
-    else if (first === heldB) top = bufB;
-    else {
-      const swap = bufA;
-      bufA = bufB;
-      bufB = swap;
-      heldA = heldB;
-      heldB = first;
-      resampleInputRow(region, rowBytes, first, regionY, cols, runs, xWeight, n, bufB);
-      top = bufB;
-    }
+    const upper = resampledRow(first);
     if (fy === 0) {
-      for (let c: usize = 0; c < 3; c++) memory.copy(out + c * plane, top + c * rowFloats, rowFloats);
+      for (let c: usize = 0; c < 3; c++) memory.copy(out + c * plane, upper + c * rowFloats, rowFloats);
       continue;
     }
-    const second = load<i32>(ySecond + ((<usize>i) << 2));
-    let lower: usize;
-    if (second === heldB) lower = bufB;
-    else if (second === heldA) lower = bufA;
-    else {
-      // The older buffer goes, never `top`: rows only go down, so `top` is the newer one here.
-      const swap = bufA;
-      bufA = bufB;
-      bufB = swap;
-      heldA = heldB;
-      heldB = second;
-      resampleInputRow(region, rowBytes, second, regionY, cols, runs, xWeight, n, bufB);
-      lower = bufB;
-      top = bufA;
-    }
+    // The lower row second: fetching it may recycle the older buffer, never the newest two.
+    const lower = resampledRow(load<i32>(ySecond + ((<usize>i) << 2)));
+    const top = first === heldA ? bufA : bufB;
     for (let c: usize = 0; c < 3; c++)
       blendRows(top + c * rowFloats, lower + c * rowFloats, fy, out + c * plane, n);
   }
+}
+
+/** The region and column tables of the tile `fillInput` is filling (globals: nothing allocates). */
+let sourceRegion: usize = 0;
+let sourceRowBytes: usize = 0;
+let sourceY: i32 = 0;
+let sourceCols: usize = 0;
+let sourceRuns: usize = 0;
+let sourceWeight: usize = 0;
+let sourceN: i32 = 0;
+/** The two most recent resampled rows (rows only go down, so they are all ever reused). */
+let heldA: i32 = -2;
+let heldB: i32 = -2;
+let bufA: usize = 0;
+let bufB: usize = 0;
+
+/** Level row `row` of the source resampled along x: a held row, or made in the older buffer. */
+function resampledRow(row: i32): usize {
+  if (row === heldA) return bufA;
+  if (row === heldB) return bufB;
+  const older = bufA;
+  bufA = bufB;
+  bufB = older;
+  heldA = heldB;
+  heldB = row;
+  resampleInputRow(
+    sourceRegion,
+    sourceRowBytes,
+    row,
+    sourceY,
+    sourceCols,
+    sourceRuns,
+    sourceWeight,
+    sourceN,
+    older,
+  );
+  return older;
 }
 
 /**

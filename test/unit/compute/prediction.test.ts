@@ -191,18 +191,18 @@ describe('TilePlan', () => {
   );
 });
 
-/**
- * The input fill of the WebAssembly module on a fresh memory, for tiles `side` a side: fills one
- * tile and answers it (a copy).
- */
-function fillInput(
-  side: number,
-  region: RgbImage,
-  regionX: number,
-  regionY: number,
-  ys: AxisSamples,
-  xs: AxisSamples,
-): Float32Array {
+/** An input tile to fill: the region read, its top-left level pixel, the samples of both axes. */
+interface InputCase {
+  region: RgbImage;
+  regionX: number;
+  regionY: number;
+  ys: AxisSamples;
+  xs: AxisSamples;
+}
+
+/** The input fill of the WebAssembly module on a fresh memory: one tile, answered as a copy. */
+function fillInput({ region, regionX, regionY, ys, xs }: InputCase): Float32Array {
+  const side = xs.first.length;
   const memory = new PlaneMemory(4, 4);
   const into = memory.planeBuffer(3 * side * side + 5);
   new InputKernel(memory, side).fill(region, regionX, regionY, ys, xs, into, 5);
@@ -214,13 +214,7 @@ function fillInput(
  * (1 - w) * a + w * b in f32 and rounded; a pixel outside the level white, a row outside it white
  * throughout; a weight of 0 gives the first pixel.
  */
-function inputByDefinition(
-  region: RgbImage,
-  regionX: number,
-  regionY: number,
-  ys: AxisSamples,
-  xs: AxisSamples,
-): Float32Array {
+function inputByDefinition({ region, regionX, regionY, ys, xs }: InputCase): Float32Array {
   const f32 = Math.fround;
   const blend = (a: number, b: number, w: number) => f32(f32(f32(1 - w) * a) + f32(w * b));
   const n = xs.first.length;
@@ -251,7 +245,7 @@ describe('resampling kernels', () => {
     const region: RgbImage = { width: 4, height: 4, data: new Uint8Array(48).map((_, i) => i) };
     const ys = inputSamples(0, 2, 2, 1, 4);
     const xs = inputSamples(2, 2, 2, 1, 4);
-    const into = fillInput(4, region, 0, 0, ys, xs);
+    const into = fillInput({ region, regionX: 0, regionY: 0, ys, xs });
     // Row -1 is outside: white; row 0 columns 1..4, column 4 outside.
     expect(Array.from(into.subarray(0, 8))).toEqual([255, 255, 255, 255, 3, 6, 9, 255]);
   });
@@ -262,7 +256,7 @@ describe('resampling kernels', () => {
     const region: RgbImage = { width: 4, height: 4, data: new Uint8Array(48).fill(7) };
     const ys = inputSamples(1, 2, 2, 1, 8);
     const xs = inputSamples(1, 2, 2, 1, 8);
-    expect(Array.from(new Set(fillInput(4, region, 0, 0, ys, xs)))).toEqual([7]);
+    expect(Array.from(new Set(fillInput({ region, regionX: 0, regionY: 0, ys, xs })))).toEqual([7]);
   });
 
   it('resamples along x, then along y, as the definition says, inside runs and out of them', () => {
@@ -295,8 +289,9 @@ describe('resampling kernels', () => {
       const height = Math.max(...inside(ys)) + 1 - regionY;
       const data = new Uint8Array(width * height * 3).map(() => Math.floor(random() * 256));
       const region: RgbImage = { width, height, data };
-      const into = fillInput(tile + 2 * halo, region, regionX, regionY, ys, xs);
-      const expected = inputByDefinition(region, regionX, regionY, ys, xs);
+      const tileCase = { region, regionX, regionY, ys, xs };
+      const into = fillInput(tileCase);
+      const expected = inputByDefinition(tileCase);
       let differing = 0;
       for (let k = 0; k < expected.length; k++) if (into[k] !== expected[k]) differing++;
       expect({ x0, y0, side, differing }).toEqual({ x0, y0, side, differing: 0 });
