@@ -69,17 +69,42 @@ function scratchLayout(tile: number, bins: number, writer: number) {
     histogram: bins * 4,
     stats: 24,
   };
-  const bytes = Object.values(sizes).reduce((n, size) => n + align(size), 0);
-  const at = {} as Record<keyof typeof sizes, number>;
-  let end = SCRATCH_START + writer * bytes;
-  for (const [name, size] of Object.entries(sizes) as [keyof typeof sizes, number][]) {
-    at[name] = end;
-    end = align(end + size);
-  }
+  const { at, end } = layOut(sizes, SCRATCH_START + writer * scratchBytes(sizes));
   return { at, end, side };
 }
 
 const align = (n: number) => Math.ceil(n / 16) * 16;
+
+/** Bytes that `sizes` (bytes per named part) take laid out one after another, each aligned. */
+function scratchBytes(sizes: Record<string, number>): number {
+  return Object.values(sizes).reduce((n, size) => n + align(size), 0);
+}
+
+/** Byte offsets of `sizes`'s parts laid out from `start` on, each aligned, and where they end. */
+function layOut<K extends string>(sizes: Record<K, number>, start: number) {
+  const at = {} as Record<K, number>;
+  let end = start;
+  for (const [name, size] of Object.entries(sizes) as [K, number][]) {
+    at[name] = end;
+    end = align(end + size);
+  }
+  return { at, end };
+}
+
+/**
+ * Where `view` starts in `memory`: a view of a `SharedArrayBuffer` that lies between `from` and
+ * the memory's end. Anything else is the caller's bug (a buffer not made by `PlaneMemory`).
+ */
+function addressIn(memory: WasmMemory, view: ArrayBufferView, from: number): number {
+  if (
+    Object.prototype.toString.call(view.buffer) !== '[object SharedArrayBuffer]' ||
+    view.byteOffset < from ||
+    view.byteOffset + view.byteLength > memory.buffer.byteLength
+  ) {
+    throw new RangeError("a buffer not of this kernel's memory (PlaneMemory.shardBuffer, planeBuffer)");
+  }
+  return view.byteOffset;
+}
 
 /**
  * The writers' memory: a scratch for each writer at the bottom, then buffers allocated here (on
@@ -88,6 +113,8 @@ const align = (n: number) => Math.ceil(n / 16) * 16;
  */
 export class PlaneMemory {
   readonly memory: WasmMemory;
+  /** Where the buffers allocated here start, past every writer's scratch. */
+  readonly buffersStart: number;
   private top: number;
 
   constructor(
@@ -100,13 +127,13 @@ export class PlaneMemory {
       throw new RangeError(`${bins} histogram bins: a power of two up to 65536 expected`);
     }
     if (!Number.isSafeInteger(writers) || writers < 1) throw new RangeError(`${writers} writers`);
-    const end = scratchLayout(tile, bins, writers - 1).end;
+    this.buffersStart = scratchLayout(tile, bins, writers - 1).end;
     this.memory = new WebAssembly.Memory({
-      initial: Math.ceil(end / PAGE),
+      initial: Math.ceil(this.buffersStart / PAGE),
       maximum: MAX_PAGES,
       shared: true,
     });
-    this.top = end;
+    this.top = this.buffersStart;
   }
 
   /** A fresh buffer of `length` uint16 values (zero) in this memory, for one marker's shard. */
@@ -286,17 +313,9 @@ export class PlaneKernel {
     this.exports.fillRect(this.address(shard), rect.x0 - shardX, rect.y0 - shardY, width, height, value);
   }
 
-  /** Where `view` (a shard buffer or plane) starts in this kernel's memory; anything else is the caller's bug. */
+  /** Where `view` (a shard buffer or plane) starts in this kernel's memory. */
   private address(view: Uint16Array | Float32Array): number {
-    const memoryBytes = this.memory.memory.buffer.byteLength;
-    if (
-      Object.prototype.toString.call(view.buffer) !== '[object SharedArrayBuffer]' ||
-      view.byteOffset < this.buffersStart ||
-      view.byteOffset + view.byteLength > memoryBytes
-    ) {
-      throw new RangeError("a buffer not of this kernel's memory (PlaneMemory.shardBuffer, planeBuffer)");
-    }
-    return view.byteOffset;
+    return addressIn(this.memory.memory, view, this.buffersStart);
   }
 }
 
@@ -316,6 +335,8 @@ export class InputKernel {
     'yFirst' | 'ySecond' | 'yWeight' | 'xFirst' | 'xSecond' | 'xWeight' | 'cols' | 'runs' | 'rowA' | 'rowB',
     number
   >;
+  /** Where the memory's own buffers start, past every writer's scratch. */
+  private readonly buffersStart: number;
   /** The region last copied in, and where its bytes are (with room for larger ones to come). */
   private copied: Uint8Array | undefined;
   private regionBytes: Uint8Array | undefined;
@@ -326,25 +347,21 @@ export class InputKernel {
   ) {
     if (!Number.isSafeInteger(side) || side < 1) throw new RangeError(`input side ${side}`);
     this.exports = instantiate(memory.memory);
+    // In bytes: i32 and f32 tables of a row, the column offsets, the runs, two planar RGB rows.
     const sizes = {
-      yFirst: side,
-      ySecond: side,
-      yWeight: side,
-      xFirst: side,
-      xSecond: side,
-      xWeight: side,
-      cols: 2 * side,
-      runs: Math.ceil(side / 4),
-      rowA: 3 * side,
-      rowB: 3 * side,
+      yFirst: side * 4,
+      ySecond: side * 4,
+      yWeight: side * 4,
+      xFirst: side * 4,
+      xSecond: side * 4,
+      xWeight: side * 4,
+      cols: 2 * side * 4,
+      runs: Math.ceil(side / 4) * 4,
+      rowA: 3 * side * 4,
+      rowB: 3 * side * 4,
     };
-    const scratch = memory.byteBuffer(Object.values(sizes).reduce((n, words) => n + align(words * 4), 0));
-    let next = scratch.byteOffset;
-    this.at = {} as InputKernel['at'];
-    for (const [name, words] of Object.entries(sizes) as [keyof typeof sizes, number][]) {
-      this.at[name] = next;
-      next += align(words * 4);
-    }
+    this.at = layOut(sizes, memory.byteBuffer(scratchBytes(sizes)).byteOffset).at;
+    this.buffersStart = memory.buffersStart;
   }
 
   /**
@@ -390,7 +407,7 @@ export class InputKernel {
       at.runs,
       at.rowA,
       at.rowB,
-      this.address(into) + offset * 4,
+      addressIn(this.memory.memory, into, this.buffersStart) + offset * 4,
     );
   }
 
@@ -410,16 +427,5 @@ export class InputKernel {
       this.copied = region.data;
     }
     return this.regionBytes.byteOffset;
-  }
-
-  private address(view: Float32Array): number {
-    const memoryBytes = this.memory.memory.buffer.byteLength;
-    if (
-      Object.prototype.toString.call(view.buffer) !== '[object SharedArrayBuffer]' ||
-      view.byteOffset + view.byteLength > memoryBytes
-    ) {
-      throw new RangeError("an input buffer not of this kernel's memory (PlaneMemory.planeBuffer)");
-    }
-    return view.byteOffset;
   }
 }

@@ -248,6 +248,9 @@ describe('resampling kernels', () => {
     const into = fillInput({ region, regionX: 0, regionY: 0, ys, xs });
     // Row -1 is outside: white; row 0 columns 1..4, column 4 outside.
     expect(Array.from(into.subarray(0, 8))).toEqual([255, 255, 255, 255, 3, 6, 9, 255]);
+    // The tile goes into the kernel's memory, nowhere else.
+    const kernel = new InputKernel(new PlaneMemory(4, 4), 4);
+    expect(() => kernel.fill(region, 0, 0, ys, xs, new Float32Array(48), 0)).toThrow(RangeError);
   });
 
   it('reads nothing past a region that ends on the last pixel a tile samples', () => {
