@@ -56,12 +56,7 @@ const SCRATCH_START = PAGE;
 function scratchLayout(tile: number, bins: number, writer: number) {
   const side = 2 * tile + 2;
   const sizes = {
-    yFirst: side * 4,
-    ySecond: side * 4,
-    yWeight: side * 4,
-    xFirst: side * 4,
-    xSecond: side * 4,
-    xWeight: side * 4,
+    ...sampleTables(side),
     row: tile * 4,
     line: side * 4,
     stored: side * 2,
@@ -74,6 +69,12 @@ function scratchLayout(tile: number, bins: number, writer: number) {
 }
 
 const align = (n: number) => Math.ceil(n / 16) * 16;
+
+/** Bytes of `AxisSamples` tables for both axes, `side` samples each (i32 pixels, f32 weights). */
+function sampleTables(side: number) {
+  const bytes = side * 4;
+  return { yFirst: bytes, ySecond: bytes, yWeight: bytes, xFirst: bytes, xSecond: bytes, xWeight: bytes };
+}
 
 /** Bytes that `sizes` (bytes per named part) take laid out one after another, each aligned. */
 function scratchBytes(sizes: Record<string, number>): number {
@@ -347,14 +348,9 @@ export class InputKernel {
   ) {
     if (!Number.isSafeInteger(side) || side < 1) throw new RangeError(`input side ${side}`);
     this.exports = instantiate(memory.memory);
-    // In bytes: i32 and f32 tables of a row, the column offsets, the runs, two planar RGB rows.
+    // The column offsets, the runs of four columns, two planar RGB rows.
     const sizes = {
-      yFirst: side * 4,
-      ySecond: side * 4,
-      yWeight: side * 4,
-      xFirst: side * 4,
-      xSecond: side * 4,
-      xWeight: side * 4,
+      ...sampleTables(side),
       cols: 2 * side * 4,
       runs: Math.ceil(side / 4) * 4,
       rowA: 3 * side * 4,
