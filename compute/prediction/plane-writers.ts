@@ -47,7 +47,7 @@ const samplesOf = (length) => {
 parentPort.on('message', ({ id, encode, fill, rects, source, bases, squares, channels, clip, shards, shardX, shardY }) => {
   try {
     if (encode !== undefined) {
-      const bytes = encodeShardSync(geometry, encode.shard, encode.extent, encode.level);
+      const bytes = encodeShardSync(geometry, encode.shard, encode.extent, encode.level, encode.knownFill);
       parentPort.postMessage({ id, bytes }, bytes ? [bytes.buffer] : []);
       return;
     }
@@ -118,13 +118,15 @@ export interface PlaneWriters {
   write(job: PlaneWrite): Promise<PlaneWriteResult>;
   /**
    * Marker `marker`'s shard buffer encoded by its writer (compute/zarr `encodeShardSync`), after
-   * the writes and fills before it; `undefined` when it holds only the fill value.
+   * the writes and fills before it, the chunks `knownFill` left out unread; `undefined` when it
+   * holds only the fill value.
    */
   encode(
     marker: number,
     shard: TypedArray,
     extent: ShardExtent,
     level: number,
+    knownFill: readonly number[],
   ): Promise<Uint8Array | undefined>;
   close(): Promise<void>;
 }
@@ -243,8 +245,10 @@ export function startPlaneWriters(options: PlaneWritersOptions): PlaneWriters {
       });
       return result;
     },
-    async encode(marker, shard, extent, level) {
-      const reply = await ask(marker % count, { encode: { shard, extent: { ...extent }, level } });
+    async encode(marker, shard, extent, level, knownFill) {
+      const reply = await ask(marker % count, {
+        encode: { shard, extent: { ...extent }, level, knownFill: [...knownFill] },
+      });
       return reply.bytes;
     },
     async close() {

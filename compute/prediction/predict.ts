@@ -131,6 +131,8 @@ interface Made {
   tiles: number;
   failed: number;
   statistics: ChannelStatistics[];
+  /** Inner chunks no position meets: never set in the buffer, left out of the shard. */
+  untouched: number[];
 }
 
 /** Where each tile of a batch's answer starts in the batch's output buffer; null if it failed. */
@@ -418,7 +420,9 @@ class Prediction {
       return written;
     };
     // The buffer holds an earlier shard's pixels: what no output is written over is set to the
-    // fill value, in messages the writers take in order with the writes.
+    // fill value, in messages the writers take in order with the writes. Only inside the chunks
+    // some position's square meets: the others are left out of the shard unread (`store`).
+    const { touched, untouched } = this.chunksMet(rect, work.positions);
     const fill = (rects: PixelRect[]) => {
       const filled = writers.fill(rect, rects, slot.buffers, PREDICTION_FILL_VALUE);
       filled.catch(() => {});
@@ -426,7 +430,7 @@ class Prediction {
     };
     const fillSquares = (positions: number[]) =>
       fill(positions.flatMap((p) => intersect(this.plan.square(p), rect) ?? []));
-    fill(this.plan.uncoveredRects(work.shard));
+    fill(this.plan.uncoveredRects(work.shard).flatMap((r) => touched.flatMap((c) => intersect(r, c) ?? [])));
     const inferred = new Set(work.batches.flat());
     for (const p of work.positions) {
       if (inferred.has(p)) continue;
@@ -499,7 +503,26 @@ class Prediction {
       stats.histogram = Array.from(histogram);
       return stats;
     });
-    return { slot, tiles, failed, statistics };
+    return { slot, tiles, failed, statistics, untouched };
+  }
+
+  /**
+   * The inner chunks of the shard at `rect` (level pixels, chunk-major order) that the squares
+   * of `positions` meet, and the indices of those they do not.
+   */
+  private chunksMet(rect: PixelRect, positions: number[]): { touched: PixelRect[]; untouched: number[] } {
+    const g = this.geometry;
+    const squares = positions.map((p) => this.plan.square(p));
+    const touched: PixelRect[] = [];
+    const untouched: number[] = [];
+    for (let k = 0; k < g.chunksY * g.chunksX; k++) {
+      const x0 = rect.x0 + (k % g.chunksX) * g.chunkWidth;
+      const y0 = rect.y0 + Math.floor(k / g.chunksX) * g.chunkHeight;
+      const chunk = intersect({ x0, y0, x1: x0 + g.chunkWidth, y1: y0 + g.chunkHeight }, rect);
+      if (chunk && squares.some((sq) => intersect(sq, chunk))) touched.push(chunk);
+      else untouched.push(k);
+    }
+    return { touched, untouched };
   }
 
   /** The model inputs of `batch` in input buffer `which`, read from the shard's H&E region. */
@@ -526,7 +549,7 @@ class Prediction {
     await Promise.all(
       this.arrays.map((array, m) =>
         array.writeShard(sink, y, x, made.slot.buffers[m]!, signal, (_, shard, extent, level) =>
-          writers.encode(m, shard, extent, level),
+          writers.encode(m, shard, extent, level, made.untouched),
         ),
       ),
     );

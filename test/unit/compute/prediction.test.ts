@@ -598,6 +598,9 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
     }
     expect(outside).toBe(0);
     expect(result.statistics.DAPI!.count).toBe(inside);
+    // The store holds every value counted: no chunk a position wrote into was left out, and
+    // none holds what an earlier shard left in a reused buffer.
+    expect(dapi.reduce((n, v) => n + v, 0)).toBe(result.statistics.DAPI!.sum);
     // DAPI against hematoxylin density over a tissue-rich region (both smoothed alike by eye:
     // the model smooths with sigma 1 px, which costs little correlation).
     const region = { level: 0, x: 1000, y: 1400, width: 400, height: 400 };

@@ -204,6 +204,39 @@ describe('ShardedArray', () => {
     }
   });
 
+  it('leaves out the chunks the caller vouches hold the fill value (knownFill) without reading them', async () => {
+    const array = new ShardedArray('k', spec('uint16', { fillValue: 9 }));
+    const g = array.geometry;
+    const extent = { height: 32, width: 32 };
+    const data = array.allocateShard().map((_, i) => 100 + (i % 7));
+    const whole = encodeShardSync(g, data, extent, 1)!;
+    // Chunks 1 and 5 hold what an earlier shard left there; listed, they read as the fill value.
+    const vouched = encodeShardSync(g, data, extent, 1, [1, 5])!;
+    const sink = memorySink();
+    await sink.put('whole', whole);
+    await sink.put('vouched', vouched);
+    const read = async (key: string) => {
+      const out = array.allocateShard();
+      await array.readShard({ ...sink, get: (_, signal) => sink.get(key, signal) }, 0, 0, out);
+      return out;
+    };
+    const [a, b] = [await read('whole'), await read('vouched')];
+    for (let k = 0; k < g.chunksY * g.chunksX; k++) {
+      const chunk = (v: TypedArray) => [...v.subarray(k * g.chunkLength, (k + 1) * g.chunkLength)];
+      expect(chunk(b)).toEqual(k === 1 || k === 5 ? new Array(g.chunkLength).fill(9) : chunk(a));
+    }
+    expect(vouched.byteLength).toBeLessThan(whole.byteLength);
+    expect(
+      encodeShardSync(
+        g,
+        data,
+        extent,
+        1,
+        Array.from({ length: g.chunksY * g.chunksX }, (_, k) => k),
+      ),
+    ).toBe(undefined);
+  });
+
   it('compresses at the fast levels with the 128 KiB window zstd picks for small inputs', async () => {
     const g = { ...new ShardedArray('w', spec('uint16')).geometry, chunkHeight: 512, chunkWidth: 512 };
     const chunk = { ...g, chunksY: 1, chunksX: 1, chunkLength: 512 * 512 };
