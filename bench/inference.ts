@@ -10,6 +10,7 @@ import {
   type ModelSession,
   openModelSession,
   type PatchGrid,
+  type PredictMarkersResult,
   predictMarkers,
   TilePlan,
 } from '../compute/prediction';
@@ -19,7 +20,7 @@ import { buildHePyramid, openHePyramid, readPyramidLevel } from '../compute/pyra
 import { openTiffSlide } from '../compute/slide';
 import { fileSource } from '../compute/source';
 import { detectTissue, tissuePatchGrid } from '../compute/tissue';
-import { folderSink } from '../compute/zarr';
+import { folderSink, type KeyValueSink } from '../compute/zarr';
 import { modelSpec } from '../models/registry';
 import { cpuSeconds } from './cpu';
 import { writeSyntheticSvs } from './synthetic-svs';
@@ -32,13 +33,19 @@ import { writeSyntheticSvs } from './synthetic-svs';
  * from CMU-1-Small-Region (bench/synthetic-svs.ts), its H&E pyramid and tissue grid made as
  * ingest makes them, in a separate process first.
  *
- *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14 --writers N]
+ *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14 --writers N
+ *                                --rounds 3]
  *
  * `--writers` is the number of plane-writer threads (default: predictMarkers' own, min(4, cores
  * - 2), at least 1). The CPU per tile it prints is of every thread of the process.
  *
  * The bare figure cycles through the first `--bare-tiles` real tiles of the slide: the baseline
  * model's cost does not depend on pixel values, and holding every tile's input would not fit.
+ *
+ * A virtual machine's speed drifts by more than the margins measured here, within a run too:
+ * bare runs and whole-path runs alternate (`--rounds` of the whole path, each between two bare
+ * runs), each whole path is taken against the mean of the bare runs on either side of it, and
+ * the ratio printed is the median of the rounds.
  */
 const run = promisify(execFile);
 const { values } = parseArgs({
@@ -49,6 +56,7 @@ const { values } = parseArgs({
     markers: { type: 'string', default: '14' },
     writers: { type: 'string' },
     'bare-tiles': { type: 'string', default: '64' },
+    rounds: { type: 'string', default: '3' },
     // Leave the slide, pyramid and store in the scratch folder (profiling the measured phase).
     keep: { type: 'boolean', default: false },
     // Internal: the measured phase, in a child process of its own.
@@ -178,7 +186,6 @@ async function measure(dir: string): Promise<void> {
   const he = await openHePyramid(folderSink(path.join(dir, 'he')));
   const storeRoot = path.join(dir, 'prediction');
   await rm(storeRoot, { recursive: true, force: true });
-  const sink = folderSink(storeRoot);
   // Warm the session outside the timed part, as a long-lived worker has it warm.
   const plan = new TilePlan({
     grid: patchGrid,
@@ -198,41 +205,51 @@ async function measure(dir: string): Promise<void> {
       return session.run(input, count, output);
     },
   };
-  // Bare runs before and after the whole path, on as many tiles as it has positions: the
-  // machine's speed drifts between runs (a virtual machine's more so), and the ratio is taken
-  // against the mean of the two.
+  // Bare runs on as many tiles as the slide has positions, before and after each whole path.
   const positions = patchGrid.selected.reduce((n, v) => n + v, 0);
-  const bareBefore = await bare(session, inputs, positions, batch);
-  const started = performance.now();
-  const cpuStarted = cpuSeconds();
-  const result = await predictMarkers({
-    he,
-    heMpp,
-    grid: patchGrid,
-    model: counting,
-    markers,
-    sink,
-    batchSize: batch,
-    writers: values.writers === undefined ? undefined : Number(values.writers),
-  });
-  const pipelineSeconds = (performance.now() - started) / 1000;
-  const pipelineCpuSeconds = cpuSeconds() - cpuStarted;
-  const pipelinePeak = peakMiB();
+  const bares = [await bare(session, inputs, positions, batch)];
+  const paths: Timed[] = [];
+  let result: PredictMarkersResult | undefined;
+  let sink: KeyValueSink | undefined;
+  let pipelinePeak = 0;
+  for (let round = 0; round < Number(values.rounds); round++) {
+    // A store of its own each round: deleting the last one would slow creating the next one's
+    // files (see `main`).
+    sink = folderSink(path.join(storeRoot, String(round)));
+    inferred = 0;
+    // Opened afresh, as each job opens it: nothing of the last round's H&E is kept.
+    const slide = await openHePyramid(folderSink(path.join(dir, 'he')));
+    const started = performance.now();
+    const cpuStarted = cpuSeconds();
+    result = await predictMarkers({
+      he: slide,
+      heMpp,
+      grid: patchGrid,
+      model: counting,
+      markers,
+      sink,
+      batchSize: batch,
+      writers: values.writers === undefined ? undefined : Number(values.writers),
+    });
+    paths.push({ seconds: (performance.now() - started) / 1000, cpuSeconds: cpuSeconds() - cpuStarted });
+    pipelinePeak = peakMiB();
+    bares.push(await bare(session, inputs, positions, batch));
+  }
+  if (!result || !sink) throw new Error('--rounds must be at least 1');
   const finishStarted = performance.now();
   await finishPredictionStore({ sink, layout: result.layout, statistics: result.statistics });
   const finishSeconds = (performance.now() - finishStarted) / 1000;
-  const bareAfter = await bare(session, inputs, positions, batch);
   console.log(
     JSON.stringify({
       tiles: result.tiles,
       inferred,
       failed: result.failedTiles,
       heLevel: result.layout.heLevel,
-      pipelineSeconds,
-      pipelineCpuSeconds,
+      pipelineSeconds: paths.map((p) => p.seconds),
+      pipelineCpuSeconds: paths.map((p) => p.cpuSeconds),
       finishSeconds,
-      bareSeconds: [bareBefore.seconds, bareAfter.seconds],
-      bareCpuSeconds: (bareBefore.cpuSeconds + bareAfter.cpuSeconds) / 2,
+      bareSeconds: bares.map((b) => b.seconds),
+      bareCpuSeconds: bares.reduce((n, b) => n + b.cpuSeconds, 0) / bares.length,
       pipelinePeakMiB: pipelinePeak,
       peakMiB: peakMiB(),
     }),
@@ -260,15 +277,37 @@ async function benchSize(side: number): Promise<void> {
     values.markers,
     '--bare-tiles',
     values['bare-tiles'],
+    '--rounds',
+    values.rounds,
     ...(values.writers === undefined ? [] : ['--writers', values.writers]),
   ];
   const { stdout } = await run(process.execPath, args, { maxBuffer: 16 << 20 });
-  const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, number> & {
-    bareSeconds: number[];
-  };
-  const pipelineRate = r.tiles! / r.pipelineSeconds!;
-  const bareRates = r.bareSeconds.map((s) => r.tiles! / s);
-  const bareRate = (bareRates[0]! + bareRates[1]!) / 2;
+  report(side, JSON.parse(stdout.trim().split('\n').at(-1)!) as Measured);
+}
+
+/** What the measured phase prints (`measure`). */
+interface Measured {
+  tiles: number;
+  inferred: number;
+  failed: number;
+  heLevel: number;
+  /** Per round. */
+  pipelineSeconds: number[];
+  pipelineCpuSeconds: number[];
+  finishSeconds: number;
+  /** Before the first round and after each. */
+  bareSeconds: number[];
+  bareCpuSeconds: number;
+  pipelinePeakMiB: number;
+  peakMiB: number;
+}
+
+function report(side: number, r: Measured): void {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const fixed = (xs: number[], digits: number) => xs.map((x) => x.toFixed(digits)).join(', ');
+  // Each round against the mean of the bare runs on either side of it.
+  const bareAround = r.pipelineSeconds.map((_, k) => (r.bareSeconds[k]! + r.bareSeconds[k + 1]!) / 2);
+  const ratios = r.pipelineSeconds.map((seconds, k) => bareAround[k]! / seconds);
   console.log(
     `\n${side} x ${side} synthetic SVS, H&E level ${r.heLevel}, ${values.markers} markers, batch ${values.batch}, ${values.threads} intra-op thread(s), ${values.writers ?? 'default'} writer(s), ${availableParallelism()} cores`,
   );
@@ -276,24 +315,26 @@ async function benchSize(side: number): Promise<void> {
     `  positions          ${r.tiles} (${r.inferred} inferences: band edges are inferred twice; ${r.failed} failed)`,
   );
   console.log(
-    `  whole path         ${r.pipelineSeconds!.toFixed(2)} s, ${pipelineRate.toFixed(1)} tiles/s (read H&E, infer, write level 0)`,
+    `  whole path         ${fixed(r.pipelineSeconds, 2)} s, median ${(r.tiles / median(r.pipelineSeconds)).toFixed(1)} tiles/s (read H&E, infer, write level 0)`,
   );
   console.log(
-    `  bare session.run   ${bareRates[0]!.toFixed(1)} tiles/s before, ${bareRates[1]!.toFixed(1)} after, mean ${bareRate.toFixed(1)}`,
+    `  bare session.run   ${fixed(r.bareSeconds, 2)} s, median ${(r.tiles / median(r.bareSeconds)).toFixed(1)} tiles/s (before and after each round)`,
   );
-  console.log(`  ratio              ${(pipelineRate / bareRate).toFixed(2)} (target >= 0.85)`);
-  // Where cores are few, the ratio is bounded by the CPU the path needs beside the inference.
-  const perTile = (cpu: number) => ((cpu * 1000) / r.tiles!).toFixed(1);
   console.log(
-    `  CPU per tile       ${perTile(r.pipelineCpuSeconds!)} ms whole path, ${perTile(r.bareCpuSeconds!)} ms bare (all threads)`,
+    `  ratio              ${median(ratios).toFixed(2)}, median of ${fixed(ratios, 2)} (target >= 0.85)`,
   );
-  // However well the work overlaps, the path needs its CPU: at most `cores` seconds of it a second.
-  const bareSeconds = (r.bareSeconds[0]! + r.bareSeconds[1]!) / 2;
-  const bound = (availableParallelism() * bareSeconds) / r.pipelineCpuSeconds!;
+  // Where cores are few, the ratio is bounded by the CPU the path needs beside the inference:
+  // however well the work overlaps, at most `cores` seconds of it a second.
+  const perTile = (cpu: number) => ((cpu * 1000) / r.tiles).toFixed(1);
+  const pathCpu = median(r.pipelineCpuSeconds);
+  console.log(
+    `  CPU per tile       ${perTile(pathCpu)} ms whole path, ${perTile(r.bareCpuSeconds)} ms bare (all threads)`,
+  );
+  const bound = (availableParallelism() * median(bareAround)) / pathCpu;
   console.log(`  ratio bound        ${Math.min(1, bound).toFixed(2)} (cores x bare time / whole-path CPU)`);
-  console.log(`  pyramid + metadata ${r.finishSeconds!.toFixed(2)} s (postprocessing)`);
+  console.log(`  pyramid + metadata ${r.finishSeconds.toFixed(2)} s (postprocessing)`);
   console.log(
-    `  peak RSS           ${r.pipelinePeakMiB} MiB after the first bare run and the whole path, ${r.peakMiB} MiB at the end`,
+    `  peak RSS           ${r.pipelinePeakMiB} MiB after the bare runs and the whole paths, ${r.peakMiB} MiB at the end`,
   );
 }
 
