@@ -16,6 +16,7 @@ import {
 } from '../compute/prediction';
 import { inputSamples, inputWindow } from '../compute/prediction/kernels';
 import { InputKernel, PlaneMemory } from '../compute/prediction/plane-kernel';
+import { HISTOGRAM_BINS } from '../compute/prediction/store';
 import { buildHePyramid, openHePyramid, readPyramidLevel } from '../compute/pyramid';
 import { openTiffSlide } from '../compute/slide';
 import { fileSource } from '../compute/source';
@@ -113,7 +114,7 @@ async function realTiles(he: SlideImage, plan: TilePlan, count: number): Promise
   for (let p = 0; p < plan.positionCount && positions.length < count; p++)
     if (plan.grid.selected[p] === 1) positions.push(p);
   // Filled as the predictor fills them, in a memory of the WebAssembly kernel's.
-  const memory = new PlaneMemory(spec.tileSize, 256);
+  const memory = new PlaneMemory(spec.tileSize, HISTOGRAM_BINS);
   const kernel = new InputKernel(memory, spec.tileSize + 2 * spec.halo);
   const out = memory.planeBuffer(positions.length * length);
   for (const [k, p] of positions.entries()) {
@@ -237,7 +238,7 @@ async function measure(dir: string): Promise<void> {
     if (round === 0) pipelinePeak = peakMiB();
     bares.push(await bare(session, inputs, positions, batch));
   }
-  if (!result || !sink) throw new Error('--rounds must be at least 1');
+  if (!result || !sink) throw new Error('no round ran');
   const finishStarted = performance.now();
   await finishPredictionStore({ sink, layout: result.layout, statistics: result.statistics });
   const finishSeconds = (performance.now() - finishStarted) / 1000;
@@ -306,7 +307,11 @@ interface Measured {
 }
 
 function report(side: number, r: Measured): void {
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    return Number.isInteger(mid) ? (sorted[mid - 1]! + sorted[mid]!) / 2 : sorted[Math.floor(mid)]!;
+  };
   const fixed = (xs: number[], digits: number) => xs.map((x) => x.toFixed(digits)).join(', ');
   // Each round against the mean of the bare runs on either side of it.
   const bareAround = r.pipelineSeconds.map((_, k) => (r.bareSeconds[k]! + r.bareSeconds[k + 1]!) / 2);
@@ -342,6 +347,9 @@ function report(side: number, r: Measured): void {
 }
 
 async function main(): Promise<void> {
+  const rounds = Number(values.rounds);
+  if (!Number.isSafeInteger(rounds) || rounds < 1)
+    throw new RangeError(`--rounds ${values.rounds}: 1 or more`);
   if (values.measure) return measure(values.measure);
   for (const side of values.sizes.split(',').map(Number)) await benchSize(side);
   // Once, at the end: where ext4 runs without a journal (this project's VM), creating a file

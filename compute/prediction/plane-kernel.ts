@@ -70,6 +70,11 @@ function scratchLayout(tile: number, bins: number, writer: number) {
 
 const align = (n: number) => Math.ceil(n / 16) * 16;
 
+/** Where a memory's buffers start: past the scratch of each of `writers` writers. */
+function buffersStartOf(tile: number, bins: number, writers: number): number {
+  return scratchLayout(tile, bins, writers - 1).end;
+}
+
 /** Bytes of `AxisSamples` tables for both axes, `side` samples each (i32 pixels, f32 weights). */
 function sampleTables(side: number) {
   const bytes = side * 4;
@@ -128,7 +133,7 @@ export class PlaneMemory {
       throw new RangeError(`${bins} histogram bins: a power of two up to 65536 expected`);
     }
     if (!Number.isSafeInteger(writers) || writers < 1) throw new RangeError(`${writers} writers`);
-    this.buffersStart = scratchLayout(tile, bins, writers - 1).end;
+    this.buffersStart = buffersStartOf(tile, bins, writers);
     this.memory = new WebAssembly.Memory({
       initial: Math.ceil(this.buffersStart / PAGE),
       maximum: MAX_PAGES,
@@ -207,7 +212,7 @@ export class PlaneKernel {
       geometry.chunkLength,
     );
     this.layout = scratchLayout(memory.tile, memory.bins, writer);
-    this.buffersStart = scratchLayout(memory.tile, memory.bins, memory.writers - 1).end;
+    this.buffersStart = buffersStartOf(memory.tile, memory.bins, memory.writers);
   }
 
   /**
