@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// `npm start`, `npm test` and the benchmarks begin here, on whatever Node runs npm. With no
-// dependencies of its own, it provides what the project needs on a fresh machine (Node 22,
-// the npm dependencies, a build, the Temporal CLI and, for tests, MinIO and a Python virtual
-// environment of reference checkers), each cached outside the checkout, then hands over to
-// dist/cli/dev.js under Node 22.
+// `npm start`, `npm test`, `npm run lint` and the benchmarks begin here, on whatever Node runs npm. With no dependencies of its
+// own, it provides what the project needs on a fresh machine (Node 22, the npm dependencies, a
+// build, the Temporal CLI and, for tests, MinIO and a Python virtual environment of reference
+// checkers), each cached outside the checkout, then hands over under Node 22: to
+// dist/cli/dev.js (start, test, bench) or to the checks (lint).
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
 const crypto = require('node:crypto');
@@ -162,6 +162,19 @@ function handOver(node, args, env) {
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 }
 
+/** Biome's lint and format check, then the import fences of DESIGN.md (.dependency-cruiser.cjs). */
+function lint() {
+  log('lint and format check (biome)');
+  run(process.execPath, [path.join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '.']);
+  log('import fences (dependency-cruiser)');
+  run(process.execPath, [
+    path.join(ROOT, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruiser.mjs'),
+    '--config',
+    '.dependency-cruiser.cjs',
+    '.',
+  ]);
+}
+
 function main() {
   const [mode, ...rest] = process.argv.slice(2);
   const node = ensureNode();
@@ -171,6 +184,7 @@ function main() {
     return handOver(node, [__filename, mode, ...rest], env);
   }
   ensureDependencies();
+  if (mode === 'lint') return lint();
   build();
   const env = { ...process.env };
   const temporal = ensureTemporalCli();
@@ -186,8 +200,7 @@ function main() {
     }
     env.MINIO_BIN = ensureMinio();
     env.SPS_TEST_PYTHON = ensurePythonVenv();
-    log('lint and format check (biome)');
-    run(process.execPath, [path.join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '.']);
+    lint();
     log('type check');
     run(process.execPath, [
       path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
@@ -198,7 +211,7 @@ function main() {
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }
   if (mode === 'bench') return handOver(process.execPath, [dev, 'bench', ...rest], env);
-  throw new Error('usage: bootstrap.js start | test [jest args] | bench [--services] FILE');
+  throw new Error('usage: bootstrap.js start | test [jest args] | bench [--services] FILE | lint');
 }
 
 try {
