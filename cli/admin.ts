@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { createSql } from '../db';
 import { ADMIN_USAGE, runAdminCommand, UsageError } from './admin-commands';
 import { ConfigError, loadConfig } from './config';
+import { withDevStack } from './dev-stack';
 import { runMain } from './main';
 import { RerunError } from './rerun';
 import { connectClient } from './runtime';
@@ -12,8 +13,7 @@ runMain(async () => {
     process.stdout.write(`${ADMIN_USAGE}\n`);
     return;
   }
-  const config = loadConfig();
-  if (!config.database.url) throw new ConfigError('Invalid configuration:\n  DATABASE_URL: required');
+  const config = await withDevStack(loadConfig());
   const sql = createSql(config.database.url, { max: 1 });
   let client: Client | undefined;
   // Only the re-runs talk to Temporal; the other commands work without it.

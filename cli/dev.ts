@@ -7,6 +7,7 @@ import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createOrganizationWithOwner } from './admin-commands';
 import { type Config, ConfigError, loadConfig } from './config';
+import { recordDevStack } from './dev-stack';
 import { type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
 import { runMain, untilSignal } from './main';
 import { freePort } from './ports';
@@ -117,6 +118,12 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
   const api = await startApi({ config, sql, store, client, signingSecret, logger });
   services.push({ stop: () => api.close() });
   const apiKey = await demoApiKey(config, sql);
+  services.push(
+    await recordDevStack(config.dataDir, {
+      databaseUrl: config.database.url!,
+      temporalAddress: config.temporal.address!,
+    }),
+  );
 
   process.stdout.write(
     [
@@ -126,6 +133,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
       `  Temporal UI:  ${temporalUi}`,
       `  Demo API key: ${apiKey}`,
       `  Try:          curl -H "Authorization: Bearer ${apiKey}" ${api.url}/api/v1/uploads`,
+      '  Admin:        npm run admin -- --help   (in another terminal; it finds this database)',
       '  Ctrl-C stops everything; the next start reuses the data in',
       `                ${config.dataDir}`,
       '',

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// `npm start`, `npm test`, `npm run lint` and the benchmarks begin here, on whatever Node runs npm. With no dependencies of its
+// Every `npm run` script begins here, on whatever Node runs npm. With no dependencies of its
 // own, it provides what the project needs on a fresh machine (Node 22, the npm dependencies, a
 // build, the Temporal CLI and, for tests, MinIO and a Python virtual environment of reference
 // checkers), each cached outside the checkout, then hands over under Node 22: to
-// dist/cli/dev.js (start, test, bench) or to the checks (lint).
+// dist/cli/dev.js (start, test, bench), to the checks (lint), or to any command (exec).
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
 const crypto = require('node:crypto');
@@ -158,6 +158,10 @@ function ensurePythonVenv() {
 
 function handOver(node, args, env) {
   const child = spawn(node, args, { stdio: 'inherit', cwd: ROOT, env });
+  child.once('error', (err) => {
+    log(`cannot run ${node}: ${err.message}`);
+    process.exit(1);
+  });
   for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 }
@@ -182,6 +186,13 @@ function main() {
     // Re-run this script under Node 22, with it first on PATH for npm and child processes.
     const env = { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}` };
     return handOver(node, [__filename, mode, ...rest], env);
+  }
+  if (mode === 'exec' && rest.length > 0) {
+    // A command of package.json (`node dist/cli/admin.js`, `tsc`, ...) as it is, under this
+    // Node 22 (first on PATH) and with the project's tools on PATH; nothing installed or built.
+    const bin = path.join(ROOT, 'node_modules', '.bin');
+    const PATH = [path.dirname(process.execPath), bin, process.env.PATH].join(path.delimiter);
+    return handOver(rest[0], rest.slice(1), { ...process.env, PATH });
   }
   ensureDependencies();
   if (mode === 'lint') return lint();
@@ -211,7 +222,9 @@ function main() {
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }
   if (mode === 'bench') return handOver(process.execPath, [dev, 'bench', ...rest], env);
-  throw new Error('usage: bootstrap.js start | test [jest args] | bench [--services] FILE | lint');
+  throw new Error(
+    'usage: bootstrap.js start | test [jest args] | bench [--services] FILE | lint | exec COMMAND [ARGS]',
+  );
 }
 
 try {

@@ -1,8 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { freePort } from '../../cli/ports';
+import { createSql } from '../../db';
 import { testEnv } from '../support/env';
 
 /**
@@ -36,6 +38,28 @@ function start(env: Record<string, string>): Promise<Started> {
   });
 }
 
+const nodeMajor = (node: string) =>
+  Number(/^v(\d+)/.exec(spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout)?.[1]);
+
+/** A Node older than 22 on this machine (the system's), which a user's `npm` may well run on. */
+const olderNode = ['/usr/bin/node', '/usr/local/bin/node'].find(
+  (node) => existsSync(node) && nodeMajor(node) < 22,
+);
+
+/**
+ * `npm run admin -- ARGS` from another terminal: no DATABASE_URL or TEMPORAL_ADDRESS, and the
+ * older Node first on PATH when there is one.
+ */
+function admin(env: Record<string, string>, args: string[]) {
+  const { DATABASE_URL: _database, TEMPORAL_ADDRESS: _temporal, ...inherited } = process.env;
+  const PATH = olderNode ? `${path.dirname(olderNode)}${path.delimiter}${inherited.PATH}` : inherited.PATH;
+  return spawnSync('npm', ['run', '--silent', 'admin', '--', ...args], {
+    cwd: path.join(__dirname, '..', '..'),
+    env: { ...inherited, ...env, PATH },
+    encoding: 'utf8',
+  });
+}
+
 function stop(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => {
     child.removeAllListeners('exit');
@@ -66,7 +90,27 @@ test('npm start runs everything, prints the API, the UI and a key; Ctrl-C stops 
     body: JSON.stringify({ filename: 'kept.svs', fileSize: 1000, contentType: 'image/tiff' }),
   });
   expect(created.status).toBe(201);
+
+  // The admin commands find this stack's database by themselves, on Node 22 whatever runs npm.
+  if (olderNode) expect(nodeMajor(olderNode)).toBeLessThan(22);
+  const made = admin(env, ['org', 'create', '--name', 'Made beside npm start']);
+  expect({ status: made.status, stderr: made.stderr }).toEqual({ status: 0, stderr: expect.any(String) });
+  const { organizationId } = JSON.parse(made.stdout) as { organizationId: string };
+  const sql = createSql(`postgres://postgres:postgres@127.0.0.1:${env.SPS_DEV_POSTGRES_PORT}/sps`, {
+    max: 1,
+  });
+  try {
+    const rows = await sql`SELECT name FROM organizations WHERE id = ${organizationId}`;
+    expect(rows).toEqual([{ name: 'Made beside npm start' }]);
+  } finally {
+    await sql.end();
+  }
   expect(await stop(first.child)).toBe(0);
+
+  // With no stack running, admin says what is missing instead of failing to connect.
+  const alone = admin(env, ['org', 'create', '--name', 'Nowhere']);
+  expect(alone.status).not.toBe(0);
+  expect(alone.stderr).toContain(`DATABASE_URL: required; no \`npm start\` runs from ${dataDir}`);
 
   const second = await start(env);
   try {
