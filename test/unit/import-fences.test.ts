@@ -29,7 +29,10 @@ const importsType = (specifier: string) =>
 const plants: Plant[] = [
   { file: 'storage/zz-fence-cycle-a.ts', source: imports('./zz-fence-cycle-b'), rule: 'no-cycles' },
   { file: 'storage/zz-fence-cycle-b.ts', source: imports('./zz-fence-cycle-a'), rule: 'no-cycles' },
+  { file: 'storage/zz-fence-type-cycle-a.ts', source: imports('./zz-fence-type-cycle-b') },
+  { file: 'storage/zz-fence-type-cycle-b.ts', source: importsType('./zz-fence-type-cycle-a') },
   { file: 'compute/zz-fence-missing.ts', source: imports('./no-such-module'), rule: 'no-unresolvable' },
+  { file: 'test/zz-fence-built.ts', source: imports('../dist/sdk/not-built-yet.js') },
 
   { file: 'schemas/zz-fence-db.ts', source: imports('../db'), rule: 'schemas-imports-only-itself' },
   { file: 'schemas/zz-fence-node.ts', source: imports('node:path'), rule: 'schemas-no-node' },
@@ -200,7 +203,11 @@ async function copyOfTree(): Promise<string> {
   const skipped = new Set(['node_modules', 'dist', '.data', '.git', 'coverage']);
   await cp(root, copy, {
     recursive: true,
-    filter: (source) => !skipped.has(path.relative(root, source).split(path.sep)[0]!),
+    filter: (source) =>
+      !path
+        .relative(root, source)
+        .split(path.sep)
+        .some((part) => skipped.has(part)),
   });
   await symlink(path.join(root, 'node_modules'), path.join(copy, 'node_modules'), 'dir');
   return copy;
