@@ -187,7 +187,8 @@ function main() {
     const env = { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}` };
     return handOver(node, [__filename, mode, ...rest], env);
   }
-  if (mode === 'exec' && rest.length > 0) {
+  if (mode === 'exec') {
+    if (rest.length === 0) throw new Error('usage: bootstrap.js exec COMMAND [ARGS]');
     // A command of package.json (`node dist/cli/admin.js`, `tsc`, ...) as it is, under this
     // Node 22 (first on PATH) and with the project's tools on PATH; nothing installed or built.
     const bin = path.join(ROOT, 'node_modules', '.bin');
