@@ -3,6 +3,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { PassThrough, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import sharp from 'sharp';
@@ -14,7 +15,8 @@ import { buildHePyramid as buildPyramidOf, type PyramidResume, readPyramidLevel 
 import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
 import { detectSlideFormat, type SlideFormat } from '../compute/slide/format';
 import { normalizeWithVips } from '../compute/slide/normalize';
-import { type FileSource, fileSource } from '../compute/source';
+import { type ByteSource, type FileSource, fileSource, storeSource } from '../compute/source';
+import { type KeyValueStore, prefixedStore } from '../compute/store';
 import { detectTissue, encodeMaskPng } from '../compute/tissue';
 import { writeMaskArray } from '../compute/zarr';
 import type { Sql } from '../db';
@@ -36,7 +38,6 @@ import { failureTypes } from '../schemas/temporal';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 import { storedPatchGrid } from './patch-grid';
-import { storePrefix, storeSink, storeSource } from './store-adapters';
 
 /** Tissue is found at about this scale (DESIGN: 8 to 16 µm per pixel). */
 const TISSUE_MICRONS_PER_PIXEL = 10;
@@ -70,6 +71,13 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     return sample;
   }
 
+  /** The stored object `key` as a slide reader reads it. */
+  async function sourceOf(key: string): Promise<ByteSource> {
+    const info = await store.stat(key);
+    if (!info) throw new Error(`stored object ${key} is missing`);
+    return storeSource(store, key, info.sizeBytes);
+  }
+
   /**
    * Writes the de-identified copy (labels, macros, identifying tags and metadata dropped; tiles
    * copied byte for byte), makes it the sample's stored file, moves the sample to
@@ -81,9 +89,9 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     const deidKey = objectKeys.deidentified(sample.organizationId, sample.id, sample.filename);
     if (sample.status === 'deid_running') {
       await rejectingBadSlides(async () => {
-        const source = await storeSource(store, sample.storageKey);
+        const source = await sourceOf(sample.storageKey);
         const format = await detectSlideFormat(source);
-        const { sink, stored } = storeSink(store, deidKey, contentTypeOf(format));
+        const { sink, stored } = objectWriter(store, deidKey, contentTypeOf(format));
         // New DICOM UIDs are derived from the sample, so a retried de-id writes the same bytes.
         const uidKey = createHash('sha256').update(`dicom-uids/${sample.id}`).digest();
         const writing =
@@ -102,18 +110,21 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   /** Level sizes, vendor and calibration of the de-identified copy. */
   async function probeSlide(input: { sampleId: string }): Promise<SlideProbeRow> {
     const sample = await sampleOrFail(input.sampleId);
-    const probe = await rejectingBadSlides(async () => {
-      const source = await storeSource(store, sample.storageKey);
-      const format = await detectSlideFormat(source);
-      if (format === 'dicom') return probeRow(format, (await openDicomSlide(source)).probe);
-      const probe = await probeTiffSlide(source);
-      // Opening as an image applies the readers' size limits now, not halfway through the
-      // pyramid; NDPI is opened after normalisation (see withSlideImage).
-      if (probe.vendor !== 'hamamatsu') await openTiffSlide(source);
-      return probeRow(format, probe);
-    });
+    const probe = await rejectingBadSlides(() => probeStored(sample.storageKey));
     await recordSlideProbe(sql, { sampleId: sample.id, probe });
     return probe;
+  }
+
+  /** The probe of the slide stored at `key`. */
+  async function probeStored(key: string): Promise<SlideProbeRow> {
+    const source = await sourceOf(key);
+    const format = await detectSlideFormat(source);
+    if (format === 'dicom') return probeRow(format, (await openDicomSlide(source)).probe);
+    const probe = await probeTiffSlide(source);
+    // Opening as an image applies the readers' size limits now, not halfway through the
+    // pyramid; NDPI is opened after normalisation (see withSlideImage).
+    if (probe.vendor !== 'hamamatsu') await openTiffSlide(source);
+    return probeRow(format, probe);
   }
 
   /**
@@ -129,11 +140,11 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     const resume = Context.current().info.heartbeatDetails as PyramidResume | undefined;
     const levels = await rejectingBadSlides(() =>
       withSlideImage(sample, slide.vendor, (image) =>
-        buildPyramid(image, { sink: storePrefix(store, hePrefix), mpp: effectiveMpp(sample), resume }),
+        buildPyramid(image, { sink: prefixedStore(store, hePrefix), mpp: effectiveMpp(sample), resume }),
       ),
     );
     const thumbnailKey = objectKeys.thumbnail(sample.organizationId, sample.id);
-    await store.put(thumbnailKey, await thumbnailOf(storePrefix(store, hePrefix), levels.length - 1), {
+    await store.put(thumbnailKey, await thumbnailOf(prefixedStore(store, hePrefix), levels.length - 1), {
       contentType: 'image/jpeg',
     });
     await recordHePyramid(sql, { sampleId: sample.id, hePrefix, levels, thumbnailKey });
@@ -142,7 +153,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
 
   async function buildPyramid(
     image: SlideImage,
-    options: { sink: ReturnType<typeof storePrefix>; mpp: number | null; resume: PyramidResume | undefined },
+    options: { sink: KeyValueStore; mpp: number | null; resume: PyramidResume | undefined },
   ) {
     const result = await buildPyramidOf({
       image,
@@ -166,7 +177,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     work: (image: SlideImage) => Promise<T>,
   ): Promise<T> {
     if (vendor !== 'hamamatsu') {
-      const source = await storeSource(store, sample.storageKey);
+      const source = await sourceOf(sample.storageKey);
       const format = await detectSlideFormat(source);
       return work(format === 'tiff' ? await openTiffSlide(source) : await openDicomSlide(source));
     }
@@ -200,14 +211,14 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     if (!slide?.hePrefix || !slide.heLevels) {
       throw ApplicationFailure.nonRetryable(`sample ${sample.id} has no H&E pyramid yet`, 'conflict');
     }
-    const he = storePrefix(store, slide.hePrefix);
+    const he = prefixedStore(store, slide.hePrefix);
     const level = tissueLevel(slide.heLevels, effectiveMpp(sample));
     const pixels = await readPyramidLevel(he, level);
     const tissue = detectTissue(pixels);
     const base = slide.heLevels[0]!;
     const tissueKeys = objectKeys.tissue(sample.organizationId, sample.id);
     await store.put(`${tissueKeys}mask.png`, await encodeMaskPng(tissue), { contentType: 'image/png' });
-    await writeMaskArray(storePrefix(store, `${tissueKeys}mask.zarr/`), tissue);
+    await writeMaskArray(prefixedStore(store, `${tissueKeys}mask.zarr/`), tissue);
     const mask = {
       pngKey: `${tissueKeys}mask.png`,
       zarrPrefix: `${tissueKeys}mask.zarr/`,
@@ -299,12 +310,30 @@ function tissueLevel(levels: readonly SlideLevelRow[], mpp: number | null): numb
 }
 
 /** A JPEG of the whole slide, at most 512 px a side, from the smallest pyramid level. */
-async function thumbnailOf(he: ReturnType<typeof storePrefix>, level: number): Promise<Uint8Array> {
+async function thumbnailOf(he: KeyValueStore, level: number): Promise<Uint8Array> {
   const { data, width, height } = await readPyramidLevel(he, level);
   return sharp(data, { raw: { width, height, channels: 3 } })
     .resize(THUMBNAIL_MAX_SIDE_PX, THUMBNAIL_MAX_SIDE_PX, { fit: 'inside', withoutEnlargement: true })
     .jpeg({ quality: 85 })
     .toBuffer();
+}
+
+/**
+ * A writable that streams into `key`; `stored` settles when the object is whole (or the write
+ * failed). Destroying the writable with an error aborts the object.
+ */
+function objectWriter(
+  store: ObjectStore,
+  key: string,
+  contentType: string,
+): { sink: Writable; stored: Promise<unknown> } {
+  const sink = new PassThrough({ highWaterMark: 4 << 20 });
+  // A writer that fails destroys the sink with its error and reports it itself; unheard, the
+  // 'error' event would take the whole worker down.
+  sink.on('error', () => {});
+  const stored = store.write(key, sink, { contentType });
+  stored.catch(() => {});
+  return { sink, stored };
 }
 
 function effectiveMpp(sample: IngestSample): number | null {
