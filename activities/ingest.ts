@@ -9,7 +9,6 @@ import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import sharp from 'sharp';
 import { deidentifyTiff } from '../compute/deid';
 import { deidentifyDicom, openDicomSlide } from '../compute/dicom';
-import { isComputeError } from '../compute/errors';
 import type { SlideImage } from '../compute/image';
 import { buildHePyramid as buildPyramidOf, type PyramidResume, readPyramidLevel } from '../compute/pyramid';
 import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
@@ -34,7 +33,6 @@ import {
   type SlideLevelRow,
   type SlideProbeRow,
 } from '../db/sample-slides';
-import { failureTypes } from '../schemas/temporal';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 import { storedPatchGrid } from './patch-grid';
@@ -44,23 +42,6 @@ const TISSUE_MICRONS_PER_PIXEL = 10;
 /** Without a scale, tissue is found on the largest pyramid level no bigger than this a side. */
 const TISSUE_MAX_SIDE_PX = 2048;
 const THUMBNAIL_MAX_SIDE_PX = 512;
-
-/** A fault of the file becomes a non-retryable failure whose message the uploader reads. */
-async function rejectingBadSlides<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (isComputeError(err)) {
-      throw ApplicationFailure.create({
-        message: err.message,
-        type: failureTypes.slideRejected,
-        nonRetryable: true,
-        details: [err._tag],
-      });
-    }
-    throw err;
-  }
-}
 
 export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   const { sql, store } = deps;
@@ -88,17 +69,15 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     const rawKey = objectKeys.originalUpload(sample.organizationId, sample.id, sample.filename);
     const deidKey = objectKeys.deidentified(sample.organizationId, sample.id, sample.filename);
     if (sample.status === 'deid_running') {
-      await rejectingBadSlides(async () => {
-        const source = await sourceOf(sample.storageKey);
-        const format = await detectSlideFormat(source);
-        const { sink, stored } = objectWriter(store, deidKey, contentTypeOf(format));
-        // New DICOM UIDs are derived from the sample, so a retried de-id writes the same bytes.
-        const uidKey = createHash('sha256').update(`dicom-uids/${sample.id}`).digest();
-        const writing =
-          format === 'tiff' ? deidentifyTiff(source, sink) : deidentifyDicom(source, sink, { uidKey });
-        await writing;
-        await stored;
-      });
+      const source = await sourceOf(sample.storageKey);
+      const format = await detectSlideFormat(source);
+      const { sink, stored } = objectWriter(store, deidKey, contentTypeOf(format));
+      // New DICOM UIDs are derived from the sample, so a retried de-id writes the same bytes.
+      const uidKey = createHash('sha256').update(`dicom-uids/${sample.id}`).digest();
+      const writing =
+        format === 'tiff' ? deidentifyTiff(source, sink) : deidentifyDicom(source, sink, { uidKey });
+      await writing;
+      await stored;
       if (!(await recordDeidentifiedCopy(sql, { sampleId: sample.id, storageKey: deidKey }))) {
         throw ApplicationFailure.nonRetryable(`sample ${sample.id} left deid_running meanwhile`, 'conflict');
       }
@@ -110,7 +89,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   /** Level sizes, vendor and calibration of the de-identified copy. */
   async function probeSlide(input: { sampleId: string }): Promise<SlideProbeRow> {
     const sample = await sampleOrFail(input.sampleId);
-    const probe = await rejectingBadSlides(() => probeStored(sample.storageKey));
+    const probe = await probeStored(sample.storageKey);
     await recordSlideProbe(sql, { sampleId: sample.id, probe });
     return probe;
   }
@@ -138,10 +117,8 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     if (!slide) throw ApplicationFailure.nonRetryable(`sample ${sample.id} has not been probed`, 'conflict');
     const hePrefix = objectKeys.hePyramid(sample.organizationId, sample.id);
     const resume = Context.current().info.heartbeatDetails as PyramidResume | undefined;
-    const levels = await rejectingBadSlides(() =>
-      withSlideImage(sample, slide.vendor, (image) =>
-        buildPyramid(image, { sink: prefixedStore(store, hePrefix), mpp: effectiveMpp(sample), resume }),
-      ),
+    const levels = await withSlideImage(sample, slide.vendor, (image) =>
+      buildPyramid(image, { sink: prefixedStore(store, hePrefix), mpp: effectiveMpp(sample), resume }),
     );
     const thumbnailKey = objectKeys.thumbnail(sample.organizationId, sample.id);
     await store.put(thumbnailKey, await thumbnailOf(prefixedStore(store, hePrefix), levels.length - 1), {
