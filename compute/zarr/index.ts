@@ -1,4 +1,4 @@
-export { folderStore, type KeyValueStore, memoryStore, type RangeQuery } from '../store';
+export { folderStore, type KeyValueStore, memoryStore } from '../store';
 export { openArray, type PlaneRegion, ShardedArray } from './array';
 export { crc32c } from './crc32c';
 export type { DataType, TypedArray } from './dtype';
