@@ -7,7 +7,7 @@ import { isComputeError } from '../compute/errors';
  * it, so it fails the activity for good, typed by its tag, with a message written for the
  * person who gave the input. Anything else is left as it is, for the retry policy to judge.
  */
-export function failureOf(err: unknown): unknown {
+function failureOf(err: unknown): unknown {
   if (!isComputeError(err)) return err;
   return ApplicationFailure.create({ message: err.message, type: err._tag, nonRetryable: true, cause: err });
 }

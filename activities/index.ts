@@ -20,7 +20,7 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
 
 /**
  * Every activity, bound to its dependencies, with compute faults failing for good
- * (`failureOf`); workflows proxy `ReturnType<typeof createActivities>`.
+ * (activities/failures.ts); workflows proxy `ReturnType<typeof createActivities>`.
  */
 export function createActivities(deps: ActivityDeps) {
   return mappingComputeFailures({
