@@ -12,6 +12,7 @@ import {
   writeZarrZip,
 } from '../compute/export';
 import { fileSource } from '../compute/source';
+import { prefixedStore } from '../compute/store';
 import { openTiff } from '../compute/tiff';
 import type { Sql } from '../db';
 import { type ExportRow, findExportById } from '../db/exports';
@@ -20,7 +21,6 @@ import { findSlide } from '../db/sample-slides';
 import { findCompletedLayerById } from '../db/segmentation-runs';
 import type { ObjectStore } from '../storage';
 import { objectKeys, segmentationLayerFiles } from '../storage/locator';
-import { storePrefix } from './store-adapters';
 
 /**
  * The conversion of an export (compute queue): the file is written to a private scratch
@@ -85,9 +85,9 @@ export function createExportBuildActivities(deps: { sql: Sql; store: ObjectStore
     }
     const layer = row.includeSegmentation ? await layerOf(row) : undefined;
     return {
-      prediction: storePrefix(store, job.resultPrefix),
-      he: slide?.hePrefix ? storePrefix(store, slide.hePrefix) : undefined,
-      labels: layer ? storePrefix(store, `${layer}${segmentationLayerFiles.mask}`) : undefined,
+      prediction: prefixedStore(store, job.resultPrefix),
+      he: slide?.hePrefix ? prefixedStore(store, slide.hePrefix) : undefined,
+      labels: layer ? prefixedStore(store, `${layer}${segmentationLayerFiles.mask}`) : undefined,
     };
   }
 

@@ -2,6 +2,7 @@ import type { Sql } from '../db';
 import type { ObjectStore } from '../storage';
 import { createExportBuildActivities } from './export-build';
 import { createExportActivities, type ExportActivityDeps } from './exports';
+import { mappingComputeFailures } from './failures';
 import { createIngestActivities } from './ingest';
 import { createPredictionActivities } from './prediction';
 import { createReconcilerActivities } from './prediction-reconciler';
@@ -17,9 +18,12 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
 }
 
-/** Every activity, bound to its dependencies; workflows proxy `ReturnType<typeof createActivities>`. */
+/**
+ * Every activity, bound to its dependencies, with compute faults failing for good
+ * (activities/failures.ts); workflows proxy `ReturnType<typeof createActivities>`.
+ */
 export function createActivities(deps: ActivityDeps) {
-  return {
+  return mappingComputeFailures({
     ...createUploadActivities(deps),
     ...createIngestActivities(deps),
     ...createPredictionActivities(deps),
@@ -29,7 +33,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createSegmentationStartActivities(deps),
     ...createExportActivities(deps),
     ...createExportBuildActivities(deps),
-  };
+  });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -3,18 +3,19 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { PassThrough, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import sharp from 'sharp';
 import { deidentifyTiff } from '../compute/deid';
 import { deidentifyDicom, openDicomSlide } from '../compute/dicom';
-import { isComputeError } from '../compute/errors';
 import type { SlideImage } from '../compute/image';
 import { buildHePyramid as buildPyramidOf, type PyramidResume, readPyramidLevel } from '../compute/pyramid';
 import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
 import { detectSlideFormat, type SlideFormat } from '../compute/slide/format';
 import { normalizeWithVips } from '../compute/slide/normalize';
-import { type FileSource, fileSource } from '../compute/source';
+import { type ByteSource, type FileSource, fileSource, storeSource } from '../compute/source';
+import { type KeyValueStore, prefixedStore } from '../compute/store';
 import { detectTissue, encodeMaskPng } from '../compute/tissue';
 import { writeMaskArray } from '../compute/zarr';
 import type { Sql } from '../db';
@@ -32,34 +33,15 @@ import {
   type SlideLevelRow,
   type SlideProbeRow,
 } from '../db/sample-slides';
-import { failureTypes } from '../schemas/temporal';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 import { storedPatchGrid } from './patch-grid';
-import { storePrefix, storeSink, storeSource } from './store-adapters';
 
 /** Tissue is found at about this scale (DESIGN: 8 to 16 µm per pixel). */
 const TISSUE_MICRONS_PER_PIXEL = 10;
 /** Without a scale, tissue is found on the largest pyramid level no bigger than this a side. */
 const TISSUE_MAX_SIDE_PX = 2048;
 const THUMBNAIL_MAX_SIDE_PX = 512;
-
-/** A fault of the file becomes a non-retryable failure whose message the uploader reads. */
-async function rejectingBadSlides<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (isComputeError(err)) {
-      throw ApplicationFailure.create({
-        message: err.message,
-        type: failureTypes.slideRejected,
-        nonRetryable: true,
-        details: [err._tag],
-      });
-    }
-    throw err;
-  }
-}
 
 export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   const { sql, store } = deps;
@@ -68,6 +50,13 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     const sample = await findIngestSample(sql, sampleId);
     if (!sample) throw ApplicationFailure.nonRetryable(`sample ${sampleId} not found`, 'not_found');
     return sample;
+  }
+
+  /** The stored object `key` as a slide reader reads it. */
+  async function sourceOf(key: string): Promise<ByteSource> {
+    const info = await store.stat(key);
+    if (!info) throw new Error(`stored object ${key} is missing`);
+    return storeSource(store, key, info.sizeBytes);
   }
 
   /**
@@ -80,17 +69,15 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     const rawKey = objectKeys.originalUpload(sample.organizationId, sample.id, sample.filename);
     const deidKey = objectKeys.deidentified(sample.organizationId, sample.id, sample.filename);
     if (sample.status === 'deid_running') {
-      await rejectingBadSlides(async () => {
-        const source = await storeSource(store, sample.storageKey);
-        const format = await detectSlideFormat(source);
-        const { sink, stored } = storeSink(store, deidKey, contentTypeOf(format));
-        // New DICOM UIDs are derived from the sample, so a retried de-id writes the same bytes.
-        const uidKey = createHash('sha256').update(`dicom-uids/${sample.id}`).digest();
-        const writing =
-          format === 'tiff' ? deidentifyTiff(source, sink) : deidentifyDicom(source, sink, { uidKey });
-        await writing;
-        await stored;
-      });
+      const source = await sourceOf(sample.storageKey);
+      const format = await detectSlideFormat(source);
+      const { sink, stored } = objectWriter(store, deidKey, contentTypeOf(format));
+      // New DICOM UIDs are derived from the sample, so a retried de-id writes the same bytes.
+      const uidKey = createHash('sha256').update(`dicom-uids/${sample.id}`).digest();
+      const writing =
+        format === 'tiff' ? deidentifyTiff(source, sink) : deidentifyDicom(source, sink, { uidKey });
+      await writing;
+      await stored;
       if (!(await recordDeidentifiedCopy(sql, { sampleId: sample.id, storageKey: deidKey }))) {
         throw ApplicationFailure.nonRetryable(`sample ${sample.id} left deid_running meanwhile`, 'conflict');
       }
@@ -102,18 +89,21 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   /** Level sizes, vendor and calibration of the de-identified copy. */
   async function probeSlide(input: { sampleId: string }): Promise<SlideProbeRow> {
     const sample = await sampleOrFail(input.sampleId);
-    const probe = await rejectingBadSlides(async () => {
-      const source = await storeSource(store, sample.storageKey);
-      const format = await detectSlideFormat(source);
-      if (format === 'dicom') return probeRow(format, (await openDicomSlide(source)).probe);
-      const probe = await probeTiffSlide(source);
-      // Opening as an image applies the readers' size limits now, not halfway through the
-      // pyramid; NDPI is opened after normalisation (see withSlideImage).
-      if (probe.vendor !== 'hamamatsu') await openTiffSlide(source);
-      return probeRow(format, probe);
-    });
+    const probe = await probeStored(sample.storageKey);
     await recordSlideProbe(sql, { sampleId: sample.id, probe });
     return probe;
+  }
+
+  /** The probe of the slide stored at `key`. */
+  async function probeStored(key: string): Promise<SlideProbeRow> {
+    const source = await sourceOf(key);
+    const format = await detectSlideFormat(source);
+    if (format === 'dicom') return probeRow(format, (await openDicomSlide(source)).probe);
+    const probe = await probeTiffSlide(source);
+    // Opening as an image applies the readers' size limits now, not halfway through the
+    // pyramid; NDPI is opened after normalisation (see withSlideImage).
+    if (probe.vendor !== 'hamamatsu') await openTiffSlide(source);
+    return probeRow(format, probe);
   }
 
   /**
@@ -127,13 +117,11 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     if (!slide) throw ApplicationFailure.nonRetryable(`sample ${sample.id} has not been probed`, 'conflict');
     const hePrefix = objectKeys.hePyramid(sample.organizationId, sample.id);
     const resume = Context.current().info.heartbeatDetails as PyramidResume | undefined;
-    const levels = await rejectingBadSlides(() =>
-      withSlideImage(sample, slide.vendor, (image) =>
-        buildPyramid(image, { sink: storePrefix(store, hePrefix), mpp: effectiveMpp(sample), resume }),
-      ),
+    const levels = await withSlideImage(sample, slide.vendor, (image) =>
+      buildPyramid(image, { sink: prefixedStore(store, hePrefix), mpp: effectiveMpp(sample), resume }),
     );
     const thumbnailKey = objectKeys.thumbnail(sample.organizationId, sample.id);
-    await store.put(thumbnailKey, await thumbnailOf(storePrefix(store, hePrefix), levels.length - 1), {
+    await store.put(thumbnailKey, await thumbnailOf(prefixedStore(store, hePrefix), levels.length - 1), {
       contentType: 'image/jpeg',
     });
     await recordHePyramid(sql, { sampleId: sample.id, hePrefix, levels, thumbnailKey });
@@ -142,7 +130,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
 
   async function buildPyramid(
     image: SlideImage,
-    options: { sink: ReturnType<typeof storePrefix>; mpp: number | null; resume: PyramidResume | undefined },
+    options: { sink: KeyValueStore; mpp: number | null; resume: PyramidResume | undefined },
   ) {
     const result = await buildPyramidOf({
       image,
@@ -166,7 +154,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     work: (image: SlideImage) => Promise<T>,
   ): Promise<T> {
     if (vendor !== 'hamamatsu') {
-      const source = await storeSource(store, sample.storageKey);
+      const source = await sourceOf(sample.storageKey);
       const format = await detectSlideFormat(source);
       return work(format === 'tiff' ? await openTiffSlide(source) : await openDicomSlide(source));
     }
@@ -200,14 +188,14 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     if (!slide?.hePrefix || !slide.heLevels) {
       throw ApplicationFailure.nonRetryable(`sample ${sample.id} has no H&E pyramid yet`, 'conflict');
     }
-    const he = storePrefix(store, slide.hePrefix);
+    const he = prefixedStore(store, slide.hePrefix);
     const level = tissueLevel(slide.heLevels, effectiveMpp(sample));
     const pixels = await readPyramidLevel(he, level);
     const tissue = detectTissue(pixels);
     const base = slide.heLevels[0]!;
     const tissueKeys = objectKeys.tissue(sample.organizationId, sample.id);
     await store.put(`${tissueKeys}mask.png`, await encodeMaskPng(tissue), { contentType: 'image/png' });
-    await writeMaskArray(storePrefix(store, `${tissueKeys}mask.zarr/`), tissue);
+    await writeMaskArray(prefixedStore(store, `${tissueKeys}mask.zarr/`), tissue);
     const mask = {
       pngKey: `${tissueKeys}mask.png`,
       zarrPrefix: `${tissueKeys}mask.zarr/`,
@@ -299,12 +287,30 @@ function tissueLevel(levels: readonly SlideLevelRow[], mpp: number | null): numb
 }
 
 /** A JPEG of the whole slide, at most 512 px a side, from the smallest pyramid level. */
-async function thumbnailOf(he: ReturnType<typeof storePrefix>, level: number): Promise<Uint8Array> {
+async function thumbnailOf(he: KeyValueStore, level: number): Promise<Uint8Array> {
   const { data, width, height } = await readPyramidLevel(he, level);
   return sharp(data, { raw: { width, height, channels: 3 } })
     .resize(THUMBNAIL_MAX_SIDE_PX, THUMBNAIL_MAX_SIDE_PX, { fit: 'inside', withoutEnlargement: true })
     .jpeg({ quality: 85 })
     .toBuffer();
+}
+
+/**
+ * A writable that streams into `key`; `stored` settles when the object is whole (or the write
+ * failed). Destroying the writable with an error aborts the object.
+ */
+function objectWriter(
+  store: ObjectStore,
+  key: string,
+  contentType: string,
+): { sink: Writable; stored: Promise<unknown> } {
+  const sink = new PassThrough({ highWaterMark: 4 << 20 });
+  // A writer that fails destroys the sink with its error and reports it itself; unheard, the
+  // 'error' event would take the whole worker down.
+  sink.on('error', () => {});
+  const stored = store.write(key, sink, { contentType });
+  stored.catch(() => {});
+  return { sink, stored };
 }
 
 function effectiveMpp(sample: IngestSample): number | null {

@@ -1,8 +1,8 @@
+import { prefixedStore } from '../compute/store';
 import { type TissuePatches, tissuePatchGrid } from '../compute/tissue';
 import { readMaskArray } from '../compute/zarr';
 import type { SlideRecord } from '../db/sample-slides';
 import type { ObjectStore } from '../storage';
-import { storePrefix } from './store-adapters';
 
 /**
  * The credit grid of a slide at `mpp`, from its stored tissue mask. Pricing (the recount) and
@@ -15,7 +15,7 @@ export async function storedPatchGrid(
   mpp: number,
 ): Promise<TissuePatches | undefined> {
   if (!slide.tissueMaskZarrPrefix) return undefined;
-  const mask = await readMaskArray(storePrefix(store, slide.tissueMaskZarrPrefix));
+  const mask = await readMaskArray(prefixedStore(store, slide.tissueMaskZarrPrefix));
   const base = slide.levels[0]!;
   return tissuePatchGrid({
     mask: mask.mask,

@@ -9,6 +9,7 @@ import {
   predictMarkers,
 } from '../compute/prediction';
 import { openHePyramid } from '../compute/pyramid';
+import { prefixedStore } from '../compute/store';
 import type { Sql } from '../db';
 import { settleJobInTransaction } from '../db/credits';
 import { applyJobProgress, findJobById, type JobRow, recordJobProgress } from '../db/jobs';
@@ -19,7 +20,6 @@ import type { TerminalJobStatus } from '../schemas/jobs';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 import { storedPatchGrid } from './patch-grid';
-import { storePrefix } from './store-adapters';
 
 /** Progress events are throttled to one a second (DECISIONS.md, Job lifecycle). */
 const PROGRESS_EVENT_INTERVAL_MS = 1000;
@@ -117,12 +117,12 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     const stopped = new AbortController();
     let lastEvent = 0;
     const result = await predictMarkers({
-      he: await openHePyramid(storePrefix(store, hePrefix)),
+      he: await openHePyramid(prefixedStore(store, hePrefix)),
       heMpp: job.mpp!,
       grid,
       model,
       markers: job.markers,
-      sink: storePrefix(store, resultPrefix),
+      sink: prefixedStore(store, resultPrefix),
       signal: AbortSignal.any([context.cancellationSignal, stopped.signal]),
       resume: context.info.heartbeatDetails as PredictionProgress | undefined,
       onProgress: (done, total, token) => {
@@ -162,7 +162,7 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     else if (!(await advance(job.id, 'postprocessing'))) return { active: false };
     const context = Context.current();
     await finishPredictionStore({
-      sink: storePrefix(store, objectKeys.predictionStore(job.organizationId, job.sampleId, job.id)),
+      sink: prefixedStore(store, objectKeys.predictionStore(job.organizationId, job.sampleId, job.id)),
       layout: input.layout,
       statistics: input.statistics,
       signal: context.cancellationSignal,

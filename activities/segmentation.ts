@@ -29,6 +29,7 @@ import {
   writeInstanceTable as writeInstances,
   writeMarkerTables as writeMarkers,
 } from '../compute/segmentation';
+import { prefixedStore } from '../compute/store';
 import { readMaskArray } from '../compute/zarr';
 import type { Sql } from '../db';
 import { findJobById, latestPredictionWithResults } from '../db/jobs';
@@ -43,7 +44,6 @@ import {
 import { SEGMENTATION_SCHEMA_VERSION, type SegmentationManifest } from '../schemas/segmentation';
 import type { ObjectStore } from '../storage';
 import { markerTableKey, objectKeys, segmentationLayerFiles } from '../storage/locator';
-import { storePrefix } from './store-adapters';
 
 /** Progress events are throttled to one a second, like a prediction's. */
 const PROGRESS_INTERVAL_MS = 1000;
@@ -134,8 +134,8 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const run = await runOrFail(input.runId);
     const { slide, mpp } = await inputsOf(run);
     const context = Context.current();
-    const he = await openHePyramid(storePrefix(store, slide.hePrefix));
-    const tissue = await readMaskArray(storePrefix(store, slide.tissueMaskZarrPrefix));
+    const he = await openHePyramid(prefixedStore(store, slide.hePrefix));
+    const tissue = await readMaskArray(prefixedStore(store, slide.tissueMaskZarrPrefix));
     const tiles = planSegmentationTiles(he, {
       coreSize: CORE_SIZE_PX,
       tissue: {
@@ -247,7 +247,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const run = await runOrFail(input.runId);
     const layer = await layerObjects(run);
     const context = Context.current();
-    await paintLabelMask(storePrefix(store, `${layer.prefix}${segmentationLayerFiles.mask}`), {
+    await paintLabelMask(prefixedStore(store, `${layer.prefix}${segmentationLayerFiles.mask}`), {
       widthPx: layer.index.widthPx,
       heightPx: layer.index.heightPx,
       pixelSizeUm: layer.index.mpp,
@@ -303,7 +303,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const markersPrefix = `${layer.prefix}${segmentationLayerFiles.markers}`;
     const markers = job?.resultsAvailable && job.resultPrefix ? job.markers : [];
     if (job && markers.length > 0) {
-      const prediction = storePrefix(store, job.resultPrefix!);
+      const prediction = prefixedStore(store, job.resultPrefix!);
       const layout = await readPredictionLayout(prediction);
       await withScratchFolder(async (folder) => {
         await writeMarkers({

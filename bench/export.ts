@@ -6,7 +6,7 @@ import { planPredictionArchive, predictionTiffImage, writeOmeTiff, writeZarrZip 
 import { toStored } from '../compute/prediction/kernels';
 import { finishPredictionStore, markerArray, type PredictionStoreLayout } from '../compute/prediction/store';
 import { systemVipsEnv } from '../compute/slide/normalize';
-import { folderSink } from '../compute/zarr';
+import { folderStore } from '../compute/zarr';
 
 /**
  * Export throughput: a synthetic prediction store (`--markers` uint16 markers of smooth values
@@ -59,7 +59,7 @@ function layoutOf(side: number, markers: number): PredictionStoreLayout {
  * an ellipse covering about 60 % of the slide; outside it the fill value.
  */
 async function makeStore(dir: string, layout: PredictionStoreLayout): Promise<void> {
-  const sink = folderSink(path.join(dir, 'prediction'));
+  const sink = folderStore(path.join(dir, 'prediction'));
   const side = layout.widthPx;
   const texture = Float32Array.from({ length: 4096 }, (_, i) => Math.sin(i * 12.9898) * 0.04);
   for (const [m, marker] of layout.markers.entries()) {
@@ -98,7 +98,7 @@ async function makeStore(dir: string, layout: PredictionStoreLayout): Promise<vo
 
 /** Each marker's level 0 as a raw uint16 file, read back from the store a shard row at a time. */
 async function writeRawPlanes(dir: string, layout: PredictionStoreLayout): Promise<void> {
-  const sink = folderSink(path.join(dir, 'prediction'));
+  const sink = folderStore(path.join(dir, 'prediction'));
   for (const marker of layout.markers) {
     const array = markerArray(layout, marker, 0);
     const file = await open(path.join(dir, `${marker}.raw`), 'w');
@@ -153,10 +153,10 @@ async function phase(name: string, side: number, markers: number): Promise<void>
     await makeStore(dir, layout);
     await writeRawPlanes(dir, layout);
   } else if (name === 'tiff') {
-    const image = await predictionTiffImage(folderSink(path.join(dir, 'prediction')));
+    const image = await predictionTiffImage(folderStore(path.join(dir, 'prediction')));
     bytes = (await writeOmeTiff(path.join(dir, 'export.ome.tif'), [image], { compressionLevel: 6 })).bytes;
   } else if (name === 'zip') {
-    const entries = await planPredictionArchive({ prediction: folderSink(path.join(dir, 'prediction')) });
+    const entries = await planPredictionArchive({ prediction: folderStore(path.join(dir, 'prediction')) });
     bytes = (await writeZarrZip(path.join(dir, 'export.ome.zarr.zip'), entries)).bytes;
   } else {
     throw new Error(`unknown phase ${name}`);

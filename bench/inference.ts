@@ -21,7 +21,7 @@ import { buildHePyramid, openHePyramid, readPyramidLevel } from '../compute/pyra
 import { openTiffSlide } from '../compute/slide';
 import { fileSource } from '../compute/source';
 import { detectTissue, tissuePatchGrid } from '../compute/tissue';
-import { folderSink, type KeyValueSink } from '../compute/zarr';
+import { folderStore, type KeyValueStore } from '../compute/zarr';
 import { modelSpec } from '../models/registry';
 import { cpuSeconds } from './cpu';
 import { writeSyntheticSvs } from './synthetic-svs';
@@ -82,7 +82,7 @@ async function prepare(dir: string, side: number): Promise<Prepared> {
   try {
     const image = await openTiffSlide(source);
     const heMpp = image.probe.effectiveMpp ?? 0.5;
-    const sink = folderSink(path.join(dir, 'he'));
+    const sink = folderStore(path.join(dir, 'he'));
     const pyramid = await buildHePyramid({ image, sink, mpp: heMpp, name: 'H&E' });
     const level = Math.min(4, pyramid.levels.length - 1);
     const tissue = detectTissue(await readPyramidLevel(sink, level));
@@ -184,7 +184,7 @@ async function measure(dir: string): Promise<void> {
   const batch = Number(values.batch);
   const session = await openModelSession(spec, { intraOpNumThreads: Number(values.threads) });
   const markers = spec.channels.slice(0, Number(values.markers));
-  const he = await openHePyramid(folderSink(path.join(dir, 'he')));
+  const he = await openHePyramid(folderStore(path.join(dir, 'he')));
   const storeRoot = path.join(dir, 'prediction');
   await rm(storeRoot, { recursive: true, force: true });
   // Warm the session outside the timed part, as a long-lived worker has it warm.
@@ -211,15 +211,15 @@ async function measure(dir: string): Promise<void> {
   const bares = [await bare(session, inputs, positions, batch)];
   const paths: Timed[] = [];
   let result: PredictMarkersResult | undefined;
-  let sink: KeyValueSink | undefined;
+  let sink: KeyValueStore | undefined;
   let pipelinePeak = 0;
   for (let round = 0; round < Number(values.rounds); round++) {
     // A store of its own each round: deleting the last one would slow creating the next one's
     // files (see `main`).
-    sink = folderSink(path.join(storeRoot, String(round)));
+    sink = folderStore(path.join(storeRoot, String(round)));
     inferred = 0;
     // Opened afresh, as each job opens it: nothing of the last round's H&E is kept.
-    const slide = await openHePyramid(folderSink(path.join(dir, 'he')));
+    const slide = await openHePyramid(folderStore(path.join(dir, 'he')));
     const started = performance.now();
     const cpuStarted = cpuSeconds();
     result = await predictMarkers({

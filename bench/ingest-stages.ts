@@ -6,7 +6,7 @@ import { buildHePyramid, readPyramidLevel } from '../compute/pyramid';
 import { openTiffSlide } from '../compute/slide';
 import { fileSource } from '../compute/source';
 import { countTissuePatches, detectTissue } from '../compute/tissue';
-import { folderSink } from '../compute/zarr';
+import { folderStore } from '../compute/zarr';
 
 /**
  * The compute stages of ingest on one local slide, in this process alone, so that its peak RSS
@@ -40,7 +40,7 @@ async function main(slide: string, out: string): Promise<void> {
   try {
     const image = await timed(report, 'probe', () => openTiffSlide(source));
     const mpp = image.probe.effectiveMpp;
-    const sink = folderSink(path.join(out, 'he'));
+    const sink = folderStore(path.join(out, 'he'));
     const pyramid = await timed(report, 'pyramid', () => buildHePyramid({ image, sink, mpp, name: 'H&E' }));
     await timed(report, 'tissue', async () => {
       // Level 4 of 0.5 µm pixels is 8 µm per pixel, the scale ingest finds tissue at.

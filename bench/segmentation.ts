@@ -24,7 +24,7 @@ import {
 } from '../compute/segmentation';
 import { openTiffSlide } from '../compute/slide';
 import { fileSource } from '../compute/source';
-import { folderSink } from '../compute/zarr';
+import { folderStore } from '../compute/zarr';
 import { cpuSeconds } from './cpu';
 import { writeSyntheticSvs } from './synthetic-svs';
 
@@ -126,7 +126,7 @@ async function measure(dir: string): Promise<void> {
     const segmenter = createClassicalSegmenter();
     const haloPx = haloPixels(DEFAULT_HALO_UM, mpp);
     const tiles = planSegmentationTiles(slide, { coreSize: Number(values.core) });
-    const sink = folderSink(path.join(dir, 'layer'));
+    const sink = folderStore(path.join(dir, 'layer'));
     const stored = async (index: number): Promise<TileObjects> =>
       decodeTileObjects((await sink.get(`objects/${index}.bin`))!);
 
@@ -159,7 +159,7 @@ async function measure(dir: string): Promise<void> {
     const { offsets, total } = labelOffsets(counts);
 
     let at = performance.now();
-    await writeLabelMask(folderSink(path.join(dir, 'layer', 'mask')), {
+    await writeLabelMask(folderStore(path.join(dir, 'layer', 'mask')), {
       widthPx: slide.widthPx,
       heightPx: slide.heightPx,
       pixelSizeUm: mpp,

@@ -79,12 +79,3 @@ export function siblingTaskQueue(taskQueue: string, kind: TaskQueueKind): string
   }
   throw new Error(`task queue ${taskQueue} is not one of ours`);
 }
-
-/**
- * `ApplicationFailure` types that activities raise and workflows act on. `slide_rejected`: the
- * file itself is at fault (not a slide, truncated, corrupt, too large); its message is written
- * for the person who uploaded it and becomes the sample's status message.
- */
-export const failureTypes = {
-  slideRejected: 'slide_rejected',
-} as const;

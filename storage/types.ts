@@ -26,8 +26,10 @@ export interface SignOptions {
 
 /**
  * The one contract every backend keeps. Keys are relative, `/`-separated and validated by
- * `resolveKey`; a missing object reads as `undefined`, never as an error. The shape of
- * `get`/`getRange` lets a backend be handed straight to zarrita as an async store.
+ * `resolveKey`; a missing object reads as `undefined`, never as an error. `get`, `getRange`
+ * and `put` are compute's `KeyValueStore` (compute/store.ts) method for method, so a backend
+ * is handed to the Zarr writers and slide readers as it stands; storage imports nothing of
+ * ours, so the match is structural and the compiler checks it where activities hand it over.
  */
 export interface ObjectStore {
   readonly kind: 'fs' | 's3';

@@ -1,5 +1,8 @@
-import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow';
+import { reasonOf } from './failures';
 import { computeActivities, ioActivities as io } from './proxies';
+
+const SERVICE_FAILURE =
+  "the export failed on the service's side after several attempts; request it again to retry";
 
 export interface ExportInput {
   exportId: string;
@@ -23,7 +26,7 @@ export async function exportWorkflow(
     await io.publishExport({ ...input, ...artifact });
     return { status: 'ready' };
   } catch (err) {
-    await io.failExport({ ...input, error: reasonOf(err) });
+    await io.failExport({ ...input, error: reasonOf(err, SERVICE_FAILURE) });
     return { status: 'failed' };
   }
 }
@@ -33,10 +36,4 @@ export async function maintainExportsWorkflow(): Promise<{ started: number; remo
   const { started } = await io.reconcileExports({});
   const { removed } = await io.sweepExpiredExports({});
   return { started, removed };
-}
-
-function reasonOf(err: unknown): string {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure && cause.nonRetryable) return cause.message;
-  return "the export failed on the service's side after several attempts; request it again to retry";
 }

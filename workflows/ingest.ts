@@ -1,7 +1,7 @@
-import { ActivityFailure, ApplicationFailure, patched, proxyActivities } from '@temporalio/workflow';
+import { patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SampleStatus } from '../schemas/enums';
-import { failureTypes } from '../schemas/temporal';
+import { reasonOf } from './failures';
 import { computeActivities } from './proxies';
 
 /** Ingest's io steps stream whole uploads (assembly), hence their long timeout and heartbeat. */
@@ -64,15 +64,11 @@ async function startAutoSegmentation(sampleId: string): Promise<void> {
 }
 
 async function fail(sampleId: string, status: 'deid_failed' | 'preprocess_failed', err: unknown) {
-  const statusMessage = reasonOf(err, status);
+  const step = status === 'deid_failed' ? 'de-identification' : 'preprocessing';
+  const statusMessage = reasonOf(
+    err,
+    `${step} failed on the service's side after several attempts; the operators can re-run it`,
+  );
   await io.failIngest({ sampleId, status, message: statusMessage });
   return { status, statusMessage };
-}
-
-/** The file's own fault is told as the activity said it; anything else without internals. */
-function reasonOf(err: unknown, status: 'deid_failed' | 'preprocess_failed'): string {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure && cause.type === failureTypes.slideRejected) return cause.message;
-  const step = status === 'deid_failed' ? 'de-identification' : 'preprocessing';
-  return `${step} failed on the service's side after several attempts; the operators can re-run it`;
 }

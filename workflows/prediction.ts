@@ -1,11 +1,6 @@
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  CancellationScope,
-  isCancellation,
-  patched,
-} from '@temporalio/workflow';
+import { CancellationScope, isCancellation, patched } from '@temporalio/workflow';
 import type { TerminalJobStatus } from '../schemas/jobs';
+import { reasonOf } from './failures';
 import { computeActivities, ioActivities as io, unfailingActivities as settlement } from './proxies';
 
 /** More failed patches than this share fails the job; fewer make it `partial_failed`. */
@@ -39,7 +34,7 @@ export async function predictionWorkflow(
     if (outcome === 'failed') errorMessage = 'more than 5 % of the tissue patches failed to predict';
   } catch (err) {
     if (isCancellation(err)) outcome = 'cancelled';
-    else errorMessage = reasonOf(err);
+    else errorMessage = reasonOf(err, "the prediction failed on the service's side after several attempts");
   }
   await CancellationScope.nonCancellable(() =>
     settlement.finishJob({ jobId, outcome, succeededFraction, errorMessage }),
@@ -72,12 +67,6 @@ async function runSteps(jobId: string, compute: ReturnType<typeof computeActivit
   const outcome: TerminalJobStatus =
     failed === 0 ? 'completed' : failed <= PARTIAL_FAILURE_LIMIT ? 'partial_failed' : 'failed';
   return { outcome, succeededFraction: 1 - failed };
-}
-
-function reasonOf(err: unknown): string {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure && cause.nonRetryable) return cause.message;
-  return "the prediction failed on the service's side after several attempts";
 }
 
 /**

@@ -1,4 +1,5 @@
-import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation } from '@temporalio/workflow';
+import { CancellationScope, isCancellation } from '@temporalio/workflow';
+import { reasonOf } from './failures';
 import { computeActivities, unfailingActivities as finishing, ioActivities as io } from './proxies';
 
 export interface SegmentationInput {
@@ -33,7 +34,11 @@ export async function segmentationWorkflow(
     outcome = 'completed';
   } catch (err) {
     if (isCancellation(err)) outcome = 'cancelled';
-    else errorMessage = reasonOf(err);
+    else
+      errorMessage = reasonOf(
+        err,
+        "the segmentation failed on the service's side after several attempts; it can be retried",
+      );
   }
   await CancellationScope.nonCancellable(() =>
     finishing.finishSegmentation({ runId, outcome, errorMessage, timings }),
@@ -55,10 +60,4 @@ export async function segmentationMarkersWorkflow(input: { runId: string; jobId:
 export async function reconcileSegmentationRunsWorkflow(): Promise<{ started: number }> {
   const { started } = await io.reconcileSegmentationRuns({});
   return { started };
-}
-
-function reasonOf(err: unknown): string {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure && cause.nonRetryable) return cause.message;
-  return "the segmentation failed on the service's side after several attempts; it can be retried";
 }

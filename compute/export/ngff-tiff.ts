@@ -1,5 +1,5 @@
 import { ComputeError } from '../errors';
-import { type KeyValueSink, openArray, PromiseCache, parseJson, type ShardedArray } from '../zarr';
+import { type KeyValueStore, openArray, PromiseCache, parseJson, type ShardedArray } from '../zarr';
 import type { OmeTiffImage, OmeTiffLevel } from './ome-tiff';
 import { type OmeXmlChannel, omeColor } from './ome-xml';
 
@@ -13,14 +13,14 @@ import { type OmeXmlChannel, omeColor } from './ome-xml';
  * tile reads of one shard share one fetch). `ShardedArray` fetches a whole shard per region;
  * with tiles visited shard by shard, each shard is fetched once.
  */
-export function cachingSink(sink: KeyValueSink, capacity = 2): KeyValueSink {
+export function cachingSink(sink: KeyValueStore, capacity = 2): KeyValueStore {
   const cache = new PromiseCache<Uint8Array | undefined>(capacity);
   return {
-    get: (key, signal) => cache.get(key, () => sink.get(key, signal)),
-    getRange: (key, range, signal) => sink.getRange(key, range, signal),
-    put(key, bytes, signal) {
+    get: (key, options) => cache.get(key, () => sink.get(key, options)),
+    getRange: (key, range, options) => sink.getRange(key, range, options),
+    put(key, bytes, options) {
       cache.delete(key);
-      return sink.put(key, bytes, signal);
+      return sink.put(key, bytes, options);
     },
   };
 }
@@ -48,11 +48,11 @@ interface MultiscaleDocument {
 
 /** The `ome` attributes of the group `zarr.json` at `key`. */
 export async function readOmeAttributes(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   key: string,
   signal?: AbortSignal,
 ): Promise<Record<string, unknown>> {
-  const bytes = await sink.get(key, signal);
+  const bytes = await sink.get(key, { signal });
   if (bytes === undefined) throw new ComputeError('UnsupportedZarr', `no ${key}`);
   const attributes = parseJson(bytes, key).attributes as { ome?: Record<string, unknown> } | undefined;
   if (!attributes?.ome) throw new ComputeError('UnsupportedZarr', `${key} has no ome attributes`);
@@ -95,7 +95,7 @@ function join(prefix: string, path: string): string {
 }
 
 async function openLevels(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   prefix: string,
   paths: readonly string[],
   signal?: AbortSignal,
@@ -109,7 +109,7 @@ async function openLevels(
  * Levels whose plane `p` comes from `planes[p][level]`: every plane's arrays have the same
  * shapes (checked), and each `[C, H, W]` array gives one plane (C = 1) or one RGB plane (C = 3).
  */
-function levelsOf(sink: KeyValueSink, planes: readonly ShardedArray[][]): OmeTiffLevel[] {
+function levelsOf(sink: KeyValueStore, planes: readonly ShardedArray[][]): OmeTiffLevel[] {
   const first = planes[0]!;
   for (const arrays of planes) {
     if (arrays.length !== first.length) {
@@ -150,7 +150,10 @@ export interface NgffImageOptions {
 }
 
 /** The H&E pyramid (uint8 `[3, H, W]` levels) as one RGB image. */
-export async function heTiffImage(sink: KeyValueSink, options: NgffImageOptions = {}): Promise<OmeTiffImage> {
+export async function heTiffImage(
+  sink: KeyValueStore,
+  options: NgffImageOptions = {},
+): Promise<OmeTiffImage> {
   const cached = cachingSink(sink);
   const ome = await readOmeAttributes(cached, 'zarr.json', options.signal);
   const multiscale = parseMultiscale(ome, 0, 'H&E zarr.json');
@@ -171,7 +174,7 @@ export async function heTiffImage(sink: KeyValueSink, options: NgffImageOptions 
 
 /** A label image (uint32 `[1, H, W]` levels, such as the segmentation mask) as one channel. */
 export async function labelTiffImage(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   options: NgffImageOptions = {},
 ): Promise<OmeTiffImage> {
   const cached = cachingSink(sink);
@@ -203,7 +206,7 @@ export interface PredictionImageOptions extends NgffImageOptions {
  * values (the store's `valueScale` maps them to the model's units).
  */
 export async function predictionTiffImage(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   options: PredictionImageOptions = {},
 ): Promise<OmeTiffImage> {
   const { signal } = options;
@@ -241,13 +244,13 @@ export async function predictionTiffImage(
 
 /** The `omero` colour of the marker's own image group (the parent of its level paths). */
 async function markerColor(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   multiscale: NgffMultiscale,
   signal?: AbortSignal,
 ): Promise<number | undefined> {
   const group = multiscale.paths[0]!.split('/').slice(0, -1).join('/');
   if (group === '') return undefined;
-  const bytes = await sink.get(`${group}/zarr.json`, signal);
+  const bytes = await sink.get(`${group}/zarr.json`, { signal });
   if (!bytes) return undefined;
   const attributes = parseJson(bytes, `${group}/zarr.json`).attributes as
     | { ome?: { omero?: { channels?: { color?: unknown }[] } } }

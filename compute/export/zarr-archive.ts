@@ -1,10 +1,10 @@
 import { ComputeError } from '../errors';
-import { encodeJson, type GroupMetadata, groupMetadata, type KeyValueSink, parseJson } from '../zarr';
+import { encodeJson, type GroupMetadata, groupMetadata, type KeyValueStore, parseJson } from '../zarr';
 import type { ZipEntrySource } from './zarr-zip';
 
 /** One Zarr hierarchy (or part of one) to put into an archive. */
 export interface ArchiveSource {
-  sink: KeyValueSink;
+  sink: KeyValueStore;
   /** The node (group or array) in the source to copy with everything under it; `''` the root. */
   from: string;
   /** Where that node lands in the archive; `''` the archive root. */
@@ -54,7 +54,7 @@ export async function planZarrArchive(
     }
     for (const key of walk.chunkKeys) {
       const name = relocate(key, source);
-      chunks.push({ name, read: (readSignal) => source.sink.get(key, readSignal) });
+      chunks.push({ name, read: (readSignal) => source.sink.get(key, { signal: readSignal }) });
     }
   }
   addMissingGroups(metadata);
@@ -105,14 +105,14 @@ interface Walk {
   chunkKeys: string[];
 }
 
-async function walkNode(sink: KeyValueSink, root: string, signal?: AbortSignal): Promise<Walk> {
+async function walkNode(sink: KeyValueStore, root: string, signal?: AbortSignal): Promise<Walk> {
   const walk: Walk = { nodes: [], chunkKeys: [] };
   const seen = new Set<string>();
   const visit = async (path: string, required: boolean): Promise<void> => {
     if (seen.has(path)) return;
     seen.add(path);
     const key = metadataKey(path);
-    const bytes = await sink.get(key, signal);
+    const bytes = await sink.get(key, { signal });
     if (bytes === undefined) {
       if (required) throw new ComputeError('UnsupportedZarr', `no ${key} in the source`);
       return;
@@ -193,11 +193,11 @@ export const ARCHIVE_LABELS_PATH = 'labels';
 
 export interface PredictionArchiveSources {
   /** The prediction store (its root group lists one multiscale per marker). */
-  prediction: KeyValueSink;
+  prediction: KeyValueStore;
   /** The H&E pyramid, to add under `he/`. */
-  he?: KeyValueSink;
+  he?: KeyValueStore;
   /** A label image (the segmentation mask's group at the sink root), to add as `labels/{labelName}`. */
-  labels?: KeyValueSink;
+  labels?: KeyValueStore;
   /** Default `cells`. */
   labelName?: string;
   signal?: AbortSignal;
@@ -242,8 +242,8 @@ export async function planPredictionArchive(sources: PredictionArchiveSources): 
   return planZarrArchive(parts, documents, signal);
 }
 
-async function readGroup(sink: KeyValueSink, key: string, signal?: AbortSignal): Promise<GroupMetadata> {
-  const bytes = await sink.get(key, signal);
+async function readGroup(sink: KeyValueStore, key: string, signal?: AbortSignal): Promise<GroupMetadata> {
+  const bytes = await sink.get(key, { signal });
   if (bytes === undefined) throw new ComputeError('UnsupportedZarr', `no ${key}: the store is unfinished`);
   const doc = parseJson(bytes, key);
   if (doc.zarr_format !== 3 || doc.node_type !== 'group' || typeof doc.attributes !== 'object') {

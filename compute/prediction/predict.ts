@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { RgbImage, SlideImage } from '../image';
-import { crc32c, type KeyValueSink, type ShardedArray, type ShardGeometry } from '../zarr';
+import { crc32c, type KeyValueStore, type ShardedArray, type ShardGeometry } from '../zarr';
 import {
   type ChannelStatistics,
   emptyStatistics,
@@ -50,7 +50,7 @@ export interface PredictMarkersOptions {
   /** Channels of the model to store, in the store's order; the others are discarded. */
   markers: readonly string[];
   /** The store's root. */
-  sink: KeyValueSink;
+  sink: KeyValueStore;
   /** Tiles per inference. Default 8. */
   batchSize?: number;
   /**

@@ -3,7 +3,7 @@ import { type PyramidLevel, pyramidLevels } from '../pyramid/plan';
 import {
   encodeJson,
   groupMetadata,
-  type KeyValueSink,
+  type KeyValueStore,
   openArray,
   parseJson,
   resumePoint,
@@ -95,7 +95,7 @@ export function markerArray(
 export type FinishProgress = ShardTaskProgress;
 
 export interface FinishPredictionStoreOptions {
-  sink: KeyValueSink;
+  sink: KeyValueStore;
   layout: PredictionStoreLayout;
   /** Per marker, what `predictMarkers` measured while writing level 0. */
   statistics: Record<string, ChannelStatistics>;
@@ -153,13 +153,11 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
   for (const [m, marker] of layout.markers.entries()) {
     const stats = options.statistics[marker];
     const attributes = markerImageAttributes(layout, marker, m, levels, stats);
-    await sink.put(`markers/${marker}/zarr.json`, encodeJson(groupMetadata(attributes)), signal);
+    await sink.put(`markers/${marker}/zarr.json`, encodeJson(groupMetadata(attributes)), { signal });
   }
-  await sink.put(
-    'zarr.json',
-    encodeJson(groupMetadata(rootAttributes(layout, levels, options.statistics))),
+  await sink.put('zarr.json', encodeJson(groupMetadata(rootAttributes(layout, levels, options.statistics))), {
     signal,
-  );
+  });
   return { version: 1, layout: key, done: tasks.length, total: tasks.length };
 }
 
@@ -169,10 +167,10 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
  * its pixels.
  */
 export async function readPredictionLayout(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   signal?: AbortSignal,
 ): Promise<PredictionStoreLayout> {
-  const root = await sink.get('zarr.json', signal);
+  const root = await sink.get('zarr.json', { signal });
   if (!root)
     throw new ComputeError('UnsupportedZarr', 'no root zarr.json: the prediction store is unfinished');
   const attributes = parseJson(root, 'zarr.json').attributes as

@@ -1,5 +1,5 @@
 import type { RgbImage, SlideImage } from '../image';
-import { encodeJson, groupMetadata, type KeyValueSink, ShardedArray } from '../zarr';
+import { encodeJson, groupMetadata, type KeyValueStore, ShardedArray } from '../zarr';
 import { copyRgbIntoShard, downsampleIntoQuadrant } from './kernels';
 import { heImageAttributes } from './ngff';
 import { type PyramidLevel, pyramidLevels, type ShardAddress, ShardTree } from './plan';
@@ -29,7 +29,7 @@ export type PyramidResume = PyramidProgress;
 export interface BuildHePyramidOptions {
   image: SlideImage;
   /** The pyramid's root: keys are written relative to it (`zarr.json`, `0/c/0/1/2`). */
-  sink: KeyValueSink;
+  sink: KeyValueStore;
   /** Microns per level-0 pixel, or null when the slide has no trustworthy calibration. */
   mpp: number | null;
   /** The multiscale's name. */
@@ -72,7 +72,7 @@ export async function buildHePyramid(options: BuildHePyramidOptions): Promise<He
   const build = new Build(options, tree, arrays, { layout, from });
   await build.run();
   const attributes = heImageAttributes(options.name, levels, options.mpp);
-  await sink.put('zarr.json', encodeJson(groupMetadata(attributes)), signal);
+  await sink.put('zarr.json', encodeJson(groupMetadata(attributes)), { signal });
   return { levels, progress: build.progress() };
 }
 

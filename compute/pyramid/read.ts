@@ -1,6 +1,6 @@
 import { ComputeError } from '../errors';
 import type { ImageLevel, Region, RgbImage, SlideImage } from '../image';
-import { type KeyValueSink, openArray, parseJson, RegionReader, type ShardedArray } from '../zarr';
+import { type KeyValueStore, openArray, parseJson, RegionReader, type ShardedArray } from '../zarr';
 import { planarToRgb } from './kernels';
 
 /**
@@ -18,8 +18,8 @@ const CACHE_BYTES = 64 << 20;
  * Regions read and decode only the inner chunks they touch, and recently decoded chunks are kept
  * for the regions next to them.
  */
-export async function openHePyramid(sink: KeyValueSink, signal?: AbortSignal): Promise<SlideImage> {
-  const group = await sink.get('zarr.json', signal);
+export async function openHePyramid(sink: KeyValueStore, signal?: AbortSignal): Promise<SlideImage> {
+  const group = await sink.get('zarr.json', { signal });
   if (group === undefined)
     throw new ComputeError('UnsupportedZarr', 'no group zarr.json: the pyramid is incomplete');
   const arrays: ShardedArray[] = [];
@@ -52,7 +52,7 @@ export async function openHePyramid(sink: KeyValueSink, signal?: AbortSignal): P
 
 /** A whole level as one RGB image: for the small levels that tissue detection and thumbnails use. */
 export async function readPyramidLevel(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   level: number,
   signal?: AbortSignal,
 ): Promise<RgbImage> {

@@ -1,5 +1,5 @@
 import { markerArray, type PredictionStoreLayout, storedScale } from '../prediction/store';
-import type { KeyValueSink } from '../zarr';
+import type { KeyValueStore } from '../zarr';
 import type { PixelRect } from './tables';
 
 /**
@@ -9,7 +9,7 @@ import type { PixelRect } from './tables';
  * (nearest); past the store's edge (its size was rounded down) the last row or column is used.
  */
 export function predictionMarkerReader(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   layout: PredictionStoreLayout,
 ): (marker: string, rect: PixelRect, signal?: AbortSignal) => Promise<Float32Array> {
   const step = 2 ** layout.heLevel;

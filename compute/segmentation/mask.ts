@@ -2,7 +2,7 @@ import { type PyramidLevel, pyramidLevels } from '../pyramid/plan';
 import {
   encodeJson,
   groupMetadata,
-  type KeyValueSink,
+  type KeyValueStore,
   resumePoint,
   type ShardExtent,
   ShardedArray,
@@ -61,7 +61,7 @@ interface Task {
  * `zarr.json` is written last: its presence marks a finished mask.
  */
 export async function writeLabelMask(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   options: WriteLabelMaskOptions,
 ): Promise<LabelMaskProgress> {
   const { signal } = options;
@@ -101,7 +101,7 @@ export async function writeLabelMask(
     options.onProgress?.({ version: 1, layout, done: i + 1, total: tasks.length });
   }
   const attributes = labelImageAttributes(options, levels);
-  await sink.put('zarr.json', encodeJson(groupMetadata(attributes)), signal);
+  await sink.put('zarr.json', encodeJson(groupMetadata(attributes)), { signal });
   return { version: 1, layout, done: tasks.length, total: tasks.length };
 }
 
@@ -191,7 +191,7 @@ function paintObjects(
  * Chunk by chunk as they are decoded, so no level-(k-1) shard is held whole.
  */
 async function downsampleShard(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   below: ShardedArray<'uint32'>,
   task: Task,
   parent: Uint32Array,

@@ -1,4 +1,5 @@
 import { ComputeError } from '../errors';
+import type { KeyValueStore } from '../store';
 import { allocate, type DataType, type TypedArray } from './dtype';
 import { type ArraySpec, arrayMetadata, encodeJson, parseArrayMetadata } from './metadata';
 import {
@@ -12,7 +13,6 @@ import {
   type ShardExtent,
   type ShardGeometry,
 } from './shard';
-import type { KeyValueSink } from './sink';
 
 /** A shard of a level under a shard of the level above (`ShardedArray.childShards`). */
 export interface ChildShard {
@@ -109,8 +109,8 @@ export class ShardedArray<D extends DataType = DataType> {
     return allocateShard(this.geometry);
   }
 
-  writeMetadata(sink: KeyValueSink, signal?: AbortSignal): Promise<void> {
-    return sink.put(this.metadataKey, encodeJson(arrayMetadata(this.spec)), signal);
+  writeMetadata(sink: KeyValueStore, signal?: AbortSignal): Promise<void> {
+    return sink.put(this.metadataKey, encodeJson(arrayMetadata(this.spec)), { signal });
   }
 
   /**
@@ -120,7 +120,7 @@ export class ShardedArray<D extends DataType = DataType> {
    * buffer lives (a worker thread).
    */
   async writeShard(
-    sink: KeyValueSink,
+    sink: KeyValueStore,
     shardY: number,
     shardX: number,
     data: TypedArray<D>,
@@ -134,19 +134,19 @@ export class ShardedArray<D extends DataType = DataType> {
       this.spec.compressionLevel,
     );
     if (bytes === undefined) return false;
-    await sink.put(this.shardKey(shardY, shardX), bytes, signal);
+    await sink.put(this.shardKey(shardY, shardX), bytes, { signal });
     return true;
   }
 
   /** Reads one shard into a chunk-major buffer; a shard never stored reads as the fill value. */
   async readShard(
-    sink: KeyValueSink,
+    sink: KeyValueStore,
     shardY: number,
     shardX: number,
     into: TypedArray<D>,
     signal?: AbortSignal,
   ): Promise<void> {
-    const bytes = await sink.get(this.shardKey(shardY, shardX), signal);
+    const bytes = await sink.get(this.shardKey(shardY, shardX), { signal });
     await decodeShard(this.geometry, bytes, into);
   }
 
@@ -157,18 +157,18 @@ export class ShardedArray<D extends DataType = DataType> {
    * made from it) without a shard-sized buffer.
    */
   async forEachChunk(
-    sink: KeyValueSink,
+    sink: KeyValueStore,
     shardY: number,
     shardX: number,
     visit: (k: number, chunk: TypedArray<D>) => void,
     signal?: AbortSignal,
   ): Promise<void> {
-    const bytes = await sink.get(this.shardKey(shardY, shardX), signal);
+    const bytes = await sink.get(this.shardKey(shardY, shardX), { signal });
     if (bytes !== undefined) await forEachStoredChunk(this.geometry, bytes, visit);
   }
 
   /** Planar `[C, height, width]` pixels of a region inside the array, decoding only its chunks. */
-  async readRegion(sink: KeyValueSink, region: PlaneRegion, signal?: AbortSignal): Promise<TypedArray<D>> {
+  async readRegion(sink: KeyValueStore, region: PlaneRegion, signal?: AbortSignal): Promise<TypedArray<D>> {
     checkRegion(this.spec.shape, region);
     const out = allocate(this.spec.dataType, this.spec.shape[0] * region.height * region.width);
     if (this.spec.fillValue !== 0) out.fill(this.spec.fillValue);
@@ -183,14 +183,14 @@ export class ShardedArray<D extends DataType = DataType> {
   }
 
   private async readShardPart(
-    sink: KeyValueSink,
+    sink: KeyValueStore,
     shardY: number,
     shardX: number,
     region: PlaneRegion,
     out: TypedArray<D>,
     signal?: AbortSignal,
   ): Promise<void> {
-    const bytes = await sink.get(this.shardKey(shardY, shardX), signal);
+    const bytes = await sink.get(this.shardKey(shardY, shardX), { signal });
     if (bytes === undefined) return;
     const g = this.geometry;
     const index = parseShardIndex(g, bytes);
@@ -217,12 +217,12 @@ export class ShardedArray<D extends DataType = DataType> {
 
 /** Opens an array that `ShardedArray.writeMetadata` wrote (or one laid out the same way). */
 export async function openArray(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   path: string,
   signal?: AbortSignal,
 ): Promise<ShardedArray> {
   const key = path === '' ? 'zarr.json' : `${path}/zarr.json`;
-  const bytes = await sink.get(key, signal);
+  const bytes = await sink.get(key, { signal });
   if (bytes === undefined) throw new ComputeError('UnsupportedZarr', `no array at ${key}`);
   return new ShardedArray(path, parseArrayMetadata(bytes, key));
 }

@@ -1,3 +1,4 @@
+export { folderStore, type KeyValueStore, memoryStore } from '../store';
 export { openArray, type PlaneRegion, ShardedArray } from './array';
 export { crc32c } from './crc32c';
 export type { DataType, TypedArray } from './dtype';
@@ -7,4 +8,3 @@ export { resumePoint, type ShardTaskProgress } from './progress';
 export { PromiseCache } from './promise-cache';
 export { RegionReader } from './region-reader';
 export { encodeShardSync, type ShardEncoder, type ShardExtent, type ShardGeometry } from './shard';
-export { type ByteRange, folderSink, type KeyValueSink, memorySink } from './sink';

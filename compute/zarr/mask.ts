@@ -1,6 +1,6 @@
 import { ComputeError } from '../errors';
+import type { KeyValueStore } from '../store';
 import { openArray, ShardedArray } from './array';
-import type { KeyValueSink } from './sink';
 
 /** A one-byte-per-pixel mask, row-major (the tissue mask: 1 tissue, 0 background). */
 export interface MaskImage {
@@ -14,7 +14,7 @@ const CHUNK = 512;
 
 /** Stores a mask as a root uint8 array `[1, height, width]`, sharded like the H&E levels. */
 export async function writeMaskArray(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   image: MaskImage,
   signal?: AbortSignal,
 ): Promise<void> {
@@ -50,7 +50,7 @@ export async function writeMaskArray(
 }
 
 /** Reads back a mask that `writeMaskArray` stored. */
-export async function readMaskArray(sink: KeyValueSink, signal?: AbortSignal): Promise<MaskImage> {
+export async function readMaskArray(sink: KeyValueStore, signal?: AbortSignal): Promise<MaskImage> {
   const array = await openArray(sink, '', signal);
   const [channels, height, width] = array.spec.shape;
   if (array.spec.dataType !== 'uint8' || channels !== 1) {

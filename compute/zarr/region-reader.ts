@@ -1,9 +1,9 @@
 import { ComputeError } from '../errors';
+import type { KeyValueStore } from '../store';
 import { checkRegion, copyChunkPart, type PlaneRegion, type ShardedArray } from './array';
 import { allocate, type DataType, elementBytes, type TypedArray } from './dtype';
 import { PromiseCache } from './promise-cache';
 import { decodeStoredChunk, indexBytes, parseIndexBytes, type ShardIndex } from './shard';
-import type { KeyValueSink } from './sink';
 
 /** Shard indexes kept: a few hundred bytes to a few KiB each, enough for a whole row of shards. */
 const CACHED_INDEXES = 256;
@@ -23,7 +23,7 @@ export class RegionReader<D extends DataType> {
 
   constructor(
     private readonly array: ShardedArray<D>,
-    private readonly sink: KeyValueSink,
+    private readonly sink: KeyValueStore,
     cacheBytes: number,
   ) {
     const g = array.geometry;

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type KeyValueStore, prefixedStore } from '../../compute/store';
 import {
   createObjectStore,
   ensureBucket,
@@ -290,6 +291,20 @@ function objectStoreContract(start: () => Promise<Harness>) {
     await expect(store.get('abort/x', { signal: AbortSignal.abort() })).rejects.toMatchObject({
       name: 'AbortError',
     });
+  });
+
+  test("is compute's KeyValueStore: a prefixed view reads, writes and passes the signal on", async () => {
+    const view: KeyValueStore = prefixedStore(store, 'kv/group/');
+    await view.put('zarr.json', bytes('{"zarr_format":3}'));
+    expect(text(await store.get('kv/group/zarr.json'))).toBe('{"zarr_format":3}');
+    expect(text(await view.getRange('zarr.json', { suffixLength: 2 }))).toBe('3}');
+    const aborted = { signal: AbortSignal.abort() };
+    await expect(view.get('zarr.json', aborted)).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(view.getRange('zarr.json', { offset: 0, length: 1 }, aborted)).rejects.toMatchObject({
+      name: 'AbortError',
+    });
+    await expect(view.put('other', bytes('x'), aborted)).rejects.toThrow();
+    expect(await store.get('kv/group/other')).toBeUndefined();
   });
 
   describe('signed URLs', () => {

@@ -27,9 +27,9 @@ import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
 import { openTiffSlide } from '../../../compute/slide';
 import { fileSource } from '../../../compute/source';
 import {
-  folderSink,
-  type KeyValueSink,
-  memorySink,
+  folderStore,
+  type KeyValueStore,
+  memoryStore,
   openArray,
   type ShardGeometry,
 } from '../../../compute/zarr';
@@ -121,7 +121,7 @@ async function cmuPyramid(): Promise<{ he: SlideImage; mpp: number; map: Map<str
   try {
     const slide = await openTiffSlide(source);
     const mpp = slide.probe.effectiveMpp!;
-    const sink = memorySink();
+    const sink = memoryStore();
     await buildHePyramid({ image: slide, sink, mpp, name: 'H&E', shardSize: 1024, chunkSize: 256 });
     return { he: await openHePyramid(sink), mpp, map: sink.map };
   } finally {
@@ -541,7 +541,7 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
   }, 120_000);
   afterAll(() => rm(dir, { recursive: true, force: true }));
 
-  async function predict(sink: KeyValueSink, options: Partial<Parameters<typeof predictMarkers>[0]> = {}) {
+  async function predict(sink: KeyValueStore, options: Partial<Parameters<typeof predictMarkers>[0]> = {}) {
     return predictMarkers({
       he,
       heMpp: mpp,
@@ -558,7 +558,7 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
   }
 
   it('predicts a DAPI that follows hematoxylin, leaves unselected positions at 0, and counts every position', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     const grid = fullGrid(he.widthPx, he.heightPx, mpp, (c, r) => (c + r) % 4 !== 3);
     const result = await predict(sink, { grid });
     const selected = grid.selected.reduce((n, v) => n + v, 0);
@@ -625,14 +625,14 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
   }, 120_000);
 
   it('resumes from any shard with the same bytes, counts and statistics', async () => {
-    const whole = memorySink();
+    const whole = memoryStore();
     const reference = await predict(whole);
     for (const stopAfter of [1, 5, 11]) {
       const map = new Map<string, Uint8Array>();
       const controller = new AbortController();
       let token: PredictionProgress | undefined;
       await expect(
-        predict(memorySink(map), {
+        predict(memoryStore(map), {
           signal: controller.signal,
           onProgress: (_done, _total, t) => {
             token = t;
@@ -641,7 +641,7 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
         }),
       ).rejects.toThrow();
       expect(token!.shardsDone).toBeGreaterThanOrEqual(stopAfter);
-      const resumed = await predict(memorySink(map), { resume: token });
+      const resumed = await predict(memoryStore(map), { resume: token });
       expect(resumed.tiles).toBe(reference.tiles);
       expect(resumed.statistics).toEqual(reference.statistics);
       expect([...map.keys()].sort()).toEqual([...whole.map.keys()].sort());
@@ -651,7 +651,7 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
   }, 240_000);
 
   it('retries a failing batch tile by tile, counts the tile that fails alone and leaves it at 0', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     let poisoned: Float32Array | undefined;
     let batches = 0;
     const flaky: ModelSession = {
@@ -674,9 +674,9 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
     const grid = fullGrid(he.widthPx, he.heightPx, mpp);
     const result = await predict(sink, { model: flaky, grid });
     expect(result.failedTiles).toBe(1);
-    const reference = memorySink();
+    const reference = memoryStore();
     await predict(reference, { grid });
-    const read = async (s: KeyValueSink) =>
+    const read = async (s: KeyValueStore) =>
       (await (
         await openArray(s, 'markers/DAPI/0')
       ).readRegion(s, {
@@ -707,7 +707,7 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
 
   it('writes a store that validates as OME-NGFF 0.5 and reads the same in zarr-python and zarrita', async () => {
     const root = path.join(dir, 'store');
-    const sink = folderSink(root);
+    const sink = folderStore(root);
     // mpp 0.45 makes squares of 249 px: the resampling path, on both sides of inference.
     const heMpp = 0.45;
     const result = await predict(sink, { heMpp, grid: fullGrid(he.widthPx, he.heightPx, heMpp) });

@@ -10,7 +10,7 @@ import {
   readPyramidLevel,
 } from '../../../compute/pyramid';
 import { ShardTree } from '../../../compute/pyramid/plan';
-import { folderSink, memorySink } from '../../../compute/zarr';
+import { folderStore, memoryStore } from '../../../compute/zarr';
 import { runPythonJson } from '../../support/python';
 import { readWithZarrita } from '../../support/zarrita';
 
@@ -190,7 +190,7 @@ describe('buildHePyramid', () => {
       const progress: PyramidProgress[] = [];
       const built = await buildHePyramid({
         image: slide,
-        sink: folderSink(root),
+        sink: folderStore(root),
         mpp: 0.25,
         name: 'H&E',
         shardSize,
@@ -216,7 +216,7 @@ describe('buildHePyramid', () => {
   );
 
   it('gives the same pixels on the byte-wise paths: unaligned regions, chunks not a multiple of 8', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     const slide = syntheticSlide(1100, 530, { unaligned: true });
     await buildHePyramid({ image: slide, sink, mpp: null, name: 'x', shardSize: 60, chunkSize: 6 });
     const reference = referenceLevels(1100, 530);
@@ -226,7 +226,7 @@ describe('buildHePyramid', () => {
   });
 
   it('leaves out background chunks: a missing chunk reads as white', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     await buildHePyramid({
       image: syntheticSlide(1025, 600),
       sink,
@@ -247,7 +247,7 @@ describe('buildHePyramid', () => {
   });
 
   it('reads back through openHePyramid and readPyramidLevel as a SlideImage', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     await buildHePyramid({
       image: syntheticSlide(2101, 1303),
       sink,
@@ -269,7 +269,7 @@ describe('buildHePyramid', () => {
   });
 
   it('refuses odd chunks and shards that are not a multiple of chunks', async () => {
-    const options = { image: syntheticSlide(600, 600), sink: memorySink(), mpp: null, name: 'x' };
+    const options = { image: syntheticSlide(600, 600), sink: memoryStore(), mpp: null, name: 'x' };
     await expect(buildHePyramid({ ...options, chunkSize: 63, shardSize: 126 })).rejects.toThrow(RangeError);
     await expect(buildHePyramid({ ...options, chunkSize: 64, shardSize: 100 })).rejects.toThrow(RangeError);
   });
@@ -282,7 +282,7 @@ describe('buildHePyramid resume', () => {
   let whole: Map<string, Uint8Array>;
 
   beforeAll(async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     await buildHePyramid({ ...layout, image: syntheticSlide(width, height), sink });
     whole = sink.map;
   });
@@ -299,7 +299,7 @@ describe('buildHePyramid resume', () => {
     const build = buildHePyramid({
       ...layout,
       image,
-      sink: memorySink(map),
+      sink: memoryStore(map),
       resume,
       signal: controller.signal,
       onProgress: (p) => {
@@ -313,7 +313,7 @@ describe('buildHePyramid resume', () => {
 
   async function resumed(map: Map<string, Uint8Array>, resume: PyramidProgress | undefined) {
     const image = syntheticSlide(width, height);
-    const built = await buildHePyramid({ ...layout, image, sink: memorySink(map), resume });
+    const built = await buildHePyramid({ ...layout, image, sink: memoryStore(map), resume });
     return { image, built };
   }
 
@@ -371,7 +371,7 @@ describe('the H&E pyramid in reference tools', () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'sps-pyramid-ngff-'));
     await buildHePyramid({
       image: syntheticSlide(width, height),
-      sink: folderSink(root),
+      sink: folderStore(root),
       mpp: 0.2527,
       name: 'H&E',
     });

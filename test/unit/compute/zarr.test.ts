@@ -1,14 +1,15 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { RangeQuery, StoreOptions } from '../../../compute/store';
 import {
   type ArraySpec,
   crc32c,
   type DataType,
   encodeShardSync,
-  folderSink,
-  type KeyValueSink,
-  memorySink,
+  folderStore,
+  type KeyValueStore,
+  memoryStore,
   openArray,
   RegionReader,
   readMaskArray,
@@ -41,7 +42,7 @@ function valueAt(c: number, y: number, x: number): number {
 /** Writes every shard of `array` from `valueAt`, going through chunk-major buffers. */
 async function fill<D extends DataType>(
   array: ShardedArray<D>,
-  sink: ReturnType<typeof memorySink> | ReturnType<typeof folderSink>,
+  sink: ReturnType<typeof memoryStore> | ReturnType<typeof folderStore>,
   value: (c: number, y: number, x: number) => number = valueAt,
   encode?: ShardEncoder,
 ): Promise<void> {
@@ -90,7 +91,7 @@ describe('crc32c', () => {
 
 describe('ShardedArray', () => {
   it('reads back what it wrote, across shard and chunk edges', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     const array = new ShardedArray('a', spec('uint8'));
     await fill(array, sink);
     expect([...sink.map.keys()].sort()).toEqual([
@@ -110,7 +111,7 @@ describe('ShardedArray', () => {
 
   it('keeps float32 and uint32 values exactly', async () => {
     for (const dataType of ['float32', 'uint32'] as const) {
-      const sink = memorySink();
+      const sink = memoryStore();
       const array = new ShardedArray(
         '',
         spec(dataType, { fillValue: dataType === 'float32' ? Number.NaN : 0 }),
@@ -130,7 +131,7 @@ describe('ShardedArray', () => {
   });
 
   it('leaves out chunks and shards that hold only the fill value, and pads edge chunks with it', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     const array = new ShardedArray('m', spec('uint8', { fillValue: 9 }));
     // Only rows 40..47 hold data: shard row 1, one chunk row of it.
     await fill(array, sink, (c, y, x) => (y >= 40 && y < 48 ? 1 + ((c + x) % 5) : 9));
@@ -160,7 +161,7 @@ describe('ShardedArray', () => {
 
   it('stores a chunk whose one differing element is its first or its last', async () => {
     for (const dataType of ['uint8', 'uint16', 'float32'] as const) {
-      const sink = memorySink();
+      const sink = memoryStore();
       const array = new ShardedArray('m', spec(dataType, { fillValue: 9 }));
       // Chunk (0, 0) of shard (0, 0) differs in its first element; the last chunk of shard
       // (2, 1), rows 64..69 and columns 32..44 inside the array, in its last element inside it.
@@ -182,8 +183,8 @@ describe('ShardedArray', () => {
     const sync: ShardEncoder = async (g, data, extent, level) => encodeShardSync(g, data, extent, level);
     for (const dataType of ['uint8', 'uint16'] as const) {
       const value = (c: number, y: number, x: number) => (y >= 40 && y < 48 ? 1 + ((c + x) % 5) : 9);
-      const byStream = memorySink();
-      const bySync = memorySink();
+      const byStream = memoryStore();
+      const bySync = memoryStore();
       const array = new ShardedArray('m', spec(dataType, { fillValue: 9 }));
       await fill(array, byStream, value);
       await fill(array, bySync, value, sync);
@@ -212,12 +213,12 @@ describe('ShardedArray', () => {
     const whole = encodeShardSync(g, data, extent, 1)!;
     // Chunks 1 and 5 hold what an earlier shard left there; listed, they read as the fill value.
     const vouched = encodeShardSync(g, data, extent, 1, [1, 5])!;
-    const sink = memorySink();
+    const sink = memoryStore();
     await sink.put('whole', whole);
     await sink.put('vouched', vouched);
     const read = async (key: string) => {
       const out = array.allocateShard();
-      await array.readShard({ ...sink, get: (_, signal) => sink.get(key, signal) }, 0, 0, out);
+      await array.readShard({ ...sink, get: (_, options) => sink.get(key, options) }, 0, 0, out);
       return out;
     };
     const [a, b] = [await read('whole'), await read('vouched')];
@@ -249,7 +250,7 @@ describe('ShardedArray', () => {
     expect(windowLog(encodeShardSync(chunk, data, extent, 1)!)).toBe(17);
     expect(windowLog(encodeShardSync(chunk, data, extent, -3)!)).toBe(17);
     expect(windowLog(encodeShardSync(chunk, data, extent, 3)!)).toBe('whole');
-    const sink = memorySink();
+    const sink = memoryStore();
     const array = new ShardedArray('w', {
       ...spec('uint16'),
       shape: [1, 512, 512],
@@ -261,7 +262,7 @@ describe('ShardedArray', () => {
   });
 
   it('refuses a shard whose index checksum or chunk is damaged', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     const array = new ShardedArray('d', spec('uint8'));
     await fill(array, sink);
     const into = array.allocateShard();
@@ -281,31 +282,31 @@ describe('ShardedArray', () => {
   });
 });
 
-/** Counts a sink's whole-object gets and ranged reads, per key. */
-function countingSink(sink: KeyValueSink) {
+/** Counts a store's whole-object gets and ranged reads, per key. */
+function countingSink(sink: KeyValueStore) {
   const gets: string[] = [];
   const ranges: string[] = [];
   return {
     gets,
     ranges,
-    get: (key: string, signal?: AbortSignal) => {
+    get: (key: string, options?: StoreOptions) => {
       gets.push(key);
-      return sink.get(key, signal);
+      return sink.get(key, options);
     },
-    getRange: (key: string, range: Parameters<KeyValueSink['getRange']>[1], signal?: AbortSignal) => {
+    getRange: (key: string, range: RangeQuery, options?: StoreOptions) => {
       ranges.push(`${key} ${'suffixLength' in range ? `-${range.suffixLength}` : range.offset}`);
-      return sink.getRange(key, range, signal);
+      return sink.getRange(key, range, options);
     },
-    put: (key: string, bytes: Uint8Array, signal?: AbortSignal) => sink.put(key, bytes, signal),
-  } satisfies KeyValueSink & { gets: string[]; ranges: string[] };
+    put: (key: string, bytes: Uint8Array, options?: StoreOptions) => sink.put(key, bytes, options),
+  } satisfies KeyValueStore & { gets: string[]; ranges: string[] };
 }
 
-describe('KeyValueSink.getRange', () => {
+describe('KeyValueStore.getRange', () => {
   it('reads a span, the last bytes, or what the object holds of a span past its end', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'sps-range-'));
     try {
       const bytes = Uint8Array.from({ length: 100 }, (_, i) => i);
-      for (const sink of [memorySink(), folderSink(dir)]) {
+      for (const sink of [memoryStore(), folderStore(dir)]) {
         await sink.put('a/b', bytes);
         expect([...(await sink.getRange('a/b', { offset: 10, length: 3 }))!]).toEqual([10, 11, 12]);
         expect([...(await sink.getRange('a/b', { suffixLength: 2 }))!]).toEqual([98, 99]);
@@ -326,7 +327,7 @@ describe('RegionReader', () => {
   const whole = { y: 0, x: 0, height: 70, width: 45 };
 
   it('reads the pixels ShardedArray.readRegion reads, through ranged reads of indexes and chunks', async () => {
-    const stored = memorySink();
+    const stored = memoryStore();
     const array = new ShardedArray('r', spec('uint16', { fillValue: 9 }));
     // Rows 32..63 (shard row 1) hold only the fill value: that shard row is never stored.
     await fill(array, stored, (c, y, x) => (y >= 32 && y < 64 ? 9 : valueAt(c, y, x)));
@@ -356,7 +357,7 @@ describe('RegionReader', () => {
   });
 
   it('fetches again what it could not keep, and the same pixels', async () => {
-    const stored = memorySink();
+    const stored = memoryStore();
     const array = new ShardedArray('r', spec('uint8'));
     await fill(array, stored);
     const sink = countingSink(stored);
@@ -368,7 +369,7 @@ describe('RegionReader', () => {
   });
 
   it('refuses a damaged index, a chunk past the shard or one that does not decode, and keeps no failure', async () => {
-    const stored = memorySink();
+    const stored = memoryStore();
     const array = new ShardedArray('d', spec('uint8'));
     await fill(array, stored);
     const shard = stored.map.get('d/c/0/0/0')!;
@@ -416,7 +417,7 @@ describe('writeMaskArray', () => {
     const mask = new Uint8Array(width * height).map((_, i) =>
       ((i % width) * (Math.floor(i / width) + 1)) % 3 === 0 ? 1 : 0,
     );
-    const sink = memorySink();
+    const sink = memoryStore();
     await writeMaskArray(sink, { mask, width, height });
     const read = await readMaskArray(sink);
     expect({ width: read.width, height: read.height }).toEqual({ width, height });
@@ -428,7 +429,7 @@ describe('ShardedArray read by zarrita and zarr-python', () => {
   let dir: string;
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'sps-zarr-'));
-    const sink = folderSink(dir);
+    const sink = folderStore(dir);
     await fill(new ShardedArray('u8', spec('uint8')), sink);
     await fill(new ShardedArray('f32', spec('float32')), sink, (c, y, x) => valueAt(c, y, x) / 7);
     await fill(new ShardedArray('u32', spec('uint32', { fillValue: 7 })), sink, (c, y, x) =>

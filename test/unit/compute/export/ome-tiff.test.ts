@@ -13,7 +13,7 @@ import {
 } from '../../../../compute/export';
 import { blockOrder, packTile } from '../../../../compute/export/ome-tiff';
 import { systemVipsEnv } from '../../../../compute/slide/normalize';
-import { folderSink, type KeyValueSink } from '../../../../compute/zarr';
+import { folderStore, type KeyValueStore } from '../../../../compute/zarr';
 import { runPythonJson } from '../../../support/python';
 import { predictionLayout, writeCmuPyramid, writeSyntheticMask, writeSyntheticPrediction } from './sources';
 
@@ -21,16 +21,16 @@ const run = promisify(execFile);
 const xsd = path.join(__dirname, '../../../../../shared/data/schemas/ome-2016-06.xsd');
 
 /** A sink that counts the gets of each key, to see how often a shard is fetched. */
-function countingSink(sink: KeyValueSink): KeyValueSink & { gets: Map<string, number> } {
+function countingSink(sink: KeyValueStore): KeyValueStore & { gets: Map<string, number> } {
   const gets = new Map<string, number>();
   return {
     gets,
-    get(key, signal) {
+    get(key, options) {
       gets.set(key, (gets.get(key) ?? 0) + 1);
-      return sink.get(key, signal);
+      return sink.get(key, options);
     },
-    getRange: (key, range, signal) => sink.getRange(key, range, signal),
-    put: (key, bytes, signal) => sink.put(key, bytes, signal),
+    getRange: (key, range, options) => sink.getRange(key, range, options),
+    put: (key, bytes, options) => sink.put(key, bytes, options),
   };
 }
 
@@ -46,19 +46,19 @@ describe('writeOmeTiff from the prediction, H&E and mask stores', () => {
     stores.prediction = path.join(dir, 'prediction');
     stores.he = path.join(dir, 'he');
     stores.mask = path.join(dir, 'mask');
-    mpp = await writeCmuPyramid(folderSink(stores.he));
+    mpp = await writeCmuPyramid(folderStore(stores.he));
     // The store's level 0 is H&E level 1 (2220 x 2967 halved, rounded down).
     await writeSyntheticPrediction(
-      folderSink(stores.prediction),
+      folderStore(stores.prediction),
       predictionLayout({ widthPx: 1110, heightPx: 1483, pixelSizeUm: 2 * mpp }),
     );
-    await writeSyntheticMask(folderSink(stores.mask), { widthPx: 2220, heightPx: 2967, pixelSizeUm: mpp });
-    const predictionSink = countingSink(folderSink(stores.prediction));
+    await writeSyntheticMask(folderStore(stores.mask), { widthPx: 2220, heightPx: 2967, pixelSizeUm: mpp });
+    const predictionSink = countingSink(folderStore(stores.prediction));
     predictionGets = predictionSink.gets;
     const images = [
       await predictionTiffImage(predictionSink),
-      await heTiffImage(folderSink(stores.he)),
-      await labelTiffImage(folderSink(stores.mask)),
+      await heTiffImage(folderStore(stores.he)),
+      await labelTiffImage(folderStore(stores.mask)),
     ];
     tiff = path.join(dir, 'export.ome.tif');
     const result = await writeOmeTiff(tiff, images);

@@ -10,7 +10,7 @@ import { type TileObjects, writeLabelMask } from '../../../../compute/segmentati
 import type { SegmentationTile } from '../../../../compute/segmentation/tiles';
 import { openTiffSlide } from '../../../../compute/slide';
 import { fileSource } from '../../../../compute/source';
-import type { KeyValueSink } from '../../../../compute/zarr';
+import type { KeyValueStore } from '../../../../compute/zarr';
 import { wsiDir } from '../helpers';
 
 /** A smooth, marker-dependent model value with some fine texture, so compression is realistic. */
@@ -28,7 +28,7 @@ export function predictedValue(marker: number, x: number, y: number): number {
  * real `finishPredictionStore` for the levels, marker groups and root.
  */
 export async function writeSyntheticPrediction(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   layout: PredictionStoreLayout,
   value: (marker: number, x: number, y: number) => number = predictedValue,
 ): Promise<void> {
@@ -76,7 +76,7 @@ export function predictionLayout(
 }
 
 /** The CMU-1 small region (2220 x 2967) as an H&E pyramid; answers its mpp. */
-export async function writeCmuPyramid(sink: KeyValueSink): Promise<number> {
+export async function writeCmuPyramid(sink: KeyValueStore): Promise<number> {
   const source = await fileSource(path.join(wsiDir, 'CMU-1-Small-Region.svs'));
   try {
     const slide = await openTiffSlide(source);
@@ -93,7 +93,7 @@ export async function writeCmuPyramid(sink: KeyValueSink): Promise<number> {
  * a few rectangular "cells" as runs.
  */
 export async function writeSyntheticMask(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   size: { widthPx: number; heightPx: number; pixelSizeUm: number },
 ): Promise<void> {
   const tiles: SegmentationTile[] = [];

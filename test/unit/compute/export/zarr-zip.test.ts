@@ -10,7 +10,7 @@ import {
   type ZipEntrySource,
 } from '../../../../compute/export';
 import { chunkKeys } from '../../../../compute/export/zarr-archive';
-import { folderSink, memorySink } from '../../../../compute/zarr';
+import { folderStore, memoryStore } from '../../../../compute/zarr';
 import { runPythonJson } from '../../../support/python';
 import { predictionLayout, writeCmuPyramid, writeSyntheticMask, writeSyntheticPrediction } from './sources';
 
@@ -41,10 +41,10 @@ describe('writeZarrZip of a prediction with its H&E and mask', () => {
     stores.prediction = path.join(dir, 'prediction');
     stores.he = path.join(dir, 'he');
     stores.mask = path.join(dir, 'mask');
-    const mpp = await writeCmuPyramid(folderSink(stores.he));
+    const mpp = await writeCmuPyramid(folderStore(stores.he));
     const layout = predictionLayout({ widthPx: 1110, heightPx: 1483, pixelSizeUm: 2 * mpp });
-    await writeSyntheticPrediction(folderSink(stores.prediction), layout);
-    await writeSyntheticMask(folderSink(stores.mask), { widthPx: 2220, heightPx: 2967, pixelSizeUm: mpp });
+    await writeSyntheticPrediction(folderStore(stores.prediction), layout);
+    await writeSyntheticMask(folderStore(stores.mask), { widthPx: 2220, heightPx: 2967, pixelSizeUm: mpp });
     for (const marker of layout.markers) {
       for (const level of [0, 1, 2]) {
         arrays.set(`markers/${marker}/${level}`, [stores.prediction, `markers/${marker}/${level}`]);
@@ -56,9 +56,9 @@ describe('writeZarrZip of a prediction with its H&E and mask', () => {
     }
     zip = path.join(dir, 'export.ome.zarr.zip');
     const entries = await planPredictionArchive({
-      prediction: folderSink(stores.prediction),
-      he: folderSink(stores.he),
-      labels: folderSink(stores.mask),
+      prediction: folderStore(stores.prediction),
+      he: folderStore(stores.he),
+      labels: folderStore(stores.mask),
     });
     const result = await writeZarrZip(zip, entries);
     expect(result.entries).toBeGreaterThan(60);
@@ -178,9 +178,9 @@ print(json.dumps(out))
     await writeZarrZip(
       again,
       await planPredictionArchive({
-        prediction: folderSink(stores.prediction),
-        he: folderSink(stores.he),
-        labels: folderSink(stores.mask),
+        prediction: folderStore(stores.prediction),
+        he: folderStore(stores.he),
+        labels: folderStore(stores.mask),
       }),
     );
     expect((await readFile(again)).equals(await readFile(zip))).toBe(true);
@@ -209,7 +209,7 @@ describe('the archive plan and the zip writer', () => {
   });
 
   it('refuses two sources that land on one path', async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     await sink.put(
       'zarr.json',
       new TextEncoder().encode('{"zarr_format":3,"node_type":"group","attributes":{}}'),

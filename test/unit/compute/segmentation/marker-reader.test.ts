@@ -1,11 +1,11 @@
 import { readPredictionLayout } from '../../../../compute/prediction/store';
 import { predictionMarkerReader } from '../../../../compute/segmentation';
-import { memorySink } from '../../../../compute/zarr';
+import { memoryStore } from '../../../../compute/zarr';
 import { predictedValue, predictionLayout, writeSyntheticPrediction } from '../export/sources';
 
 describe('predictionMarkerReader', () => {
   it("reads a uint16 store back in the model's units, from the scale the store states", async () => {
-    const sink = memorySink();
+    const sink = memoryStore();
     // An output range that is not 0..1: both the scale and the offset matter.
     const written = predictionLayout({ widthPx: 1100, heightPx: 700, heLevel: 1, outputRange: [-1, 3] });
     await writeSyntheticPrediction(sink, written);

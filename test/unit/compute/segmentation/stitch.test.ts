@@ -18,7 +18,7 @@ import { glassPixels, stainDensities } from '../../../../compute/segmentation/st
 import { hematoxylinThreshold } from '../../../../compute/segmentation/threshold';
 import { DEFAULT_HALO_UM, haloPixels, planSegmentationTiles } from '../../../../compute/segmentation/tiles';
 import type { LabelImage } from '../../../../compute/segmentation/types';
-import { memorySink, openArray } from '../../../../compute/zarr';
+import { memoryStore, openArray } from '../../../../compute/zarr';
 import { memorySlide } from './helpers';
 import { monusegTiles, readAnnotatedTile } from './monuseg';
 
@@ -167,7 +167,7 @@ describe('stitching real tissue', () => {
         stored.set(tile.index, decodeTileObjects(encodeTileObjects(objects)));
       }
       const { offsets, total } = labelOffsets(tiles.map((t) => stored.get(t.index)!.count));
-      const sink = memorySink();
+      const sink = memoryStore();
       await writeLabelMask(sink, {
         widthPx: width,
         heightPx: height,

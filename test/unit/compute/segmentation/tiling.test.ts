@@ -17,7 +17,7 @@ import {
   writeMarkerTables,
 } from '../../../../compute/segmentation/tables';
 import { planSegmentationTiles } from '../../../../compute/segmentation/tiles';
-import { folderSink, type KeyValueSink, memorySink, openArray } from '../../../../compute/zarr';
+import { folderStore, type KeyValueStore, memoryStore, openArray } from '../../../../compute/zarr';
 import { runPythonJson } from '../../../support/python';
 import { darkBlobSegmenter, discImage, memorySlide } from './helpers';
 
@@ -58,7 +58,7 @@ async function segmentAll(): Promise<Map<number, TileObjects>> {
 }
 
 async function readLevel(
-  sink: KeyValueSink,
+  sink: KeyValueStore,
   level: number,
 ): Promise<{ labels: Uint32Array; width: number; height: number }> {
   const array = await openArray(sink, String(level));
@@ -104,7 +104,7 @@ describe('segmentation tiling', () => {
   it('keeps every disc once and whole, with labels 1..N over the layer', async () => {
     const whole = await darkBlobSegmenter.segment(image, mpp);
     expect(total).toBe(whole.cells.count);
-    const sink = memorySink();
+    const sink = memoryStore();
     await writeLabelMask(sink, maskOptions());
     const level0 = await readLevel(sink, 0);
     // Each label of the mask is exactly one component of the whole-image segmentation.
@@ -135,9 +135,9 @@ describe('segmentation tiling', () => {
   });
 
   it('resumes the mask after an interruption with the same bytes', async () => {
-    const clean = memorySink();
+    const clean = memoryStore();
     await writeLabelMask(clean, maskOptions());
-    const resumed = memorySink();
+    const resumed = memoryStore();
     let last: LabelMaskProgress | undefined;
     const controller = new AbortController();
     await expect(
@@ -271,7 +271,7 @@ print(json.dumps(out))
 
   it('writes a mask that validates as an NGFF 0.5 label image and reads the same in zarr-python', async () => {
     const root = path.join(dir, 'mask');
-    const sink = folderSink(root);
+    const sink = folderStore(root);
     await writeLabelMask(sink, maskOptions());
     const ours = await readLevel(sink, 0);
     const checked = await runPythonJson<{
