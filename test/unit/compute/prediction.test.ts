@@ -650,6 +650,23 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
     }
   }, 240_000);
 
+  it('writes the same bytes with the TypeScript reference writers as with the WebAssembly ones', async () => {
+    // The reference computes each value as the definitions say, on this thread; the WebAssembly
+    // writers run on two threads sharing their memory: every object of the store must match.
+    const fast = memorySink();
+    const slow = memorySink();
+    // A corner of the slide, over several shards and a band edge, with a few gaps.
+    const grid = fullGrid(he.widthPx, he.heightPx, mpp, (c, r) => c < 5 && r < 6 && (c + r) % 4 !== 3);
+    const viaWasm = await predict(fast, { grid, kernel: 'webassembly', writers: 2 });
+    const viaReference = await predict(slow, { grid, kernel: 'typescript' });
+    expect(viaReference.statistics).toEqual(viaWasm.statistics);
+    expect(viaReference.tiles).toBe(viaWasm.tiles);
+    expect([...slow.map.keys()].sort()).toEqual([...fast.map.keys()].sort());
+    expect(fast.map.size).toBeGreaterThan(3);
+    for (const [key, bytes] of fast.map)
+      expect({ key, same: Buffer.compare(bytes, slow.map.get(key)!) === 0 }).toEqual({ key, same: true });
+  }, 240_000);
+
   it('retries a failing batch tile by tile, counts the tile that fails alone and leaves it at 0', async () => {
     const sink = memorySink();
     let poisoned: Float32Array | undefined;
