@@ -318,8 +318,14 @@ async function benchSize(side: number): Promise<void> {
   report(side, `reference ${values.reference}`, joined(other), aroundEach(other));
   const speeds = current.map((m, k) => other[k]!.pipelineSeconds[0]! / m.pipelineSeconds[0]!);
   const seconds = (ms: Measured[]) => median(ms.map((m) => m.pipelineSeconds[0]!));
+  // CPU per tile moves less than wall time where other work shares the cores.
+  const cpuPerTile = (ms: Measured[]) =>
+    (median(ms.map((m) => m.pipelineCpuSeconds[0]!)) * 1000) / ms[0]!.tiles;
   console.log(
     `\n  against reference  ${(current[0]!.tiles / seconds(current)).toFixed(1)} tiles/s here, ${(other[0]!.tiles / seconds(other)).toFixed(1)} tiles/s reference (medians): this build at ${median(speeds).toFixed(3)} of the reference's speed, median of ${speeds.map((x) => x.toFixed(3)).join(', ')}`,
+  );
+  console.log(
+    `  CPU per tile       ${cpuPerTile(current).toFixed(2)} ms here, ${cpuPerTile(other).toFixed(2)} ms reference (whole path, medians)`,
   );
 }
 

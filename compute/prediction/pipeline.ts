@@ -11,8 +11,7 @@ import {
 import { inputTileLength, type ModelSession } from './model';
 import { intersect, type PixelRect, type ShardAddress } from './plan';
 import type { PlaneWriters } from './plane-writers';
-import type { PredictionProgress } from './predict';
-import type { PredictionPlan } from './prediction-plan';
+import type { PredictionPlan, PredictionProgress } from './prediction-plan';
 import type { PredictionSink } from './prediction-sink';
 import { HISTOGRAM_BINS, PREDICTION_FILL_VALUE } from './store';
 

@@ -1,55 +1,18 @@
 import { availableParallelism } from 'node:os';
-import type { SlideImage } from '../image';
 import type { KeyValueSink } from '../zarr';
 import type { ChannelStatistics } from './kernels';
-import type { ModelSession } from './model';
 import { runPipeline } from './pipeline';
-import type { PatchGrid } from './plan';
 import { type PlaneKernelKind, startPlaneWriters } from './plane-writers';
-import { planPrediction } from './prediction-plan';
+import { type PlanOptions, type PredictionProgress, planPrediction } from './prediction-plan';
+
+export type { PredictionProgress };
+
 import { PredictionSink } from './prediction-sink';
 import { HISTOGRAM_BINS, type PredictionStoreLayout } from './store';
 
-/**
- * Progress of `predictMarkers` and the token to resume it from (plain JSON, for Temporal
- * heartbeat details). Everything in it is as of the last shard stored, in shard order, so a
- * retry that starts from it writes the same bytes and ends with the same counts and statistics.
- */
-export interface PredictionProgress {
-  version: 1;
-  /** Everything the bytes depend on; a token for another layout is ignored. */
-  layout: string;
-  shardsDone: number;
-  shards: number;
-  /** Positions finished (predicted or failed) in the shards done. */
-  tiles: number;
-  failedTiles: number;
-  statistics: Record<string, ChannelStatistics>;
-}
-
-export interface PredictMarkersOptions {
-  /** The H&E pyramid (`openHePyramid`): its level nearest the model's scale is read. */
-  he: SlideImage;
-  /** Microns per level-0 pixel of the H&E. */
-  heMpp: number;
-  /** The credit grid (`tissuePatchGrid`): its selected positions are predicted. */
-  grid: PatchGrid;
-  model: ModelSession;
-  /** Channels of the model to store, in the store's order; the others are discarded. */
-  markers: readonly string[];
+export interface PredictMarkersOptions extends PlanOptions {
   /** The store's root. */
   sink: KeyValueSink;
-  /** Tiles per inference. Default 8. */
-  batchSize?: number;
-  /**
-   * Store shard side (level-0 pixels). Default 1024: 2 MB of uint16 per marker, two of them
-   * alive per marker (one made, one stored), so 14 markers hold about 56 MB of shards.
-   */
-  shardSize?: number;
-  /** Inner chunk side. Default 512. */
-  chunkSize?: number;
-  /** Shard rows per band (see `TilePlan`). Default 8. */
-  bandShards?: number;
   /** Threads writing output planes into shards (`plane-writers`), at most one per marker. */
   writers?: number;
   /**
@@ -58,7 +21,6 @@ export interface PredictMarkersOptions {
    */
   kernel?: PlaneKernelKind;
   signal?: AbortSignal;
-  resume?: PredictionProgress | null;
   /** After each batch: positions finished of all, and the token as of the last stored shard. */
   onProgress?: (done: number, total: number, token: PredictionProgress) => void;
 }
@@ -118,7 +80,7 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
 
 /**
  * Plane writers by default: two cores stay with the main thread and the inference, and at most
- * four, which keep up with the bundled model (docs/architecture.md).
+ * four, which keep up with the bundled model (measured: docs/changelog.md).
  */
 function defaultWriters(): number {
   return Math.max(1, Math.min(4, availableParallelism() - 2));

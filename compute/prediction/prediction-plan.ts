@@ -1,14 +1,57 @@
+import type { SlideImage } from '../image';
 import { crc32c } from '../zarr';
-import { emptyStatistics } from './kernels';
-import { TilePlan } from './plan';
-import type { PredictionProgress, PredictMarkersOptions } from './predict';
+import { type ChannelStatistics, emptyStatistics } from './kernels';
+import type { ModelSession } from './model';
+import { type PatchGrid, TilePlan } from './plan';
 import { checkMarkerName, HISTOGRAM_BINS, layoutKey, type PredictionStoreLayout } from './store';
 
 /**
  * Shard rows per band by default: the positions across a band's lower edge are inferred twice,
- * so a taller band infers fewer twice for a longer frontier of held outputs (docs/architecture.md).
+ * so a taller band infers fewer twice, for a longer frontier of held outputs.
  */
 const BAND_SHARDS = 8;
+
+/**
+ * Progress of `predictMarkers` and the token to resume it from (plain JSON, for Temporal
+ * heartbeat details). Everything in it is as of the last shard stored, in shard order, so a
+ * retry that starts from it writes the same bytes and ends with the same counts and statistics.
+ */
+export interface PredictionProgress {
+  version: 1;
+  /** Everything the bytes depend on; a token for another layout is ignored. */
+  layout: string;
+  shardsDone: number;
+  shards: number;
+  /** Positions finished (predicted or failed) in the shards done. */
+  tiles: number;
+  failedTiles: number;
+  statistics: Record<string, ChannelStatistics>;
+}
+
+/** What `planPrediction` reads of `predictMarkers`' options. */
+export interface PlanOptions {
+  /** The H&E pyramid (`openHePyramid`): its level nearest the model's scale is read. */
+  he: SlideImage;
+  /** Microns per level-0 pixel of the H&E. */
+  heMpp: number;
+  /** The credit grid (`tissuePatchGrid`): its selected positions are predicted. */
+  grid: PatchGrid;
+  model: ModelSession;
+  /** Channels of the model to store, in the store's order; the others are discarded. */
+  markers: readonly string[];
+  /** Tiles per inference. Default 8. */
+  batchSize?: number;
+  /**
+   * Store shard side (level-0 pixels). Default 1024: 2 MB of uint16 per marker, two of them
+   * alive per marker (one made, one stored), so 14 markers hold about 56 MB of shards.
+   */
+  shardSize?: number;
+  /** Inner chunk side. Default 512. */
+  chunkSize?: number;
+  /** Shard rows per band (see `TilePlan`). Default 8. */
+  bandShards?: number;
+  resume?: PredictionProgress | null;
+}
 
 /** What a prediction will do, fixed before it starts: nothing in it changes while it runs. */
 export interface PredictionPlan {
@@ -24,7 +67,7 @@ export interface PredictionPlan {
 }
 
 /** Checks the options and plans the prediction they ask for (throws `RangeError` on bad ones). */
-export function planPrediction(options: PredictMarkersOptions): PredictionPlan {
+export function planPrediction(options: PlanOptions): PredictionPlan {
   const { model, markers, grid } = options;
   const spec = model.spec;
   const batchSize = options.batchSize ?? 8;
