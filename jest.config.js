@@ -15,6 +15,8 @@ module.exports = {
   transformIgnorePatterns: [`/node_modules/(?!${esmOnly}/)`],
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
+  // Worker threads that compute/ starts on TypeScript entries load them through swc.
+  setupFiles: ['<rootDir>/test/support/ts-workers.ts'],
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
   testTimeout: 60_000,

@@ -16,6 +16,7 @@ import {
 } from '../compute/prediction';
 import { inputSamples, inputWindow } from '../compute/prediction/kernels';
 import { InputKernel, PlaneMemory } from '../compute/prediction/plane-kernel';
+import type { PlaneKernelKind } from '../compute/prediction/plane-writers';
 import { HISTOGRAM_BINS } from '../compute/prediction/store';
 import { buildHePyramid, openHePyramid, readPyramidLevel } from '../compute/pyramid';
 import { openTiffSlide } from '../compute/slide';
@@ -35,10 +36,17 @@ import { writeSyntheticSvs } from './synthetic-svs';
  * ingest makes them, in a separate process first.
  *
  *   npm run bench:inference [-- --sizes 6000,12000 --batch 8 --threads 1 --markers 14 --writers N
- *                                --rounds 3]
+ *                                --rounds 3 --kernel webassembly|typescript --reference DIR]
  *
  * `--writers` is the number of plane-writer threads (default: predictMarkers' own, min(4, cores
- * - 2), at least 1). The CPU per tile it prints is of every thread of the process.
+ * - 2), at least 1). The CPU per tile it prints is of every thread of the process. `--kernel`
+ * picks the plane writers (predictMarkers' `kernel`).
+ *
+ * `--reference DIR` measures another build beside this one, on the same slide in the same run:
+ * DIR is a checkout with its own build (for example `git worktree add ../sps-main main`, then
+ * `npm run build` there). Each round then runs in a process of its own, this build's and the
+ * reference's in turn (which goes first alternates), and the comparison printed is the median of
+ * the rounds' ratios of whole-path speed.
  *
  * The bare figure cycles through the first `--bare-tiles` real tiles of the slide: the baseline
  * model's cost does not depend on pixel values, and holding every tile's input would not fit.
@@ -58,6 +66,8 @@ const { values } = parseArgs({
     writers: { type: 'string' },
     'bare-tiles': { type: 'string', default: '64' },
     rounds: { type: 'string', default: '3' },
+    kernel: { type: 'string' },
+    reference: { type: 'string' },
     // Leave the slide, pyramid and store in the scratch folder (profiling the measured phase).
     keep: { type: 'boolean', default: false },
     // Internal: the measured phase, in a child process of its own.
@@ -231,6 +241,7 @@ async function measure(dir: string): Promise<void> {
       sink,
       batchSize: batch,
       writers: values.writers === undefined ? undefined : Number(values.writers),
+      kernel: kernelOption(),
     });
     paths.push({ seconds: (performance.now() - started) / 1000, cpuSeconds: cpuSeconds() - cpuStarted });
     // The first round's peak is what one job needs; later rounds add whatever the collector has
@@ -268,8 +279,7 @@ async function benchSize(side: number): Promise<void> {
     path.join(dir, 'prepared.json'),
     JSON.stringify({ ...prepared, grid: { ...prepared.grid, selected: Array.from(prepared.grid.selected) } }),
   );
-  const args = [
-    __filename,
+  const args = (rounds: string) => [
     '--measure',
     dir,
     '--batch',
@@ -281,11 +291,74 @@ async function benchSize(side: number): Promise<void> {
     '--bare-tiles',
     values['bare-tiles'],
     '--rounds',
-    values.rounds,
+    rounds,
     ...(values.writers === undefined ? [] : ['--writers', values.writers]),
   ];
-  const { stdout } = await run(process.execPath, args, { maxBuffer: 16 << 20 });
-  report(side, JSON.parse(stdout.trim().split('\n').at(-1)!) as Measured);
+  const measured = async (script: string, rounds: string, extra: string[] = []) => {
+    const { stdout } = await run(process.execPath, [script, ...args(rounds), ...extra], {
+      maxBuffer: 16 << 20,
+    });
+    return JSON.parse(stdout.trim().split('\n').at(-1)!) as Measured;
+  };
+  const kernel = values.kernel === undefined ? [] : ['--kernel', values.kernel];
+  if (values.reference === undefined) {
+    report(side, 'this build', await measured(__filename, values.rounds, kernel));
+    return;
+  }
+  const reference = path.resolve(values.reference, 'dist', 'bench', 'inference.js');
+  const current: Measured[] = [];
+  const other: Measured[] = [];
+  for (let round = 0; round < Number(values.rounds); round++) {
+    // Alternating which goes first, so that neither always meets the machine the other left.
+    if (round % 2 === 0) current.push(await measured(__filename, '1', kernel));
+    other.push(await measured(reference, '1'));
+    if (round % 2 === 1) current.push(await measured(__filename, '1', kernel));
+  }
+  report(side, 'this build', joined(current), aroundEach(current));
+  report(side, `reference ${values.reference}`, joined(other), aroundEach(other));
+  const speeds = current.map((m, k) => other[k]!.pipelineSeconds[0]! / m.pipelineSeconds[0]!);
+  const seconds = (ms: Measured[]) => median(ms.map((m) => m.pipelineSeconds[0]!));
+  // CPU per tile moves less than wall time where other work shares the cores.
+  const cpuPerTile = (ms: Measured[]) =>
+    (median(ms.map((m) => m.pipelineCpuSeconds[0]!)) * 1000) / ms[0]!.tiles;
+  console.log(
+    `\n  against reference  ${(current[0]!.tiles / seconds(current)).toFixed(1)} tiles/s here, ${(other[0]!.tiles / seconds(other)).toFixed(1)} tiles/s reference (medians): this build at ${median(speeds).toFixed(3)} of the reference's speed, median of ${speeds.map((x) => x.toFixed(3)).join(', ')}`,
+  );
+  console.log(
+    `  CPU per tile       ${cpuPerTile(current).toFixed(2)} ms here, ${cpuPerTile(other).toFixed(2)} ms reference (whole path, medians)`,
+  );
+}
+
+/** Rounds measured in processes of their own, as if one process had measured them all. */
+function joined(ms: Measured[]): Measured {
+  const last = ms.at(-1)!;
+  return {
+    ...last,
+    pipelineSeconds: ms.flatMap((m) => m.pipelineSeconds),
+    pipelineCpuSeconds: ms.flatMap((m) => m.pipelineCpuSeconds),
+    bareSeconds: ms.flatMap((m) => m.bareSeconds),
+    bareCpuSeconds: ms.reduce((n, m) => n + m.bareCpuSeconds, 0) / ms.length,
+    pipelinePeakMiB: Math.max(...ms.map((m) => m.pipelinePeakMiB)),
+    peakMiB: Math.max(...ms.map((m) => m.peakMiB)),
+  };
+}
+
+/** Per round measured in a process of its own, the mean of its bare runs before and after it. */
+function aroundEach(ms: Measured[]): number[] {
+  return ms.map((m) => (m.bareSeconds[0]! + m.bareSeconds[1]!) / 2);
+}
+
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length / 2;
+  return Number.isInteger(mid) ? (sorted[mid - 1]! + sorted[mid]!) / 2 : sorted[Math.floor(mid)]!;
+}
+
+/** `--kernel`, checked. */
+function kernelOption(): PlaneKernelKind | undefined {
+  const kernel = values.kernel;
+  if (kernel === undefined || kernel === 'webassembly' || kernel === 'typescript') return kernel;
+  throw new RangeError(`--kernel ${kernel}: webassembly or typescript`);
 }
 
 /** What the measured phase prints (`measure`). */
@@ -306,18 +379,18 @@ interface Measured {
   peakMiB: number;
 }
 
-function report(side: number, r: Measured): void {
-  const median = (xs: number[]) => {
-    const sorted = [...xs].sort((a, b) => a - b);
-    const mid = sorted.length / 2;
-    return Number.isInteger(mid) ? (sorted[mid - 1]! + sorted[mid]!) / 2 : sorted[Math.floor(mid)]!;
-  };
+/** `bareAround`: per round, its bare time (by default the mean of the bare runs on either side). */
+function report(
+  side: number,
+  build: string,
+  r: Measured,
+  bareAround = r.pipelineSeconds.map((_, k) => (r.bareSeconds[k]! + r.bareSeconds[k + 1]!) / 2),
+): void {
   const fixed = (xs: number[], digits: number) => xs.map((x) => x.toFixed(digits)).join(', ');
   // Each round against the mean of the bare runs on either side of it.
-  const bareAround = r.pipelineSeconds.map((_, k) => (r.bareSeconds[k]! + r.bareSeconds[k + 1]!) / 2);
   const ratios = r.pipelineSeconds.map((seconds, k) => bareAround[k]! / seconds);
   console.log(
-    `\n${side} x ${side} synthetic SVS, H&E level ${r.heLevel}, ${values.markers} markers, batch ${values.batch}, ${values.threads} intra-op thread(s), ${values.writers ?? 'default'} writer(s), ${availableParallelism()} cores`,
+    `\n${build}: ${side} x ${side} synthetic SVS, H&E level ${r.heLevel}, ${values.markers} markers, batch ${values.batch}, ${values.threads} intra-op thread(s), ${values.writers ?? 'default'} writer(s), ${values.kernel ?? 'default'} kernel, ${availableParallelism()} cores`,
   );
   console.log(
     `  positions          ${r.tiles} (${r.inferred} inferences: band edges are inferred twice; ${r.failed} failed)`,

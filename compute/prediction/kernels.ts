@@ -86,6 +86,19 @@ export function outputSamples(length: number, tile: number): AxisSamples {
   return { first, second, weight };
 }
 
+/** `outputSamples` for squares of any length onto `tile`, each length's made once. */
+export function outputSamplesOf(tile: number): (length: number) => AxisSamples {
+  const made = new Map<number, AxisSamples>();
+  return (length) => {
+    let samples = made.get(length);
+    if (!samples) {
+      samples = outputSamples(length, tile);
+      made.set(length, samples);
+    }
+    return samples;
+  };
+}
+
 /** Running statistics of one channel's predicted pixels (background excluded), in stored units. */
 export interface ChannelStatistics {
   count: number;

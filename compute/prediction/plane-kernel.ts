@@ -28,12 +28,56 @@ export interface WasmMemory {
   grow(pages: number): number;
 }
 
+/** plane.wasm's exports (assembly/plane.ts): addresses are byte offsets into the memory. */
 interface Exports {
   heapBase(): number;
   setGeometry(chunkWidth: number, chunkHeight: number, chunksX: number, chunkLength: number): void;
-  writePlane(...args: (number | boolean)[]): void;
+  writePlane(
+    src: number,
+    tile: number,
+    yFirst: number,
+    ySecond: number,
+    yWeight: number,
+    xFirst: number,
+    xSecond: number,
+    xWeight: number,
+    width: number,
+    height: number,
+    sameWidth: boolean,
+    from: number,
+    lo: number,
+    perUnit: number,
+    row: number,
+    line: number,
+    stored: number,
+    runs: number,
+    histogram: number,
+    bins: number,
+    stats: number,
+    shard: number,
+    x0: number,
+    y0: number,
+  ): void;
   fillRect(shard: number, x0: number, y0: number, width: number, height: number, value: number): void;
-  fillInput(...args: number[]): void;
+  fillInput(
+    region: number,
+    regionWidth: number,
+    regionX: number,
+    regionY: number,
+    yFirst: number,
+    ySecond: number,
+    yWeight: number,
+    rows: number,
+    xFirst: number,
+    xSecond: number,
+    xWeight: number,
+    n: number,
+    cols: number,
+    runs: number,
+    rowA: number,
+    rowB: number,
+    into: number,
+  ): void;
 }
 
 const WASM = ['assembly', 'plane.wasm'];
@@ -41,6 +85,11 @@ const WASM = ['assembly', 'plane.wasm'];
 const WASM_PATH = [__dirname, path.join(__dirname, '..', '..', '..', 'compute', 'prediction')]
   .map((dir) => path.join(dir, ...WASM))
   .find((file) => existsSync(file));
+
+/** Whether plane.wasm is there to load (`npm run build:wasm` makes it). */
+export function planeWasmFound(): boolean {
+  return WASM_PATH !== undefined;
+}
 
 const PAGE = 65_536;
 /** The module's declared maximum (assembly/asconfig.json): 4 GiB, address space only. */
@@ -140,6 +189,16 @@ export class PlaneMemory {
       shared: true,
     });
     this.top = this.buffersStart;
+  }
+
+  /** Whether this runtime makes shared WebAssembly memory. */
+  static supported(): boolean {
+    try {
+      new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** A fresh buffer of `length` uint16 values (zero) in this memory, for one marker's shard. */

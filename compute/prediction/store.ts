@@ -22,7 +22,7 @@ import { type ChannelStatistics, downsampleMarkerIntoQuadrant, STORED_MAX } from
  * Pixels are uint16, as immunofluorescence images are: the model's output range maps onto
  * 0..65535 (`storedScale`, stated in the attributes), a step of 1/65535 of the range, far below
  * what a model predicts to. Against float32 it halves the store, the memory of every shard and
- * the bytes zstd compresses while the model runs (bench/inference).
+ * the bytes zstd compresses while the model runs.
  */
 export interface PredictionStoreLayout {
   /** Marker names, in the order the store lists them. */
@@ -45,8 +45,8 @@ export interface PredictionStoreLayout {
 export const PREDICTION_FILL_VALUE = 0;
 /**
  * zstd level of the inner chunks: -2, one of zstd's fast levels. The encode is the larger half
- * of a plane writer's time, and predicted planes are smooth: bench/inference's 1,566 chunks
- * (783 MiB) compress 11.6x in 275 ms of CPU against 12.2x in 389 ms at level 1.
+ * of a plane writer's time, and predicted planes are smooth, so a faster level loses little
+ * ratio (measured: docs/changelog.md).
  */
 export const PREDICTION_ZSTD_LEVEL = -2;
 /** Histogram bins of the per-channel statistics (windows are read off it). */

@@ -1,66 +1,46 @@
-import { Worker } from 'node:worker_threads';
+import type { InferenceSession } from 'onnxruntime-node';
 import { ComputeError } from '../errors';
+import { startWorker } from './worker-entry';
 
 /**
  * onnxruntime-node runs a batch synchronously on the thread that calls it. Hosting the session
- * on a worker thread frees the main thread to read, resample and write the batches around the
- * one being inferred. The worker is plain JavaScript (eval), so it runs the same from the
- * TypeScript sources (tests) and from dist/.
+ * on a worker thread (session-worker.ts) frees the main thread to read, resample and write the
+ * batches around the one being inferred.
  */
-const workerSource = `
-const { parentPort, workerData } = require('node:worker_threads');
-const ort = require(workerData.ort);
-const ready = ort.InferenceSession.create(workerData.path, workerData.options);
-ready.then(
-  (s) => parentPort.postMessage({ kind: 'ready', inputs: s.inputNames, outputs: s.outputNames }),
-  (e) => parentPort.postMessage({ kind: 'failed', error: String((e && e.message) || e) }),
-);
-parentPort.on('message', async ({ id, input, dims, output }) => {
-  try {
-    const s = await ready;
-    const feeds = { [s.inputNames[0]]: new ort.Tensor('float32', input, dims) };
-    if (output) {
-      // A shared buffer of the caller's: the answer is written into it, nothing is sent back.
-      const answer = await s.run(feeds, { [s.outputNames[0]]: new ort.Tensor('float32', output.into, output.dims) });
-      // The binding copies every output into a fresh ArrayBuffer as well (22.5 MB for eight
-      // tiles of the bundled model): detached, its memory goes back now, warm for the next
-      // batch, instead of at a later collection.
-      const copy = answer[s.outputNames[0]].data.buffer;
-      if (copy instanceof ArrayBuffer && copy !== output.into.buffer) copy.transfer(0);
-      parentPort.postMessage({ id });
-      return;
-    }
-    const result = await s.run(feeds);
-    const out = result[s.outputNames[0]];
-    const data = out.data;
-    try {
-      parentPort.postMessage({ id, data, dims: out.dims }, [data.buffer]);
-    } catch {
-      parentPort.postMessage({ id, data, dims: out.dims });
-    }
-  } catch (e) {
-    parentPort.postMessage({ id, error: String((e && e.message) || e) });
-  }
-});
-`;
+
+/** What the session worker is started with. */
+export interface SessionWorkerData {
+  path: string;
+  options: InferenceSession.SessionOptions;
+}
+
+/** A buffer on a `SharedArrayBuffer` that the answer is written into, and the answer's shape. */
+export interface SharedOutput {
+  into: Float32Array;
+  dims: readonly number[];
+}
+
+/** One batch, `[N, 3, S, S]`; with `output`, answered in place. */
+export interface SessionRequest {
+  id: number;
+  input: Float32Array;
+  dims: number[];
+  output?: { into: Float32Array; dims: number[] };
+}
+
+export type SessionReply =
+  | { kind: 'ready'; inputs: string[]; outputs: string[] }
+  | { kind: 'failed'; error: string }
+  | { kind: 'answered'; id: number }
+  /** `data` null: the model answered no float32 tensor. */
+  | { kind: 'answer'; id: number; data: Float32Array | null }
+  | { kind: 'error'; id: number; error: string };
 
 interface Pending {
   resolve: (data: Float32Array) => void;
   reject: (err: Error) => void;
   /** The caller's shared buffer the answer was written into. */
   output?: Float32Array;
-}
-
-type Message =
-  | { kind: 'ready'; inputs: string[]; outputs: string[] }
-  | { kind: 'failed'; error: string }
-  | { id: number; data?: Float32Array; dims?: number[] }
-  | { id: number; error: string };
-
-/** A buffer on a `SharedArrayBuffer` that the answer is written into, and the answer's shape. */
-export interface SharedOutput {
-  into: Float32Array;
-  dims: readonly number[];
 }
 
 /**
@@ -71,11 +51,12 @@ export interface WorkerRunner {
   run(input: Float32Array, dims: readonly number[], output?: SharedOutput): Promise<Float32Array>;
 }
 
-export function startWorkerRunner(onnxPath: string, options: Record<string, unknown>): Promise<WorkerRunner> {
-  const worker = new Worker(workerSource, {
-    eval: true,
-    workerData: { ort: require.resolve('onnxruntime-node'), path: onnxPath, options },
-  });
+export function startWorkerRunner(
+  onnxPath: string,
+  options: InferenceSession.SessionOptions,
+): Promise<WorkerRunner> {
+  const workerData: SessionWorkerData = { path: onnxPath, options };
+  const worker = startWorker('session-worker', { workerData });
   const pending = new Map<number, Pending>();
   let next = 0;
   let broken: Error | undefined;
@@ -86,49 +67,55 @@ export function startWorkerRunner(onnxPath: string, options: Record<string, unkn
   };
   worker.on('error', (err) => fail(err));
   worker.on('exit', (code) => fail(new Error(`inference worker exited (${code})`)));
-  const started = new Promise<WorkerRunner>((resolve, reject) => {
-    worker.on('message', (message: Message) => {
-      if ('kind' in message) {
-        if (message.kind === 'failed') {
+  const runner: WorkerRunner = {
+    run(input, dims, output) {
+      if (broken) return Promise.reject(broken);
+      const id = next++;
+      return new Promise<Float32Array>((resolve, reject) => {
+        if (pending.size === 0) worker.ref();
+        pending.set(id, { resolve, reject, output: output?.into });
+        // Copied (or shared), not transferred: the caller may retry the same input tile by tile.
+        const request: SessionRequest = {
+          id,
+          input,
+          dims: [...dims],
+          output: output && { into: output.into, dims: [...output.dims] },
+        };
+        worker.postMessage(request);
+      });
+    },
+  };
+  return new Promise<WorkerRunner>((resolve, reject) => {
+    worker.on('message', (message: SessionReply) => {
+      switch (message.kind) {
+        case 'failed':
           reject(new ComputeError('UnsupportedModel', `${onnxPath}: ${message.error}`));
           void worker.terminate();
-        } else if (message.inputs.length !== 1 || message.outputs.length !== 1) {
-          reject(new ComputeError('UnsupportedModel', `${onnxPath}: one input and one output expected`));
-          void worker.terminate();
-        } else {
+          return;
+        case 'ready':
+          if (message.inputs.length !== 1 || message.outputs.length !== 1) {
+            reject(new ComputeError('UnsupportedModel', `${onnxPath}: one input and one output expected`));
+            void worker.terminate();
+            return;
+          }
           // An idle session must not keep a script's process alive; a pending batch must.
           worker.unref();
-          resolve({
-            run(input, dims, output) {
-              if (broken) return Promise.reject(broken);
-              const id = next++;
-              return new Promise<Float32Array>((res, rej) => {
-                if (pending.size === 0) worker.ref();
-                pending.set(id, { resolve: res, reject: rej, output: output?.into });
-                // Copied (or shared), not transferred: the caller may retry the same input tile by tile.
-                worker.postMessage({
-                  id,
-                  input,
-                  dims: [...dims],
-                  output: output && { into: output.into, dims: [...output.dims] },
-                });
-              });
-            },
-          });
+          resolve(runner);
+          return;
+        default: {
+          const waiting = pending.get(message.id);
+          pending.delete(message.id);
+          if (pending.size === 0) worker.unref();
+          if (!waiting) return;
+          if (message.kind === 'error') {
+            waiting.reject(new Error(message.error));
+            return;
+          }
+          const answer = message.kind === 'answer' ? message.data : waiting.output;
+          if (answer) waiting.resolve(answer);
+          else waiting.reject(new ComputeError('UnsupportedModel', `${onnxPath} answered no float32 tensor`));
         }
-        return;
       }
-      const waiting = pending.get(message.id);
-      pending.delete(message.id);
-      if (pending.size === 0) worker.unref();
-      if (!waiting) return;
-      if ('error' in message) waiting.reject(new Error(message.error));
-      else if (waiting.output) waiting.resolve(waiting.output);
-      // Cloned into this thread's realm, which under Jest is not the test's: no instanceof.
-      else if (message.data && Object.prototype.toString.call(message.data) === '[object Float32Array]')
-        waiting.resolve(message.data);
-      else waiting.reject(new ComputeError('UnsupportedModel', `${onnxPath} answered no float32 tensor`));
     });
   });
-  return started;
 }

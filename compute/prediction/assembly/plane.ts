@@ -2,10 +2,10 @@
  * The plane writer's per-value work in WebAssembly (AssemblyScript, built into plane.wasm by
  * `npm run build:wasm`, asconfig.json beside it): resample one output plane of the model onto a
  * square of level pixels, store each value as uint16 straight into a chunk-major shard buffer,
- * and add it to the statistics. In JavaScript this was about 10 ns a value, more than the
- * inference itself; here the float passes run two or four lanes at a time and nothing is copied
- * out afterwards. And the other direction, `fillInput`: an H&E region resampled into a model
- * input tile (in JavaScript 0.32 ms a tile of 240 x 240, here 0.11).
+ * and add it to the statistics; the float passes run two or four lanes at a time and nothing is
+ * copied out afterwards. And the other direction, `fillInput`: an H&E region resampled into a
+ * model input tile. Plain JavaScript doing the same work (reference-writers.ts) costs more than
+ * the inference itself (docs/changelog.md).
  *
  * Every float step is the one `PlaneKernel.writePlane` and `InputKernel` (plane-kernel.ts)
  * document, in the same precision and order (resampling in f32, the conversion to stored units
@@ -219,9 +219,8 @@ function resampleRow(
 }
 
 /**
- * (1 - w) * a + w * b, four f32 lanes, each step rounded to f32. In f64, as it once was, the
- * conversions to and from f64 made resampling the kernel's costliest step: fourteen 225 px
- * planes (a square a pixel past the tile) took 1.16 ms against 0.80 now, with `findRuns`.
+ * (1 - w) * a + w * b, four f32 lanes, each step rounded to f32: in f32 because conversions to
+ * and from f64 would make resampling the kernel's costliest step.
  */
 function blend4(a: v128, b: v128, w: v128): v128 {
   return f32x4.add(f32x4.mul(f32x4.sub(f32x4.splat(1), w), a), f32x4.mul(w, b));
@@ -242,7 +241,7 @@ function pairAt(row: usize, index: usize): v128 {
  * `stored[i]` = (values[i] - lo) * perUnit + 0.5 in f64, floored, clamped to 0..65535, NaN to 0:
  * the saturating truncation toward zero gives 0 for NaN and the floor at or above 0, and what
  * lies below is clamped up to 0. Signed, as x86's conversion is: V8 builds the unsigned one out
- * of several (fourteen 224 px planes took 0.54 ms against 0.50 now).
+ * of several instructions.
  */
 function quantizeRow(values: usize, width: i32, lo: f64, perUnit: f64, stored: usize): void {
   const vlo = f64x2.splat(lo);
@@ -332,8 +331,8 @@ function rowSum(stored: usize, width: i32): u64 {
  * 0..65535), to the counts at `histogram`. A model's planes are mostly smooth, so neighbours
  * mostly share a bin: a run of one bin is counted in a register, eight values at a time while all
  * eight lie in its range, and added once it ends; a group of eight that leaves the range is
- * counted value by value, without branches. On real predicted planes that takes the kernel from
- * 1.32 to 0.77 ms a tile (fourteen 256 px planes); on noise-level planes it is 7 % slower.
+ * counted value by value, without branches. That pays on predicted planes and costs a little on
+ * noise-level ones.
  */
 function countBins(stored: usize, width: i32, bins: i32, histogram: usize): void {
   if (width <= 0) return;

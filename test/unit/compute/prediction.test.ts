@@ -22,6 +22,7 @@ import {
   toStored,
 } from '../../../compute/prediction/kernels';
 import { InputKernel, PlaneKernel, PlaneMemory } from '../../../compute/prediction/plane-kernel';
+import { startPlaneWriters } from '../../../compute/prediction/plane-writers';
 import { channelWindow, readPredictionLayout } from '../../../compute/prediction/store';
 import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
 import { openTiffSlide } from '../../../compute/slide';
@@ -478,6 +479,95 @@ describe('stored values', () => {
     }
   });
 
+  it('writes, fills, encodes and fills inputs alike in the TypeScript and WebAssembly writers', async () => {
+    // One small case through the interface, values the model never gives included (NaN,
+    // infinities, past the range): squares wider, narrower and as wide as the tile, cut by the
+    // shard, a fill after the writes, each shard encoded, and an input tile.
+    const tile = 224;
+    const side = 240;
+    let seed = 11;
+    const random = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const planes = Float32Array.from({ length: 2 * 3 * tile * tile }, () => {
+      const r = random();
+      return r < 0.01 ? Number.NaN : r < 0.02 ? Number.NEGATIVE_INFINITY : 3 * r - 1.2;
+    });
+    const region: RgbImage = {
+      width: 300,
+      height: 300,
+      data: Uint8Array.from({ length: 300 * 300 * 3 }, () => Math.floor(random() * 256)),
+    };
+    const g: ShardGeometry = {
+      dataType: 'uint16',
+      fillValue: 0,
+      channels: 1,
+      chunkHeight: 64,
+      chunkWidth: 64,
+      chunksY: 4,
+      chunksX: 4,
+      chunkLength: 64 * 64,
+    };
+    const clip = { x0: 100, y0: 50, x1: 356, y1: 306 };
+    const squares = [
+      { x0: 90, y0: 40, x1: 315, y1: 265 },
+      { x0: 200, y0: 120, x1: 424, y1: 344 },
+      { x0: 300, y0: 260, x1: 481, y1: 441 },
+    ];
+    const run = async (kernel: 'typescript' | 'webassembly') => {
+      const writers = startPlaneWriters({
+        kernel,
+        threads: 2,
+        markers: 3,
+        geometry: g,
+        tile,
+        inputSide: side,
+        bins: 256,
+        range: [-0.5, 1.5],
+      });
+      try {
+        const source = writers.planeBuffer(planes.length);
+        source.set(planes);
+        const shards = writers.shardBuffers();
+        const written = await writers.write({
+          source,
+          bases: [0, 3 * tile * tile, 0],
+          squares,
+          channels: [2, 0, 1],
+          clip,
+          shards,
+        });
+        await writers.fill(clip, [{ x0: 100, y0: 280, x1: 200, y1: 306 }], shards, 7);
+        const encoded = await Promise.all(
+          shards.map((shard, m) => writers.encode(m, shard, { height: 256, width: 256 }, 0, [])),
+        );
+        const input = writers.inputBuffer(3 * side * side);
+        writers.fillInput(
+          region,
+          0,
+          0,
+          inputSamples(20, 250, tile, 8, 1000),
+          inputSamples(10, 231, tile, 8, 1000),
+          input,
+          0,
+        );
+        return {
+          shards: shards.map((shard) => Array.from(shard)),
+          sums: written.sums,
+          histograms: written.histograms.map((h) => Array.from(h)),
+          encoded: encoded.map((bytes) => (bytes ? Buffer.from(bytes).toString('base64') : bytes)),
+          input: Array.from(input),
+        };
+      } finally {
+        await writers.close();
+      }
+    };
+    const reference = await run('typescript');
+    expect(reference.sums.flat().every((s) => s.count > 0)).toBe(true);
+    expect(await run('webassembly')).toEqual(reference);
+  });
+
   it('sets a rectangle of a shard to a value, across chunks, and nothing around it', () => {
     const g = twoByTwoChunks(2);
     const memory = new PlaneMemory(2, 4);
@@ -648,6 +738,23 @@ describe('predictMarkers on CMU-1-Small-Region', () => {
       for (const [key, bytes] of whole.map)
         expect({ key, same: Buffer.compare(bytes, map.get(key)!) === 0 }).toEqual({ key, same: true });
     }
+  }, 240_000);
+
+  it('writes the same bytes with the TypeScript reference writers as with the WebAssembly ones', async () => {
+    // The reference computes each value as the definitions say, on this thread; the WebAssembly
+    // writers run on two threads sharing their memory: every object of the store must match.
+    const fast = memoryStore();
+    const slow = memoryStore();
+    // A corner of the slide, over several shards and a band edge, with a few gaps.
+    const grid = fullGrid(he.widthPx, he.heightPx, mpp, (c, r) => c < 5 && r < 6 && (c + r) % 4 !== 3);
+    const viaWasm = await predict(fast, { grid, kernel: 'webassembly', writers: 2 });
+    const viaReference = await predict(slow, { grid, kernel: 'typescript' });
+    expect(viaReference.statistics).toEqual(viaWasm.statistics);
+    expect(viaReference.tiles).toBe(viaWasm.tiles);
+    expect([...slow.map.keys()].sort()).toEqual([...fast.map.keys()].sort());
+    expect(fast.map.size).toBeGreaterThan(3);
+    for (const [key, bytes] of fast.map)
+      expect({ key, same: Buffer.compare(bytes, slow.map.get(key)!) === 0 }).toEqual({ key, same: true });
   }, 240_000);
 
   it('retries a failing batch tile by tile, counts the tile that fails alone and leaves it at 0', async () => {

@@ -1,0 +1,75 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { encodeShardSync } from '../zarr';
+import { outputSamplesOf } from './kernels';
+import { PlaneKernel } from './plane-kernel';
+import type { WriterData, WriterReply, WriterRequest } from './wasm-writers';
+
+/** A plane writer thread of wasm-writers.ts: its kernel on the shared memory, and its markers. */
+const port = parentPort;
+if (!port) throw new Error('plane-writer-worker runs on a worker thread');
+const { geometry, markers, tile, bins, range, memory, writer, writers } = workerData as WriterData;
+const kernel = new PlaneKernel({ memory, tile, bins, writers }, geometry, writer);
+const samplesOf = outputSamplesOf(tile);
+
+function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
+  const { id } = request;
+  switch (request.kind) {
+    case 'encode': {
+      const { shard, extent, level, knownFill } = request;
+      const bytes = encodeShardSync(geometry, shard, extent, level, knownFill);
+      return [
+        { kind: 'encoded', id, bytes },
+        bytes && bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : [],
+      ];
+    }
+    case 'fill': {
+      const { shards, clip, rects, value } = request;
+      for (const m of markers)
+        for (const rect of rects) kernel.fillRect(shards[m]!, clip.x0, clip.y0, rect, value);
+      return [{ kind: 'filled', id }, []];
+    }
+    case 'write': {
+      const { source, bases, squares, channels, clip, shards } = request;
+      const sums = new Float64Array(bases.length * markers.length * 4);
+      const histograms = new Uint32Array(markers.length * bins);
+      bases.forEach((base, k) => {
+        const sq = {
+          x0: squares[4 * k]!,
+          y0: squares[4 * k + 1]!,
+          x1: squares[4 * k + 2]!,
+          y1: squares[4 * k + 3]!,
+        };
+        const ys = samplesOf(sq.y1 - sq.y0);
+        const xs = samplesOf(sq.x1 - sq.x0);
+        markers.forEach((m, j) => {
+          const histogram = histograms.subarray(j * bins, (j + 1) * bins);
+          const offset = base + channels[m]! * tile * tile;
+          const s = kernel.writePlane(
+            source,
+            offset,
+            sq,
+            ys,
+            xs,
+            clip,
+            shards[m]!,
+            clip.x0,
+            clip.y0,
+            histogram,
+            range,
+          );
+          sums.set([s.count, s.min, s.max, s.sum], (k * markers.length + j) * 4);
+        });
+      });
+      return [{ kind: 'written', id, sums, histograms }, [sums.buffer, histograms.buffer]];
+    }
+  }
+}
+
+port.on('message', (request: WriterRequest) => {
+  try {
+    const [reply, transfer] = handle(request);
+    port.postMessage(reply, transfer);
+  } catch (e) {
+    port.postMessage({ kind: 'error', id: request.id, error: String((e instanceof Error && e.stack) || e) });
+  }
+});
