@@ -1,0 +1,1 @@
+export { fileSource } from './file-source';

@@ -1,0 +1,169 @@
+import type { Upload } from '../schemas/uploads';
+import type { SpsClient } from './client';
+import { validated } from './endpoint';
+import { isSpsError, SpsError } from './errors';
+import { sleep } from './transport';
+
+/** Every chunk but the last is a multiple of this (DECISIONS.md, `PUT {uploadUrl}`). */
+export const UPLOAD_GRANULE = 256 * 1024;
+const DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The bytes of one upload, read a range at a time so that memory stays flat however large
+ * the file: `blobSource` for a browser File or Blob; `fileSource` (sdk/node) for a local file.
+ */
+export interface ByteSource {
+  name: string;
+  size: number;
+  /** `length` bytes from `offset` (fewer only where the source ends). */
+  read(offset: number, length: number): Promise<Uint8Array>;
+}
+
+export function blobSource(blob: Blob, name?: string): ByteSource {
+  return {
+    name: name ?? (blob as Blob & { name?: string }).name ?? 'upload',
+    size: blob.size,
+    read: async (offset, length) => new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer()),
+  };
+}
+
+/** What a later run needs to resume: remember it before the first byte goes out. */
+export interface UploadSession {
+  uploadId: string;
+  uploadUrl: string;
+}
+
+export interface UploadProgress {
+  /** Bytes the service has stored. */
+  sentBytes: number;
+  totalBytes: number;
+  /** Where this run started: bytes an earlier run had already stored. */
+  resumedFrom: number;
+}
+
+export interface UploadOptions {
+  contentType?: string;
+  /** Display name of the sample. */
+  name?: string;
+  mpp?: number;
+  autoSegment?: boolean;
+  /** A session of an earlier run: continue from the service's `Range` instead of starting over. */
+  resume?: UploadSession;
+  /** Called with each new session before any byte is sent. */
+  onSession?: (session: UploadSession) => void | Promise<void>;
+  onProgress?: (progress: UploadProgress) => void;
+  /** Bytes per PUT, a multiple of 256 KiB (default 16 MiB); two chunks are in memory at most. */
+  chunkBytes?: number;
+  /** Consecutive failed PUTs (network, 5xx) tolerated before giving up (default 5). */
+  maxAttempts?: number;
+  signal?: AbortSignal;
+}
+
+type Outcome = { done: true; upload: Upload } | { done: false; storedBytes: number };
+
+/** `Range: bytes=0-LAST` of a 308; none means nothing is stored. */
+function storedBytesOf(response: Response): number {
+  const match = /^bytes=0-(\d+)$/.exec(response.headers.get('range') ?? '');
+  return match ? Number(match[1]) + 1 : 0;
+}
+
+async function outcomeOf(response: Response): Promise<Outcome> {
+  if (response.status === 308) return { done: false, storedBytes: storedBytesOf(response) };
+  return { done: true, upload: (await validated('putUploadChunk', response)) as Upload };
+}
+
+/**
+ * Uploads a source through the resumable protocol: chunked PUTs, the next chunk read while
+ * the current one is sent, and after a dropped connection (or a rerun given `resume`) it
+ * asks the service how far it got and continues from there. Answers the upload once its
+ * last byte has landed (ingest then starts on its own).
+ */
+export async function uploadSource(
+  client: SpsClient,
+  source: ByteSource,
+  options: UploadOptions = {},
+): Promise<Upload> {
+  const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+  if (chunkBytes <= 0 || chunkBytes % UPLOAD_GRANULE !== 0) {
+    throw new RangeError(`chunkBytes must be a positive multiple of ${UPLOAD_GRANULE}`);
+  }
+  const total = source.size;
+  const { signal } = options;
+
+  const put = async (url: string, contentRange: string, body?: Uint8Array) =>
+    outcomeOf(
+      await client.transport.send({
+        method: 'PUT',
+        url,
+        headers: { 'content-range': contentRange },
+        body,
+        signal,
+        bearer: false,
+      }),
+    );
+  const ask = (url: string) => put(url, `bytes */${total}`);
+
+  async function newSession(): Promise<UploadSession> {
+    const created = await client.uploads.create(
+      {
+        filename: source.name,
+        fileSize: total,
+        contentType: options.contentType ?? 'application/octet-stream',
+        ...(options.name === undefined ? {} : { name: options.name }),
+        ...(options.mpp === undefined ? {} : { mpp: options.mpp }),
+        ...(options.autoSegment === undefined ? {} : { autoSegment: options.autoSegment }),
+      },
+      { signal },
+    );
+    if (!created.uploadUrl) {
+      throw new SpsError('invalid_response', 'the new upload came without an uploadUrl');
+    }
+    const session = { uploadId: created.id, uploadUrl: created.uploadUrl };
+    await options.onSession?.(session);
+    return session;
+  }
+
+  let session: UploadSession;
+  let outcome: Outcome;
+  if (options.resume) {
+    session = options.resume;
+    try {
+      outcome = await ask(session.uploadUrl);
+    } catch (err) {
+      // An expired or unknown session, or a failed upload: this run starts over.
+      if (!isSpsError(err) || !['forbidden', 'not_found', 'invalid_request'].includes(err.code)) throw err;
+      session = await newSession();
+      outcome = await ask(session.uploadUrl);
+    }
+  } else {
+    session = await newSession();
+    outcome = total === 0 ? await ask(session.uploadUrl) : { done: false, storedBytes: 0 };
+  }
+  const resumedFrom = outcome.done ? total : outcome.storedBytes;
+  const report = (sentBytes: number) => options.onProgress?.({ sentBytes, totalBytes: total, resumedFrom });
+  report(resumedFrom);
+
+  const read = (offset: number) => source.read(offset, Math.min(chunkBytes, total - offset));
+  let prefetched: { offset: number; bytes: Promise<Uint8Array> } | undefined;
+  let failures = 0;
+  const maxAttempts = options.maxAttempts ?? 5;
+  while (!outcome.done) {
+    const offset = outcome.storedBytes;
+    const bytes = prefetched?.offset === offset ? await prefetched.bytes : await read(offset);
+    const end = offset + bytes.length;
+    prefetched = end < total ? { offset: end, bytes: read(end) } : undefined;
+    // A rejected prefetch surfaces when awaited; until then it must not count as unhandled.
+    prefetched?.bytes.catch(() => {});
+    try {
+      outcome = await put(session.uploadUrl, `bytes ${offset}-${end - 1}/${total}`, bytes);
+      failures = 0;
+    } catch (err) {
+      const transient = isSpsError(err, 'network') || (isSpsError(err) && (err.status ?? 0) >= 500);
+      if (!transient || ++failures >= maxAttempts || signal?.aborted) throw err;
+      await sleep(500 * 2 ** failures, signal);
+      outcome = await ask(session.uploadUrl);
+    }
+    report(outcome.done ? total : outcome.storedBytes);
+  }
+  return outcome.upload;
+}
