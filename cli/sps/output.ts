@@ -116,7 +116,7 @@ export function createProgress(interactive: boolean): Progress {
   return {
     bar(label, { total, bytes, startedAt = 0 }) {
       const speed = rate(bytes, startedAt);
-      let lastLine = 0;
+      let lastLine = Number.NEGATIVE_INFINITY;
       let lastNote = '';
       const print = (value: number, note: string) => {
         const { amount, speed: perSecond, eta } = speed.text(value, total);
