@@ -11,6 +11,7 @@ export {
   type ByteSource,
   blobSource,
   UPLOAD_GRANULE,
+  type UploadBody,
   type UploadOptions,
   type UploadProgress,
   type UploadSession,

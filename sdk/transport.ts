@@ -18,7 +18,8 @@ export interface SendOptions {
   method: string;
   url: string;
   headers?: Record<string, string>;
-  body?: RequestInit['body'];
+  /** A function makes a fresh body for each attempt (a stream can be sent only once). */
+  body?: RequestInit['body'] | (() => RequestInit['body']);
   signal?: AbortSignal;
   /** Send the bearer credential (not to signed URLs, which are their own credential). */
   bearer?: boolean;
@@ -105,13 +106,16 @@ export function createTransport(options: TransportOptions): Transport {
   async function send(send: SendOptions): Promise<Response> {
     for (let attempt = 0; ; attempt++) {
       let response: Response;
+      const body = typeof send.body === 'function' ? send.body() : send.body;
       try {
         response = await doFetch(send.url, {
           method: send.method,
           headers: await headersFor(send),
-          body: send.body,
+          body,
           signal: send.signal,
-        });
+          // Required by fetch for a stream body; a Blob or bytes need no such promise.
+          ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
+        } as RequestInit);
       } catch (err) {
         if (send.signal?.aborted) throw err;
         throw new SpsError('network', `${send.method} ${send.url}: ${(err as Error).message}`, {

@@ -6,24 +6,28 @@ import { sleep } from './transport';
 
 /** Every chunk but the last is a multiple of this (DECISIONS.md, `PUT {uploadUrl}`). */
 export const UPLOAD_GRANULE = 256 * 1024;
-const DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024;
+const DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024;
+
+/** A request body fetch can send: a Blob slice or a stream go out without being held in memory. */
+export type UploadBody = Blob | ReadableStream<Uint8Array> | Uint8Array;
 
 /**
- * The bytes of one upload, read a range at a time so that memory stays flat however large
- * the file: `blobSource` for a browser File or Blob; `fileSource` (sdk/node) for a local file.
+ * The bytes of one upload, handed out a range at a time so that memory stays flat however
+ * large the file: `blobSource` for a browser File or Blob; `fileSource` (sdk/node) streams a
+ * local file.
  */
 export interface ByteSource {
   name: string;
   size: number;
-  /** `length` bytes from `offset` (fewer only where the source ends). */
-  read(offset: number, length: number): Promise<Uint8Array>;
+  /** `length` bytes from `offset` as a body; called again for each attempt of a chunk. */
+  slice(offset: number, length: number): UploadBody;
 }
 
 export function blobSource(blob: Blob, name?: string): ByteSource {
   return {
     name: name ?? (blob as Blob & { name?: string }).name ?? 'upload',
     size: blob.size,
-    read: async (offset, length) => new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer()),
+    slice: (offset, length) => blob.slice(offset, offset + length),
   };
 }
 
@@ -52,7 +56,7 @@ export interface UploadOptions {
   /** Called with each new session before any byte is sent. */
   onSession?: (session: UploadSession) => void | Promise<void>;
   onProgress?: (progress: UploadProgress) => void;
-  /** Bytes per PUT, a multiple of 256 KiB (default 16 MiB); two chunks are in memory at most. */
+  /** Bytes per PUT, a multiple of 256 KiB (default 64 MiB; halved while the service says 413). */
   chunkBytes?: number;
   /** Consecutive failed PUTs (network, 5xx) tolerated before giving up (default 5). */
   maxAttempts?: number;
@@ -73,8 +77,8 @@ async function outcomeOf(response: Response): Promise<Outcome> {
 }
 
 /**
- * Uploads a source through the resumable protocol: chunked PUTs, the next chunk read while
- * the current one is sent, and after a dropped connection (or a rerun given `resume`) it
+ * Uploads a source through the resumable protocol: chunked PUTs, each streamed from the
+ * source, and after a dropped connection (or a rerun given `resume`) it
  * asks the service how far it got and continues from there. Answers the upload once its
  * last byte has landed (ingest then starts on its own).
  */
@@ -83,19 +87,19 @@ export async function uploadSource(
   source: ByteSource,
   options: UploadOptions = {},
 ): Promise<Upload> {
-  const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+  let chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
   if (chunkBytes <= 0 || chunkBytes % UPLOAD_GRANULE !== 0) {
     throw new RangeError(`chunkBytes must be a positive multiple of ${UPLOAD_GRANULE}`);
   }
   const total = source.size;
   const { signal } = options;
 
-  const put = async (url: string, contentRange: string, body?: Uint8Array) =>
+  const put = async (url: string, contentRange: string, length = 0, body?: () => UploadBody) =>
     outcomeOf(
       await client.transport.send({
         method: 'PUT',
         url,
-        headers: { 'content-range': contentRange },
+        headers: { 'content-range': contentRange, 'content-length': String(length) },
         body,
         signal,
         bearer: false,
@@ -143,21 +147,21 @@ export async function uploadSource(
   const report = (sentBytes: number) => options.onProgress?.({ sentBytes, totalBytes: total, resumedFrom });
   report(resumedFrom);
 
-  const read = (offset: number) => source.read(offset, Math.min(chunkBytes, total - offset));
-  let prefetched: { offset: number; bytes: Promise<Uint8Array> } | undefined;
   let failures = 0;
   const maxAttempts = options.maxAttempts ?? 5;
   while (!outcome.done) {
     const offset = outcome.storedBytes;
-    const bytes = prefetched?.offset === offset ? await prefetched.bytes : await read(offset);
-    const end = offset + bytes.length;
-    prefetched = end < total ? { offset: end, bytes: read(end) } : undefined;
-    // A rejected prefetch surfaces when awaited; until then it must not count as unhandled.
-    prefetched?.bytes.catch(() => {});
+    const length = Math.min(chunkBytes, total - offset);
     try {
-      outcome = await put(session.uploadUrl, `bytes ${offset}-${end - 1}/${total}`, bytes);
+      outcome = await put(session.uploadUrl, `bytes ${offset}-${offset + length - 1}/${total}`, length, () =>
+        source.slice(offset, length),
+      );
       failures = 0;
     } catch (err) {
+      if (isSpsError(err, 'payload_too_large') && chunkBytes > UPLOAD_GRANULE) {
+        chunkBytes = Math.max(UPLOAD_GRANULE, Math.floor(chunkBytes / 2 / UPLOAD_GRANULE) * UPLOAD_GRANULE);
+        continue;
+      }
       const transient = isSpsError(err, 'network') || (isSpsError(err) && (err.status ?? 0) >= 500);
       if (!transient || ++failures >= maxAttempts || signal?.aborted) throw err;
       await sleep(500 * 2 ** failures, signal);

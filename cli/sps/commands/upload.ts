@@ -37,7 +37,7 @@ export function registerUpload(program: Command, context: () => Context): void {
     .option('--name <name>', 'display name (one file only)')
     .option('--mpp <microns>', 'microns per pixel, when the slide lacks it')
     .option('--no-auto-segment', 'do not segment cells after ingest')
-    .option('--chunk-mib <n>', 'MiB per request (a multiple of 0.25)', '16')
+    .option('--chunk-mib <n>', 'MiB per request (a multiple of 0.25)', '64')
     .option('--parallel <n>', 'files uploaded at once', '3')
     .action(async (files: string[], flags: UploadFlags) => {
       const ctx = context();
