@@ -13,7 +13,7 @@ import { freePort } from '../cli/ports';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createClient, uploadSource } from '../sdk';
-import { fileSource } from '../sdk/node';
+import { fileSource, nodeFetch } from '../sdk/node';
 
 /**
  * Client-side upload: one file through the SDK (`uploadSource` over `fileSource`) and through
@@ -62,7 +62,11 @@ function putFromFile(
 
 /** Child mode: one upload by one client, configured through SPS_BASE_URL and SPS_API_KEY. */
 async function runClient(kind: string, file: string): Promise<void> {
-  const client = createClient({ baseUrl: process.env.SPS_BASE_URL!, apiKey: process.env.SPS_API_KEY! });
+  const client = createClient({
+    baseUrl: process.env.SPS_BASE_URL!,
+    apiKey: process.env.SPS_API_KEY!,
+    fetch: nodeFetch,
+  });
   const source = await fileSource(file);
   if (kind === 'sdk') {
     await uploadSource(client, source, {});
