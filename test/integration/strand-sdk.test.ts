@@ -63,7 +63,7 @@ let report: Report;
 
 beforeAll(async () => {
   stack = await startStack({ worker: true });
-  tenant = await createTenant(stack.sql, { credits: CREDITS });
+  tenant = await createTenant(stack.sql, { credits: CREDITS, expirationDays: 30 });
   scratch = await mkdtemp(path.join(os.tmpdir(), 'strand-sdk-'));
   report = await runPythonJson<Report>(
     readFileSync(path.join(__dirname, 'strand', 'sdk_flows.py'), 'utf8'),
