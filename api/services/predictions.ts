@@ -11,6 +11,7 @@ import {
 } from '../../db/jobs';
 import { findOrganization } from '../../db/organizations';
 import { CURRENT_MODEL, creditGridPositions, type MarkerChannel, modelRegistry } from '../../models/registry';
+import type { SampleStatus } from '../../schemas/enums';
 import type { PredictionDryRun, PredictionSubmitted, PredictRequest } from '../../schemas/jobs';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
@@ -69,7 +70,7 @@ function checkMarkers(markers: string[], channels: readonly MarkerChannel[], ent
 }
 
 /** Every byte of the upload is in but the sample is still being prepared: submission may go ahead. */
-const PREPARING: ReadonlySet<string> = new Set(['deid_running', 'preprocessing']);
+const PREPARING: ReadonlySet<SampleStatus> = new Set<SampleStatus>(['deid_running', 'preprocessing']);
 
 /** What a job on a sample costs per marker, at which mpp, and whether that is an upper bound. */
 interface Price {

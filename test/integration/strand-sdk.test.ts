@@ -190,3 +190,36 @@ test('samples.set_retention, set_retention_bulk with pin, restore', () => {
   expect(report.restore).toMatchObject({ trashedAt: null });
   expect(report.afterRestore.trashedAt).toBeNull();
 });
+
+test('NGFF readers open the store with the top-level multiscales copy present', async () => {
+  const store = path.join(stack.fsRoot, report.predict.resultBasePath);
+  const read = await runPythonJson<{
+    top: string[];
+    ome: string[];
+    members: string[];
+    first: string;
+    levels: number;
+  }>(
+    `
+import json, sys
+import zarr
+from ome_zarr.io import parse_url
+from ome_zarr.reader import Reader
+root = zarr.open_group(sys.argv[1], mode='r')
+node = list(Reader(parse_url(sys.argv[1]))())[0]
+print(json.dumps({
+    'top': [m['name'] for m in root.attrs['multiscales']],
+    'ome': [m['name'] for m in root.attrs['ome']['multiscales']],
+    'members': sorted(root['markers'].group_keys()),
+    'first': node.metadata['name'],
+    'levels': len(node.data),
+}))
+`,
+    [store],
+  );
+  expect(read.top).toEqual(read.ome);
+  expect(read.members).toEqual([...read.ome].sort());
+  // ome-zarr-py reads the root as NGFF 0.5 (its first multiscale), as without the copy.
+  expect(read.first).toBe(read.ome[0]);
+  expect(read.levels).toBeGreaterThan(1);
+});
