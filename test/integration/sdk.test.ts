@@ -177,13 +177,13 @@ test('predict: estimate, submit, a stream cut mid-way resumes with Last-Event-ID
     seen.push(event);
   }
   expect(lastEventIds[0]).toBeNull();
-  expect(lastEventIds[1]).toBe(String(seen[0]!.id));
+  expect(lastEventIds[1]).toBe(String(seen[0]!.eventId));
   expect(seen.at(-1)!.status).toBe('completed');
 
   const replay: JobEvent[] = [];
   for await (const event of streamJob(client, jobId)) replay.push(event);
   expect(seen).toEqual(replay);
-  const ids = seen.map((event) => event.id);
+  const ids = seen.map((event) => event.eventId);
   expect(new Set(ids).size).toBe(ids.length);
   expect(ids).toEqual([...ids].sort((a, b) => a - b));
   expect(seen.map((event) => event.status)).toEqual(
@@ -198,7 +198,7 @@ test('predict: estimate, submit, a stream cut mid-way resumes with Last-Event-ID
   );
 
   const after: JobEvent[] = [];
-  for await (const event of streamJob(client, jobId, { lastEventId: seen[1]!.id })) after.push(event);
+  for await (const event of streamJob(client, jobId, { lastEventId: seen[1]!.eventId })) after.push(event);
   expect(after).toEqual(seen.slice(2));
   await expect(waitForJob(client, jobId)).resolves.toMatchObject({ status: 'completed' });
 }, 300_000);
