@@ -136,12 +136,11 @@ test('429 is retried after Retry-After until the call succeeds', async () => {
  * A fetch whose first job stream delivers its first chunk and then goes silent (a dead
  * connection): the heartbeat timeout must notice and reconnect with Last-Event-ID.
  */
-function stallingFetch(lastEventIds: (string | null)[]): typeof fetch {
+function stallingFetch(onConnect: (lastEventId: string | null) => number): typeof fetch {
   return async (input, init) => {
     const response = await fetch(input, init);
     if (!String(input).endsWith('/stream')) return response;
-    lastEventIds.push(new Headers(init?.headers).get('last-event-id'));
-    if (lastEventIds.length > 1) return response;
+    if (onConnect(new Headers(init?.headers).get('last-event-id')) > 1) return response;
     const reader = response.body!.getReader();
     let delivered = false;
     const body = new ReadableStream<Uint8Array>({
@@ -166,18 +165,20 @@ test('predict: estimate, submit, a stream cut mid-way resumes with Last-Event-ID
   expect(submitted).toMatchObject({ status: 'queued', reservedCredits: estimate.estimatedCredits });
   jobId = submitted.jobId;
 
-  const lastEventIds: (string | null)[] = [];
+  const seen: JobEvent[] = [];
+  // Each connection's Last-Event-ID, beside the id of the last event delivered before it.
+  const connections: { header: string | null; delivered: number | undefined }[] = [];
   const cut = createClient({
     baseUrl: stack.baseUrl,
     apiKey: stack.tenant.apiKey,
-    fetch: stallingFetch(lastEventIds),
+    fetch: stallingFetch((header) => connections.push({ header, delivered: seen.at(-1)?.eventId })),
   });
-  const seen: JobEvent[] = [];
   for await (const event of streamJob(cut, jobId, { heartbeatTimeoutMs: 1000, reconnectDelayMs: 50 })) {
     seen.push(event);
   }
-  expect(lastEventIds[0]).toBeNull();
-  expect(lastEventIds[1]).toBe(String(seen[0]!.eventId));
+  expect(connections[0]).toEqual({ header: null, delivered: undefined });
+  expect(connections[1]!.delivered).toBeDefined();
+  expect(connections[1]!.header).toBe(String(connections[1]!.delivered));
   expect(seen.at(-1)!.status).toBe('completed');
 
   const replay: JobEvent[] = [];
