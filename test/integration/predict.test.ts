@@ -355,11 +355,13 @@ describe('POST /predict: the sample', () => {
 
   test('POST /predict/estimate is the dry run under its older name', async () => {
     const markers = ['CD3', 'CD8'];
-    const dry = await call('POST', '/predict', { uploadId: slideId, markers, dryRun: true });
-    const estimate = await call('POST', '/predict/estimate', { uploadId: slideId, markers });
+    const sample = await pricedSample(stack.tenant, 17);
+    const dry = await call('POST', '/predict', { uploadId: sample, markers, dryRun: true });
+    const estimate = await call('POST', '/predict/estimate', { uploadId: sample, markers });
     expect(estimate.status).toBe(200);
     expect(estimate.json).toEqual(dry.json);
-    const extra = await call('POST', '/predict/estimate', { uploadId: slideId, markers, dryRun: false });
+    expect(estimate.json).toMatchObject({ patchCount: 17, estimatedCredits: 34 });
+    const extra = await call('POST', '/predict/estimate', { uploadId: sample, markers, dryRun: false });
     expect(extra.status).toBe(400);
   });
 
