@@ -89,7 +89,7 @@ test('npm start runs everything, prints the API, the UI and a key; Ctrl-C stops 
     headers: { authorization: `Bearer ${first.apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({ filename: 'kept.svs', fileSize: 1000, contentType: 'image/tiff' }),
   });
-  expect(created.status).toBe(201);
+  expect(created.status).toBe(200);
 
   // The admin commands find this stack's database by themselves, on Node 22 whatever runs npm.
   if (olderNode) expect(nodeMajor(olderNode)).toBeLessThan(22);

@@ -1,0 +1,263 @@
+import type { Command } from 'commander';
+import { type ExportFormat, type ExportManifest, exportFormats } from '../../../schemas/exports';
+import type { SegmentationState } from '../../../schemas/segmentation';
+import { type SpsClient, storeKeys } from '../../../sdk';
+import type { Context } from '../context';
+import { type DownloadItem, type DownloadSummary, downloadAll } from '../download';
+import { exitCodes } from '../exit-codes';
+import { formatBytes, formatRecord } from '../output';
+import { poll } from '../wait';
+
+const rangeHeader = (range: string | undefined): Record<string, string> => (range ? { range } : {});
+
+/** The keys of a store read through `read(key)`, as download items under `prefix`. */
+async function storeItems(
+  read: (key: string, range: string | undefined, signal: AbortSignal) => Promise<Response>,
+  signal: AbortSignal,
+  prefix = '',
+): Promise<DownloadItem[]> {
+  const keys = await storeKeys(async (key) => (await read(key, undefined, signal)).json());
+  return keys.map((key) => ({
+    key: `${prefix}${key}`,
+    fetch: (range, s) => read(key, range, s),
+    optional: key !== 'zarr.json',
+  }));
+}
+
+function signedItem(client: SpsClient, key: string, url: string): DownloadItem {
+  return {
+    key,
+    fetch: (range, signal) =>
+      client.transport.send({ method: 'GET', url, headers: rangeHeader(range), signal, bearer: false }),
+  };
+}
+
+/** Downloads with a bar over files (the byte total of a store is unknown until it is read). */
+async function download(
+  ctx: Context,
+  dir: string,
+  items: DownloadItem[],
+  parallel: number,
+): Promise<DownloadSummary> {
+  const progress = ctx.progress();
+  const bar = progress.bar(`download ${items.length} files`, { total: items.length, bytes: false });
+  let files = 0;
+  let bytes = 0;
+  try {
+    const summary = await downloadAll(dir, items, {
+      parallel,
+      signal: ctx.signal,
+      onBytes: (n) => {
+        bytes += n;
+      },
+      onFile: () => bar.update(++files, formatBytes(bytes)),
+    });
+    bar.done(formatBytes(bytes));
+    return summary;
+  } finally {
+    progress.stop();
+  }
+}
+
+function summaryText(dir: string, summary: DownloadSummary): string {
+  return `${summary.files} files (${formatBytes(summary.bytes)}) written to ${dir}; ${summary.skipped} already there; ${summary.absent} chunks never written (fill value)`;
+}
+
+const resultReader =
+  (client: SpsClient, jobId: string) => (key: string, range: string | undefined, signal: AbortSignal) =>
+    client.jobs.resultFile(jobId, key, { signal, headers: rangeHeader(range) });
+
+export function registerResults(program: Command, context: () => Context): void {
+  program
+    .command('results')
+    .description("Download a job's prediction store")
+    .command('download')
+    .description('Download every file of the OME-Zarr store (parallel, resumable, sizes verified)')
+    .argument('<job>')
+    .argument('<dir>')
+    .option('--parallel <n>', 'files at once', '8')
+    .action(async (jobId: string, dir: string, flags: { parallel: string }) => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      const items = await storeItems(resultReader(client, jobId), ctx.signal);
+      const summary = await download(ctx, dir, items, Number(flags.parallel));
+      ctx.print(() => summaryText(dir, summary), { dir, ...summary });
+    });
+
+  program
+    .command('export')
+    .description('Export results as OME-Zarr, zipped OME-Zarr or OME-TIFF')
+    .argument('<job>')
+    .requiredOption('--format <format>', exportFormats.join(', '))
+    .option('--he', 'include the processed H&E')
+    .option('--segmentation', 'include the segmentation layer')
+    .option('--original', 'include a link to the stored source file')
+    .option('--wait', 'wait until the export is ready')
+    .option('--download <dir>', 'then download its files into this folder (implies --wait)')
+    .option('--parallel <n>', 'files at once when downloading', '8')
+    .action(
+      async (
+        jobId: string,
+        flags: {
+          format: ExportFormat;
+          he?: boolean;
+          segmentation?: boolean;
+          original?: boolean;
+          wait?: boolean;
+          download?: string;
+          parallel: string;
+        },
+      ) => {
+        const ctx = context();
+        const { client } = await ctx.connect();
+        const selection = {
+          includeHe: flags.he === true,
+          includeSegmentation: flags.segmentation === true,
+          includeOriginalUpload: flags.original === true,
+        };
+        let manifest = await client.exports.request(
+          jobId,
+          { format: flags.format, ...selection },
+          { signal: ctx.signal },
+        );
+        if (
+          (flags.wait || flags.download) &&
+          (manifest.status === 'pending' || manifest.status === 'running')
+        ) {
+          const progress = ctx.progress();
+          const bar = progress.bar(`export ${flags.format}`, { total: 1, bytes: false });
+          const query = {
+            format: flags.format,
+            includeHe: String(selection.includeHe) as 'true' | 'false',
+            includeSegmentation: String(selection.includeSegmentation) as 'true' | 'false',
+            includeOriginalUpload: String(selection.includeOriginalUpload) as 'true' | 'false',
+          };
+          try {
+            manifest = await poll(
+              () => client.exports.get(jobId, query, { signal: ctx.signal }),
+              (m) => m.status === 'ready' || m.status === 'failed',
+              ctx.signal,
+              (m) => bar.update(0, m.status),
+            );
+            bar.done(manifest.status);
+          } finally {
+            progress.stop();
+          }
+        }
+        if (manifest.status === 'failed') process.exitCode = exitCodes.workFailed;
+        if (flags.download && manifest.status === 'ready') {
+          const items = await exportItems(client, jobId, manifest, ctx.signal);
+          const summary = await download(ctx, flags.download, items, Number(flags.parallel));
+          ctx.print(
+            () => `${formatRecord(exportRecord(manifest))}\n${summaryText(flags.download!, summary)}`,
+            {
+              manifest,
+              download: { dir: flags.download, ...summary },
+            },
+          );
+          return;
+        }
+        ctx.print(() => formatRecord(exportRecord(manifest)), manifest);
+      },
+    );
+
+  program
+    .command('segment')
+    .description('Start (or reuse) cell segmentation of a sample; credit-free')
+    .argument('<sample>')
+    .option('--wait', 'wait until it completes')
+    .option('--download <dir>', 'then download the mask and tables into this folder (implies --wait)')
+    .option('--parallel <n>', 'files at once when downloading', '8')
+    .action(async (sampleId: string, flags: { wait?: boolean; download?: string; parallel: string }) => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      let state: SegmentationState = await client.segmentation.start(sampleId, { signal: ctx.signal });
+      const ended = (s: SegmentationState) =>
+        ['completed', 'failed', 'cancelled', 'not_started'].includes(s.status);
+      if ((flags.wait || flags.download) && !ended(state)) {
+        const progress = ctx.progress();
+        const bar = progress.bar(`segment ${sampleId.slice(0, 8)}`, { total: 1, bytes: false });
+        try {
+          state = await poll(
+            () => client.segmentation.get(sampleId, { signal: ctx.signal }),
+            ended,
+            ctx.signal,
+            (s) => bar.update(s.job?.progress ?? 0, s.status),
+          );
+          bar.done(state.status);
+        } finally {
+          progress.stop();
+        }
+      }
+      if (state.status === 'failed' || state.status === 'cancelled') process.exitCode = exitCodes.workFailed;
+      const record = () =>
+        formatRecord({
+          status: state.status,
+          layer: state.layer?.id,
+          cells: state.layer?.instanceCount,
+          job: state.job?.id,
+        });
+      if (flags.download && state.layer) {
+        const layerId = state.layer.id;
+        const manifest = await client.segmentation.manifest(sampleId, layerId, { signal: ctx.signal });
+        const read = (key: string, range: string | undefined, signal: AbortSignal) =>
+          client.segmentation.file(sampleId, layerId, key, { signal, headers: rangeHeader(range) });
+        const tables = [
+          'provenance.json',
+          'features/instances.parquet',
+          ...manifest.artifacts.cells.markers.map((m) => `features/markers/${m}.parquet`),
+        ];
+        const items: DownloadItem[] = [
+          ...tables.map((key) => ({
+            key,
+            fetch: (range: string | undefined, signal: AbortSignal) => read(key, range, signal),
+          })),
+          ...(await storeItems(
+            (key, range, signal) => read(`mask/${key}`, range, signal),
+            ctx.signal,
+            'mask/',
+          )),
+        ];
+        const summary = await download(ctx, flags.download, items, Number(flags.parallel));
+        ctx.print(() => `${record()}\n${summaryText(flags.download!, summary)}`, {
+          state,
+          download: { dir: flags.download, ...summary },
+        });
+        return;
+      }
+      ctx.print(record, state);
+    });
+}
+
+function exportRecord(manifest: ExportManifest) {
+  return {
+    status: manifest.status,
+    format: manifest.format,
+    expires: manifest.expiresAt,
+    error: manifest.error,
+    prediction: manifest.artifacts.prediction?.downloadUrl,
+  };
+}
+
+/** The files of a ready export: the converted file (or the native store), the source, the tables. */
+async function exportItems(client: SpsClient, jobId: string, manifest: ExportManifest, signal: AbortSignal) {
+  const { prediction, originalUpload, segmentation } = manifest.artifacts;
+  const items: DownloadItem[] = [];
+  if (manifest.format === 'ome-zarr')
+    items.push(...(await storeItems(resultReader(client, jobId), signal, 'prediction.ome.zarr/')));
+  else if (prediction) {
+    const name = manifest.format === 'ome-tiff' ? 'prediction.ome.tif' : 'prediction.ome.zarr.zip';
+    items.push(signedItem(client, name, prediction.downloadUrl));
+  }
+  if (originalUpload)
+    items.push(signedItem(client, `original/${originalUpload.filename}`, originalUpload.downloadUrl));
+  if (segmentation) {
+    const { downloads } = segmentation;
+    items.push(signedItem(client, 'segmentation/provenance.json', downloads.provenance.downloadUrl));
+    items.push(signedItem(client, 'segmentation/instances.parquet', downloads.morphology.downloadUrl));
+    for (const marker of downloads.markers) {
+      items.push(signedItem(client, `segmentation/markers/${marker.marker}.parquet`, marker.downloadUrl));
+    }
+  }
+  return items;
+}

@@ -1,0 +1,237 @@
+import { type Command, Option } from 'commander';
+import { listStatuses, workflowFacets } from '../../../schemas/samples';
+import { UsageError } from '../config';
+import type { Context } from '../context';
+import { formatBytes, formatRecord, formatTable } from '../output';
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+interface ListFlags {
+  scope?: 'mine' | 'public' | 'all';
+  q?: string;
+  status?: string[];
+  workflow?: string[];
+  marker?: string[];
+  field?: string[];
+  uploadedFrom?: string;
+  uploadedTo?: string;
+  limit?: string;
+  cursor?: string;
+  all?: boolean;
+  trash?: boolean;
+}
+
+interface ExpireFlags {
+  at?: string;
+  never?: boolean;
+  orgDefault?: boolean;
+  reason?: string;
+}
+
+function listRow(item: {
+  id: string;
+  name: string | null;
+  filename: string;
+  status: string;
+  fileSize: string;
+  createdAt: string;
+}) {
+  return {
+    id: item.id,
+    name: item.name ?? item.filename,
+    status: item.status,
+    size: formatBytes(Number(item.fileSize)),
+    created: item.createdAt.slice(0, 19).replace('T', ' '),
+  };
+}
+
+export function registerSamples(program: Command, context: () => Context): void {
+  const samples = program
+    .command('samples')
+    .description('List, show, edit, trash, restore and expire samples');
+
+  samples
+    .command('ls')
+    .description('List samples, newest first; every facet of the web list is a flag (facets AND together)')
+    .addOption(new Option('--scope <scope>', 'whose samples').choices(['mine', 'public', 'all']))
+    .option('--q <text>', 'name or filename contains')
+    .addOption(
+      new Option('--status <status>', 'status (repeatable, OR)').choices(listStatuses).argParser(collect),
+    )
+    .addOption(
+      new Option('--workflow <state>', 'workflow state (repeatable, OR)')
+        .choices(workflowFacets)
+        .argParser(collect),
+    )
+    .option(
+      '--marker <NAME:state>',
+      'marker requested or completed, e.g. CD3:completed (repeatable, AND)',
+      collect,
+    )
+    .option(
+      '--field <ID:op[:VALUE]>',
+      'field clause, e.g. <definition id>:contains:"tumor" (repeatable, AND)',
+      collect,
+    )
+    .option('--uploaded-from <YYYY-MM-DD>', 'uploaded on or after this UTC day')
+    .option('--uploaded-to <YYYY-MM-DD>', 'uploaded on or before this UTC day')
+    .option('--limit <n>', 'page size (1 to 100)')
+    .option('--cursor <cursor>', 'continue after a page (its nextCursor)')
+    .option('--all', 'follow every page')
+    .option('--trash', 'list the samples in Trash instead')
+    .action(async (flags: ListFlags) => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      if (flags.trash) {
+        const page = await client.samples.listTrash(
+          { limit: flags.limit === undefined ? undefined : Number(flags.limit), cursor: flags.cursor },
+          { signal: ctx.signal },
+        );
+        ctx.print(
+          () =>
+            formatTable(page.items.map((item) => ({ ...listRow(item), purge: item.purgeAt.slice(0, 10) }))),
+          page,
+        );
+        return;
+      }
+      const query = {
+        scope: flags.scope,
+        q: flags.q,
+        status: flags.status as (typeof listStatuses)[number][] | undefined,
+        workflow: flags.workflow as (typeof workflowFacets)[number][] | undefined,
+        marker: flags.marker,
+        field: flags.field,
+        uploaded_from: flags.uploadedFrom,
+        uploaded_to: flags.uploadedTo,
+        limit: flags.limit === undefined ? undefined : Number(flags.limit),
+      };
+      let page = await client.samples.list({ ...query, cursor: flags.cursor }, { signal: ctx.signal });
+      const items = [...page.items];
+      while (flags.all && page.nextCursor) {
+        page = await client.samples.list({ ...query, cursor: page.nextCursor }, { signal: ctx.signal });
+        items.push(...page.items);
+      }
+      ctx.print(
+        () => {
+          const table = formatTable(items.map(listRow));
+          return page.nextCursor && !flags.all ? `${table}\n(more: --cursor ${page.nextCursor})` : table;
+        },
+        { items, nextCursor: page.nextCursor, appUrl: page.appUrl },
+      );
+    });
+
+  samples
+    .command('show')
+    .description('One sample with its jobs')
+    .argument('<id>')
+    .action(async (id: string) => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      const sample = await client.samples.get(id, { signal: ctx.signal });
+      ctx.print(() => {
+        const { jobs, segmentation, fields, ...rest } = sample;
+        const head = formatRecord({ ...rest, fields, segmentation: segmentation.status });
+        const jobRows = jobs.map((job) => ({
+          job: job.id,
+          status: job.status,
+          progress: job.progress === null ? null : `${Math.round(job.progress * 100)}%`,
+          markers: job.markers.join(','),
+          credits: job.reservedCredits,
+          created: job.createdAt?.slice(0, 19).replace('T', ' '),
+        }));
+        return `${head}\n\nJobs (${sample.jobCount}):\n${formatTable(jobRows)}`;
+      }, sample);
+    });
+
+  samples
+    .command('edit')
+    .description('Change the name, mpp or fields (each field value replaces the whole field)')
+    .argument('<id>')
+    .option('--name <name>', 'display name ("" reverts to the filename)')
+    .option('--mpp <microns>', 'microns per pixel')
+    .option('--tags <a,b,...>', 'the complete tag set ("" clears it)')
+    .option('--field <key=JSON>', 'a field value as JSON, e.g. stage="II" or score=3 (null clears)', collect)
+    .action(async (id: string, flags: { name?: string; mpp?: string; tags?: string; field?: string[] }) => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      const fields: Record<string, unknown> = {};
+      for (const clause of flags.field ?? []) {
+        const at = clause.indexOf('=');
+        if (at < 1) throw new UsageError(`--field wants key=JSON, got ${clause}`);
+        fields[clause.slice(0, at)] = JSON.parse(clause.slice(at + 1));
+      }
+      if (flags.tags !== undefined) fields.tags = flags.tags === '' ? [] : flags.tags.split(',');
+      const sample = await client.samples.update(
+        id,
+        {
+          ...(flags.name === undefined ? {} : { name: flags.name }),
+          ...(flags.mpp === undefined ? {} : { mpp: Number(flags.mpp) }),
+          ...(Object.keys(fields).length === 0 ? {} : { fields }),
+        },
+        { signal: ctx.signal },
+      );
+      ctx.print(
+        () => formatRecord({ id: sample.id, name: sample.name, mpp: sample.mpp, fields: sample.fields }),
+        sample,
+      );
+    });
+
+  samples
+    .command('trash')
+    .description('Move a sample to Trash now (restorable for 7 days)')
+    .argument('<id>')
+    .action(async (id: string) => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      const sample = await client.samples.trash(id, { signal: ctx.signal });
+      ctx.print(() => `${sample.id} trashed at ${sample.trashedAt}`, sample);
+    });
+
+  samples
+    .command('restore')
+    .description('Restore a sample from Trash')
+    .argument('<id>')
+    .action(async (id: string) => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      const restored = await client.samples.restore(id, { signal: ctx.signal });
+      ctx.print(() => `${restored.id} restored; expires ${restored.expiresAt ?? 'never'}`, restored);
+    });
+
+  samples
+    .command('expire')
+    .description('Set when samples move to Trash: a date, never, or the organization default')
+    .argument('<ids...>')
+    .option('--at <date-time>', 'ISO 8601 date-time, e.g. 2027-01-31T00:00:00Z')
+    .option('--never', 'never expire (pin)')
+    .option('--org-default', "follow the organization's default policy")
+    .option('--reason <text>', 'why (kept in the audit trail)')
+    .action(async (ids: string[], flags: ExpireFlags) => {
+      const ctx = context();
+      const chosen = [flags.at !== undefined, flags.never === true, flags.orgDefault === true].filter(
+        Boolean,
+      );
+      if (chosen.length !== 1) throw new UsageError('give exactly one of --at, --never, --org-default');
+      const change = {
+        ...(flags.at === undefined ? {} : { expiresAt: flags.at }),
+        ...(flags.never ? { neverExpire: true as const } : {}),
+        ...(flags.orgDefault ? { useOrgDefault: true as const } : {}),
+        ...(flags.reason === undefined ? {} : { reason: flags.reason }),
+      };
+      const { client } = await ctx.connect();
+      if (ids.length === 1) {
+        const result = await client.samples.setExpiration(ids[0]!, change, { signal: ctx.signal });
+        ctx.print(
+          () =>
+            `${result.id} expires ${result.expiresAt ?? 'never'} (${result.expiresAtSource ?? 'no policy'})`,
+          result,
+        );
+        return;
+      }
+      const result = await client.samples.setExpirationBulk(
+        { sampleIds: ids, ...change },
+        { signal: ctx.signal },
+      );
+      ctx.print(() => `${result.updated} samples updated (batch ${result.batchId})`, result);
+    });
+}

@@ -1,0 +1,100 @@
+import type { Command } from 'commander';
+import type { Upload } from '../../../schemas/uploads';
+import { type SpsClient, uploadSource } from '../../../sdk';
+import { fileSource } from '../../../sdk/node';
+import type { Context } from '../context';
+import { exitCodes } from '../exit-codes';
+import { formatBytes, formatTable } from '../output';
+import { fileKey, uploadState } from '../upload-state';
+import { poll } from '../wait';
+
+interface UploadFlags {
+  wait?: boolean;
+  name?: string;
+  mpp?: string;
+  autoSegment?: boolean;
+  chunkMib: string;
+  parallel: string;
+}
+
+const settled = new Set(['ready', 'upload_failed', 'deid_failed', 'preprocess_failed']);
+
+/** Polls the sample until ingest has settled (there is no sample stream). */
+function waitForIngest(client: SpsClient, id: string, signal: AbortSignal) {
+  return poll(
+    () => client.samples.get(id, { signal }),
+    (sample) => settled.has(sample.status),
+    signal,
+  );
+}
+
+export function registerUpload(program: Command, context: () => Context): void {
+  program
+    .command('upload')
+    .description('Upload slides (resumable: a rerun continues an interrupted upload)')
+    .argument('<files...>', 'slide files')
+    .option('--wait', 'wait until each sample is ready (or failed)')
+    .option('--name <name>', 'display name (one file only)')
+    .option('--mpp <microns>', 'microns per pixel, when the slide lacks it')
+    .option('--no-auto-segment', 'do not segment cells after ingest')
+    .option('--chunk-mib <n>', 'MiB per request (a multiple of 0.25)', '64')
+    .option('--parallel <n>', 'files uploaded at once', '3')
+    .action(async (files: string[], flags: UploadFlags) => {
+      const ctx = context();
+      const { client, login } = await ctx.connect();
+      const state = uploadState();
+      const progress = ctx.progress();
+      const results: Upload[] = [];
+      let next = 0;
+      const uploadOne = async (file: string) => {
+        const source = await fileSource(file);
+        const key = fileKey(login.baseUrl, file, source.size, source.mtimeMs);
+        const resume = await state.find(key);
+        let bar: ReturnType<typeof progress.bar> | undefined;
+        const upload = await uploadSource(client, source, {
+          resume,
+          name: flags.name,
+          mpp: flags.mpp === undefined ? undefined : Number(flags.mpp),
+          autoSegment: flags.autoSegment === false ? false : undefined,
+          chunkBytes: Math.round(Number(flags.chunkMib) * 4) * 256 * 1024,
+          signal: ctx.signal,
+          onSession: (session) => state.remember(key, session),
+          onProgress: ({ sentBytes, totalBytes, resumedFrom }) => {
+            bar ??= progress.bar(source.name, { total: totalBytes, bytes: true, startedAt: resumedFrom });
+            bar.update(sentBytes, resumedFrom > 0 ? `(resumed at ${formatBytes(resumedFrom)})` : '');
+          },
+        });
+        await state.forget(key);
+        bar?.done('uploaded');
+        results.push(
+          flags.wait ? { ...upload, ...pick(await waitForIngest(client, upload.id, ctx.signal)) } : upload,
+        );
+      };
+      try {
+        await Promise.all(
+          Array.from({ length: Math.min(Number(flags.parallel) || 1, files.length) }, async () => {
+            while (next < files.length) await uploadOne(files[next++]!);
+          }),
+        );
+      } finally {
+        progress.stop();
+      }
+      ctx.print(
+        () =>
+          formatTable(
+            results.map((u) => ({
+              id: u.id,
+              file: u.filename,
+              size: formatBytes(Number(u.fileSize)),
+              status: u.status,
+            })),
+          ),
+        results,
+      );
+      if (flags.wait && results.some((u) => u.status !== 'ready')) process.exitCode = exitCodes.workFailed;
+    });
+}
+
+function pick(sample: { status: Upload['status']; widthPx: number | null; heightPx: number | null }) {
+  return { status: sample.status, widthPx: sample.widthPx, heightPx: sample.heightPx };
+}

@@ -1,0 +1,121 @@
+import { createWriteStream } from 'node:fs';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { isSpsError, SpsError } from '../../sdk';
+
+export interface DownloadItem {
+  /** Where it goes, relative to the target folder. */
+  key: string;
+  /** Requests the file, from `range` (`bytes=N-`) when resuming. */
+  fetch(range: string | undefined, signal: AbortSignal): Promise<Response>;
+  /** A 404 means "never written" (a Zarr chunk left at its fill value), not an error. */
+  optional?: boolean;
+}
+
+export interface DownloadSummary {
+  files: number;
+  bytes: number;
+  skipped: number;
+  absent: number;
+}
+
+async function sizeOf(file: string): Promise<number | undefined> {
+  try {
+    return (await stat(file)).size;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The whole size a response promises: Content-Range's total for a 206, else Content-Length. */
+function totalOf(response: Response, offset: number): number | undefined {
+  if (response.status === 206) {
+    const match = /^bytes (\d+)-\d+\/(\d+)$/.exec(response.headers.get('content-range') ?? '');
+    if (!match || Number(match[1]) !== offset)
+      throw new SpsError('invalid_response', 'a range answer for another offset');
+    return Number(match[2]);
+  }
+  const length = response.headers.get('content-length');
+  return length === null ? undefined : Number(length);
+}
+
+/**
+ * One file: bytes go to `FILE.part` (appended from its size when resuming), the size is
+ * checked against what the server announced, and only then renamed to `FILE`. A file already
+ * at its name is complete.
+ */
+async function downloadOne(
+  dir: string,
+  item: DownloadItem,
+  signal: AbortSignal,
+  onBytes: (bytes: number) => void,
+): Promise<'done' | 'skipped' | 'absent'> {
+  const target = path.join(dir, item.key);
+  if (!path.resolve(target).startsWith(path.resolve(dir) + path.sep)) {
+    throw new SpsError('invalid_response', `refusing a key outside the folder: ${item.key}`);
+  }
+  if ((await sizeOf(target)) !== undefined) return 'skipped';
+  const part = `${target}.part`;
+  let offset = (await sizeOf(part)) ?? 0;
+  let response: Response;
+  try {
+    response = await item.fetch(offset > 0 ? `bytes=${offset}-` : undefined, signal);
+  } catch (err) {
+    if (item.optional && isSpsError(err, 'not_found')) return 'absent';
+    if (offset > 0 && isSpsError(err) && err.status === 416) {
+      await rm(part, { force: true });
+      return downloadOne(dir, item, signal, onBytes);
+    }
+    throw err;
+  }
+  if (response.status !== 206) offset = 0;
+  const total = totalOf(response, offset);
+  await mkdir(path.dirname(target), { recursive: true });
+  if (offset > 0) onBytes(offset);
+  const counter = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      onBytes(chunk.length);
+      done(null, chunk);
+    },
+  });
+  const body = response.body
+    ? Readable.fromWeb(response.body as WebReadableStream<Uint8Array>)
+    : Readable.from([] as Buffer[]);
+  await pipeline(body, counter, createWriteStream(part, { flags: offset > 0 ? 'a' : 'w' }), { signal });
+  const size = (await sizeOf(part)) ?? 0;
+  if (total !== undefined && size !== total) {
+    await rm(part, { force: true });
+    throw new SpsError('invalid_response', `${item.key}: got ${size} bytes, the server announced ${total}`);
+  }
+  await rename(part, target);
+  return 'done';
+}
+
+/** Downloads `items` into `dir`, `parallel` at a time; a rerun continues where this one stopped. */
+export async function downloadAll(
+  dir: string,
+  items: DownloadItem[],
+  options: { parallel: number; signal: AbortSignal; onBytes?: (bytes: number) => void; onFile?: () => void },
+): Promise<DownloadSummary> {
+  const summary: DownloadSummary = { files: 0, bytes: 0, skipped: 0, absent: 0 };
+  const onBytes = (bytes: number) => {
+    summary.bytes += bytes;
+    options.onBytes?.(bytes);
+  };
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      const outcome = await downloadOne(dir, item, options.signal, onBytes);
+      if (outcome === 'done') summary.files++;
+      else if (outcome === 'skipped') summary.skipped++;
+      else summary.absent++;
+      options.onFile?.();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, options.parallel) }, worker));
+  return summary;
+}

@@ -1,0 +1,19 @@
+/**
+ * The Slide Prediction Service client. Runs in browsers and Node 22: nothing here uses Node
+ * built-ins (a local file source lives in `sdk/node`).
+ */
+export { type ClientOptions, createClient, type SpsClient } from './client';
+export type { CallOptions, EndpointInput, EndpointOutput } from './endpoint';
+export { type ClientErrorCode, isSpsError, SpsError } from './errors';
+export { type OmeZarrStore, openResults, openSampleHe, type StoreArray, storeKeys } from './store';
+export { type JobEvent, type JobStreamOptions, streamJob, waitForJob } from './stream';
+export {
+  type ByteSource,
+  blobSource,
+  UPLOAD_GRANULE,
+  type UploadBody,
+  type UploadOptions,
+  type UploadProgress,
+  type UploadSession,
+  uploadSource,
+} from './upload';

@@ -1,0 +1,118 @@
+import type * as Zarr from 'zarrita' with { 'resolution-mode': 'import' };
+import type { SpsClient } from './client';
+import { SpsError } from './errors';
+
+type ZarrModule = typeof Zarr;
+export type StoreArray = Zarr.Array<Zarr.DataType, Zarr.FetchStore>;
+
+interface Multiscale {
+  name?: string;
+  datasets: { path: string }[];
+}
+
+/** An OME-Zarr store of the service, opened with zarrita over HTTP. */
+export interface OmeZarrStore {
+  /** Where the store's keys resolve (a signed store link, or an authenticated files endpoint). */
+  url: string;
+  /** The root group's attributes (`ome`, and for results the top-level `multiscales`). */
+  attributes: Record<string, unknown>;
+  /** The multiscale images of the root, by name (a marker, for a prediction store). */
+  multiscales: Map<string, string[]>;
+  /** One level (0 = full resolution) of a multiscale image as a zarrita array. */
+  open(name: string, level?: number): Promise<StoreArray>;
+}
+
+/** zarrita ships only ES modules: loaded on first use, so the CommonJS build can require the SDK. */
+const loadZarrita = (): Promise<ZarrModule> => import('zarrita');
+
+function multiscalesOf(attributes: Record<string, unknown>): Multiscale[] {
+  const ome = attributes.ome as { multiscales?: Multiscale[] } | undefined;
+  return ome?.multiscales ?? (attributes.multiscales as Multiscale[] | undefined) ?? [];
+}
+
+async function openStore(url: string, headers: Record<string, string>): Promise<OmeZarrStore> {
+  const zarr = await loadZarrita();
+  const store = new zarr.FetchStore(url, { overrides: { headers } });
+  const root = zarr.root(store);
+  const group = await zarr.open.v3(root, { kind: 'group' });
+  const attributes = group.attrs as Record<string, unknown>;
+  const multiscales = new Map(
+    multiscalesOf(attributes).map((m, i) => [m.name ?? String(i), m.datasets.map((d) => d.path)]),
+  );
+  return {
+    url,
+    attributes,
+    multiscales,
+    async open(name, level = 0) {
+      const path = multiscales.get(name)?.[level];
+      if (path === undefined) throw new SpsError('not_found', `the store has no level ${level} of ${name}`);
+      return zarr.open.v3(root.resolve(path), { kind: 'array' });
+    },
+  };
+}
+
+/**
+ * A job's prediction store: through its signed store link when the link is path-scoped
+ * (`…/stores/{token}/zarr.json`, every key under it readable), else through the
+ * authenticated results files endpoint.
+ */
+export async function openResults(client: SpsClient, jobId: string): Promise<OmeZarrStore> {
+  const location = await client.jobs.results(jobId);
+  const signed = new URL(location.resultUrl);
+  if (signed.search === '' && signed.pathname.endsWith('/zarr.json')) {
+    return openStore(location.resultUrl.slice(0, -'zarr.json'.length), {});
+  }
+  const base = `${client.transport.api}/jobs/${encodeURIComponent(jobId)}/results/files/`;
+  return openStore(base, await client.transport.authHeaders());
+}
+
+/** A sample's processed H&E pyramid (authenticated files endpoint). */
+export async function openSampleHe(client: SpsClient, sampleId: string): Promise<OmeZarrStore> {
+  const base = `${client.transport.api}/samples/${encodeURIComponent(sampleId)}/he/files/`;
+  return openStore(base, await client.transport.authHeaders());
+}
+
+interface ArrayMetadata {
+  node_type: 'array' | 'group';
+  shape?: number[];
+  chunk_grid?: { configuration: { chunk_shape: number[] } };
+  chunk_key_encoding?: { name: 'default' | 'v2'; configuration?: { separator?: string } };
+}
+
+/** Every chunk (or shard) key of a Zarr v3 array, relative to the array. */
+function chunkKeys(meta: ArrayMetadata): string[] {
+  const shape = meta.shape ?? [];
+  const chunk = meta.chunk_grid?.configuration.chunk_shape ?? shape;
+  const encoding = meta.chunk_key_encoding ?? { name: 'default' };
+  const separator = encoding.configuration?.separator ?? (encoding.name === 'v2' ? '.' : '/');
+  let indices: number[][] = [[]];
+  shape.forEach((size, axis) => {
+    const count = Math.ceil(size / (chunk[axis] ?? size));
+    indices = indices.flatMap((prefix) => Array.from({ length: count }, (_, i) => [...prefix, i]));
+  });
+  return indices.map((index) => {
+    const joined = index.length === 0 ? '0' : index.join(separator);
+    return encoding.name === 'v2' ? joined : `c${separator}${joined}`;
+  });
+}
+
+/**
+ * The keys of a multiscale OME-Zarr store, found by walking its metadata (Zarr has no
+ * listing): the group `zarr.json` of every level's ancestors, each array's `zarr.json`, and
+ * every chunk key its grid allows (a chunk that was never written answers 404: fill value).
+ */
+export async function storeKeys(readJson: (key: string) => Promise<unknown>): Promise<string[]> {
+  const root = (await readJson('zarr.json')) as { attributes?: Record<string, unknown> };
+  const keys = new Set<string>(['zarr.json']);
+  for (const multiscale of multiscalesOf(root.attributes ?? {})) {
+    for (const { path } of multiscale.datasets) {
+      const parts = path.split('/');
+      for (let depth = 1; depth < parts.length; depth++)
+        keys.add(`${parts.slice(0, depth).join('/')}/zarr.json`);
+      const meta = (await readJson(`${path}/zarr.json`)) as ArrayMetadata;
+      keys.add(`${path}/zarr.json`);
+      for (const key of chunkKeys(meta)) keys.add(`${path}/${key}`);
+    }
+  }
+  return [...keys];
+}

@@ -1,0 +1,176 @@
+import type { Upload } from '../schemas/uploads';
+import type { SpsClient } from './client';
+import { validated } from './endpoint';
+import { isSpsError, SpsError } from './errors';
+import { sleep } from './transport';
+
+/** Every chunk but the last is a multiple of this (DECISIONS.md, `PUT {uploadUrl}`). */
+export const UPLOAD_GRANULE = 256 * 1024;
+const DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024;
+
+/** A request body fetch can send: a Blob slice or a stream go out without being held in memory. */
+export type UploadBody = Blob | ReadableStream<Uint8Array> | Uint8Array;
+
+/**
+ * The bytes of one upload, handed out a range at a time so that memory stays flat however
+ * large the file: `blobSource` for a browser File or Blob; `fileSource` (sdk/node) streams a
+ * local file.
+ */
+export interface ByteSource {
+  name: string;
+  size: number;
+  /** `length` bytes from `offset` as a body; called again for each attempt of a chunk. */
+  slice(offset: number, length: number): UploadBody;
+}
+
+export function blobSource(blob: Blob, name?: string): ByteSource {
+  return {
+    name: name ?? (blob as Blob & { name?: string }).name ?? 'upload',
+    size: blob.size,
+    slice: (offset, length) => blob.slice(offset, offset + length),
+  };
+}
+
+/** What a later run needs to resume: remember it before the first byte goes out. */
+export interface UploadSession {
+  uploadId: string;
+  uploadUrl: string;
+}
+
+export interface UploadProgress {
+  /** Bytes the service has stored. */
+  sentBytes: number;
+  totalBytes: number;
+  /** Where this run started: bytes an earlier run had already stored. */
+  resumedFrom: number;
+}
+
+export interface UploadOptions {
+  contentType?: string;
+  /** Display name of the sample. */
+  name?: string;
+  mpp?: number;
+  autoSegment?: boolean;
+  /** A session of an earlier run: continue from the service's `Range` instead of starting over. */
+  resume?: UploadSession;
+  /** Called with each new session before any byte is sent. */
+  onSession?: (session: UploadSession) => void | Promise<void>;
+  onProgress?: (progress: UploadProgress) => void;
+  /** Bytes per PUT, a multiple of 256 KiB (default 64 MiB; halved while the service says 413). */
+  chunkBytes?: number;
+  /** Consecutive failed PUTs (network, 5xx) tolerated before giving up (default 5). */
+  maxAttempts?: number;
+  signal?: AbortSignal;
+}
+
+type Outcome = { done: true; upload: Upload } | { done: false; storedBytes: number };
+
+/** `Range: bytes=0-LAST` of a 308; none means nothing is stored. */
+function storedBytesOf(response: Response): number {
+  const match = /^bytes=0-(\d+)$/.exec(response.headers.get('range') ?? '');
+  return match ? Number(match[1]) + 1 : 0;
+}
+
+async function outcomeOf(response: Response): Promise<Outcome> {
+  if (response.status === 308) {
+    await response.body?.cancel();
+    return { done: false, storedBytes: storedBytesOf(response) };
+  }
+  return { done: true, upload: (await validated('putUploadChunk', response)) as Upload };
+}
+
+/**
+ * Uploads a source through the resumable protocol: chunked PUTs, each streamed from the
+ * source, and after a dropped connection (or a rerun given `resume`) it
+ * asks the service how far it got and continues from there. Answers the upload once its
+ * last byte has landed (ingest then starts on its own).
+ */
+export async function uploadSource(
+  client: SpsClient,
+  source: ByteSource,
+  options: UploadOptions = {},
+): Promise<Upload> {
+  let chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+  if (chunkBytes <= 0 || chunkBytes % UPLOAD_GRANULE !== 0) {
+    throw new RangeError(`chunkBytes must be a positive multiple of ${UPLOAD_GRANULE}`);
+  }
+  const total = source.size;
+  const { signal } = options;
+
+  const put = async (url: string, contentRange: string, length = 0, body?: () => UploadBody) =>
+    outcomeOf(
+      await client.transport.send({
+        method: 'PUT',
+        url,
+        headers: { 'content-range': contentRange, 'content-length': String(length) },
+        body,
+        signal,
+        bearer: false,
+      }),
+    );
+  const ask = (url: string) => put(url, `bytes */${total}`);
+
+  async function newSession(): Promise<UploadSession> {
+    const created = await client.uploads.create(
+      {
+        filename: source.name,
+        fileSize: total,
+        contentType: options.contentType ?? 'application/octet-stream',
+        ...(options.name === undefined ? {} : { name: options.name }),
+        ...(options.mpp === undefined ? {} : { mpp: options.mpp }),
+        ...(options.autoSegment === undefined ? {} : { autoSegment: options.autoSegment }),
+      },
+      { signal },
+    );
+    if (!created.uploadUrl) {
+      throw new SpsError('invalid_response', 'the new upload came without an uploadUrl');
+    }
+    const session = { uploadId: created.id, uploadUrl: created.uploadUrl };
+    await options.onSession?.(session);
+    return session;
+  }
+
+  let session: UploadSession;
+  let outcome: Outcome;
+  if (options.resume) {
+    session = options.resume;
+    try {
+      outcome = await ask(session.uploadUrl);
+    } catch (err) {
+      // An expired or unknown session, or a failed upload: this run starts over.
+      if (!isSpsError(err) || !['forbidden', 'not_found', 'invalid_request'].includes(err.code)) throw err;
+      session = await newSession();
+      outcome = await ask(session.uploadUrl);
+    }
+  } else {
+    session = await newSession();
+    outcome = total === 0 ? await ask(session.uploadUrl) : { done: false, storedBytes: 0 };
+  }
+  const resumedFrom = outcome.done ? total : outcome.storedBytes;
+  const report = (sentBytes: number) => options.onProgress?.({ sentBytes, totalBytes: total, resumedFrom });
+  report(resumedFrom);
+
+  let failures = 0;
+  const maxAttempts = options.maxAttempts ?? 5;
+  while (!outcome.done) {
+    const offset = outcome.storedBytes;
+    const length = Math.min(chunkBytes, total - offset);
+    try {
+      outcome = await put(session.uploadUrl, `bytes ${offset}-${offset + length - 1}/${total}`, length, () =>
+        source.slice(offset, length),
+      );
+      failures = 0;
+    } catch (err) {
+      if (isSpsError(err, 'payload_too_large') && chunkBytes > UPLOAD_GRANULE) {
+        chunkBytes = Math.max(UPLOAD_GRANULE, Math.floor(chunkBytes / 2 / UPLOAD_GRANULE) * UPLOAD_GRANULE);
+        continue;
+      }
+      const transient = isSpsError(err, 'network') || (isSpsError(err) && (err.status ?? 0) >= 500);
+      if (!transient || ++failures >= maxAttempts || signal?.aborted) throw err;
+      await sleep(500 * 2 ** failures, signal);
+      outcome = await ask(session.uploadUrl);
+    }
+    report(outcome.done ? total : outcome.storedBytes);
+  }
+  return outcome.upload;
+}

@@ -1,0 +1,286 @@
+/** @jest-environment ./test/support/onnx-environment.js */
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { workflowIds } from '../../schemas/temporal';
+import {
+  createClient,
+  isSpsError,
+  type JobEvent,
+  type SpsClient,
+  streamJob,
+  uploadSource,
+  waitForJob,
+} from '../../sdk';
+import { fileSource } from '../../sdk/node';
+import { insertSampleWithResults, publish } from '../support/public-samples';
+import { defaultTestSettings, startStack, type TestStack } from '../support/stack';
+import { SHARED_WSI } from '../support/uploads';
+
+/**
+ * The TypeScript SDK against the real stack: every function at least once, the resumable
+ * upload interrupted and resumed, the job stream cut and resumed with Last-Event-ID, the
+ * 429 retry, and the zarrita store reader (in a child process: zarrita is ESM-only).
+ */
+let stack: TestStack;
+let client: SpsClient;
+let sampleId: string;
+let jobId: string;
+const SLIDE = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+  client = createClient({ baseUrl: stack.baseUrl, apiKey: stack.tenant.apiKey });
+}, 120_000);
+afterAll(async () => {
+  await stack?.close();
+});
+
+test('service: health, readiness and the OpenAPI document', async () => {
+  await expect(client.service.healthz()).resolves.toEqual({ status: 'ok' });
+  await expect(client.service.readyz()).resolves.toMatchObject({ status: 'ok' });
+  expect(await client.service.openapi()).toHaveProperty('openapi');
+});
+
+test('an upload interrupted after two chunks resumes from the server Range, then ingest runs', async () => {
+  const source = await fileSource(SLIDE);
+  const chunkBytes = 256 * 1024;
+  const abort = new AbortController();
+  const sessions: { uploadId: string; uploadUrl: string }[] = [];
+  const firstRun: number[] = [];
+  await expect(
+    uploadSource(client, source, {
+      chunkBytes,
+      autoSegment: false,
+      signal: abort.signal,
+      onSession: (session) => {
+        sessions.push(session);
+      },
+      onProgress: ({ sentBytes }) => {
+        firstRun.push(sentBytes);
+        if (sentBytes >= 2 * chunkBytes) abort.abort(new Error('interrupted'));
+      },
+    }),
+  ).rejects.toThrow('interrupted');
+  expect(sessions).toHaveLength(1);
+  const stored = Number((await client.uploads.get(sessions[0]!.uploadId)).uploadedBytes);
+  expect(stored).toBeGreaterThanOrEqual(2 * chunkBytes);
+
+  const secondRun: { sentBytes: number; resumedFrom: number }[] = [];
+  const upload = await uploadSource(client, source, {
+    chunkBytes,
+    resume: sessions[0],
+    onSession: (session) => {
+      sessions.push(session);
+    },
+    onProgress: (progress) => secondRun.push(progress),
+  });
+  expect(sessions).toHaveLength(1);
+  expect(secondRun[0]).toMatchObject({ sentBytes: stored, resumedFrom: stored });
+  const sent = secondRun.map((p) => p.sentBytes);
+  expect(sent).toEqual([...sent].sort((a, b) => a - b));
+  expect(sent.at(-1)).toBe(source.size);
+  expect(upload).toMatchObject({ id: sessions[0]!.uploadId, fileSize: String(source.size) });
+  sampleId = upload.id;
+  await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+
+  expect((await client.uploads.complete(sampleId)).widthPx).toBeGreaterThan(0);
+  expect((await client.uploads.list({ limit: 10 })).uploads.map((u) => u.id)).toContain(sampleId);
+}, 180_000);
+
+test('samples: list with facets, get, update, fields, markers, H&E file', async () => {
+  // The worker shares this process: a CPU-bound activity can stall the loop for seconds.
+  const page = await client.samples.list({ status: ['ready'], q: 'CMU-1' });
+  expect(page.items.map((item) => item.id)).toEqual([sampleId]);
+  const updated = await client.samples.update(sampleId, { name: 'sdk slide', fields: { tags: ['SDK'] } });
+  expect(updated).toMatchObject({ name: 'sdk slide', tags: ['sdk'] });
+  expect((await client.samples.get(sampleId)).status).toBe('ready');
+  const fields = await client.samples.fields();
+  expect(fields.fields.map((f) => f.key)).toEqual(expect.arrayContaining(['tags', 'public']));
+  expect((await client.markers.list()).markers.length).toBeGreaterThan(0);
+  const he = await client.samples.heFile(sampleId, 'zarr.json');
+  expect(await he.json()).toHaveProperty('attributes');
+}, 120_000);
+
+test('errors are SpsError values with the contract code; unknown markers carry their body', async () => {
+  const missing = await client.jobs.get('00000000-0000-4000-8000-000000000000').catch((err: unknown) => err);
+  expect(isSpsError(missing, 'not_found')).toBe(true);
+  expect(missing).toMatchObject({ status: 404 });
+  const unknown = await client.predictions
+    .estimate({ uploadId: sampleId, markers: ['NOT_A_MARKER'] })
+    .catch((err: unknown) => err);
+  expect(isSpsError(unknown, 'unknown_markers')).toBe(true);
+  expect((unknown as { body: Record<string, unknown> }).body.unknownMarkers).toEqual(['NOT_A_MARKER']);
+});
+
+test('429 is retried after Retry-After until the call succeeds', async () => {
+  const tight = await stack.startApi({
+    settings: { limits: { ...defaultTestSettings.limits, ratePerSecond: 2, rateBurst: 2 } },
+  });
+  try {
+    let refusals = 0;
+    const counting: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (response.status === 429) refusals++;
+      return response;
+    };
+    const limited = createClient({ baseUrl: tight.baseUrl, apiKey: stack.tenant.apiKey, fetch: counting });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => limited.markers.list()));
+    expect(answers).toHaveLength(6);
+    expect(refusals).toBeGreaterThan(0);
+  } finally {
+    await tight.close();
+  }
+});
+
+/**
+ * A fetch whose first job stream delivers its first chunk and then goes silent (a dead
+ * connection): the heartbeat timeout must notice and reconnect with Last-Event-ID.
+ */
+function stallingFetch(onConnect: (lastEventId: string | null) => number): typeof fetch {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    if (!String(input).endsWith('/stream')) return response;
+    if (onConnect(new Headers(init?.headers).get('last-event-id')) > 1) return response;
+    const reader = response.body!.getReader();
+    let delivered = false;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (delivered) {
+          init?.signal?.addEventListener('abort', () => controller.error(init.signal?.reason));
+          return new Promise(() => {});
+        }
+        const { value } = await reader.read();
+        delivered = true;
+        controller.enqueue(value!);
+      },
+    });
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
+}
+
+test('predict: estimate, submit, a stream cut mid-way resumes with Last-Event-ID, no event lost or repeated', async () => {
+  const estimate = await client.predictions.estimate({ uploadId: sampleId, markers: ['DAPI', 'CD3'] });
+  expect(estimate.estimatedCredits).toBe(estimate.patchCount * 2);
+  const submitted = await client.predictions.submit({ uploadId: sampleId, markers: ['DAPI', 'CD3'] });
+  expect(submitted).toMatchObject({ status: 'queued', reservedCredits: estimate.estimatedCredits });
+  jobId = submitted.jobId;
+
+  const seen: JobEvent[] = [];
+  // Each connection's Last-Event-ID, beside the id of the last event delivered before it.
+  const connections: { header: string | null; delivered: number | undefined }[] = [];
+  const cut = createClient({
+    baseUrl: stack.baseUrl,
+    apiKey: stack.tenant.apiKey,
+    fetch: stallingFetch((header) => connections.push({ header, delivered: seen.at(-1)?.eventId })),
+  });
+  for await (const event of streamJob(cut, jobId, { heartbeatTimeoutMs: 1000, reconnectDelayMs: 50 })) {
+    seen.push(event);
+  }
+  expect(connections[0]).toEqual({ header: null, delivered: undefined });
+  expect(connections[1]!.delivered).toBeDefined();
+  expect(connections[1]!.header).toBe(String(connections[1]!.delivered));
+  expect(seen.at(-1)!.status).toBe('completed');
+
+  const replay: JobEvent[] = [];
+  for await (const event of streamJob(client, jobId)) replay.push(event);
+  expect(seen).toEqual(replay);
+  const ids = seen.map((event) => event.eventId);
+  expect(new Set(ids).size).toBe(ids.length);
+  expect(ids).toEqual([...ids].sort((a, b) => a - b));
+  expect(seen.map((event) => event.status)).toEqual(
+    expect.arrayContaining([
+      'queued',
+      'dispatching',
+      'preprocessing',
+      'running',
+      'postprocessing',
+      'completed',
+    ]),
+  );
+
+  const after: JobEvent[] = [];
+  for await (const event of streamJob(client, jobId, { lastEventId: seen[1]!.eventId })) after.push(event);
+  expect(after).toEqual(seen.slice(2));
+  await expect(waitForJob(client, jobId)).resolves.toMatchObject({ status: 'completed' });
+}, 300_000);
+
+test('results: location, a store file, and the zarrita reader', async () => {
+  const location = await client.jobs.results(jobId);
+  expect(location.resultUrl).toContain('zarr.json');
+  const root = await (await client.jobs.resultFile(jobId, 'zarr.json')).json();
+  expect(root).toHaveProperty('attributes');
+  const { stdout } = await promisify(execFile)(process.execPath, [
+    path.join(__dirname, '..', 'support', 'sdk-store-read.mjs'),
+    stack.baseUrl,
+    stack.tenant.apiKey,
+    jobId,
+  ]);
+  const read = JSON.parse(stdout);
+  expect(read.markers).toEqual(['DAPI', 'CD3']);
+  expect(read).toMatchObject({ dtype: expect.any(String), finite: true });
+  expect(read.shape).toHaveLength(3);
+  expect(read.region).toEqual([1, 64, 64]);
+}, 60_000);
+
+test('exports: request an OME-TIFF, then read its manifest until ready', async () => {
+  const requested = await client.exports.request(jobId, { format: 'ome-tiff' });
+  expect(requested.format).toBe('ome-tiff');
+  let manifest = requested;
+  for (let i = 0; i < 240 && manifest.status !== 'ready' && manifest.status !== 'failed'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    manifest = await client.exports.get(jobId, { format: 'ome-tiff' });
+  }
+  expect(manifest.status).toBe('ready');
+  expect(manifest.artifacts.prediction?.downloadUrl).toBeTruthy();
+}, 180_000);
+
+test('segmentation: start, state, start again (reused), manifest and a file', async () => {
+  expect((await client.segmentation.get(sampleId)).status).toBe('not_started');
+  let state = await client.segmentation.start(sampleId);
+  expect(['queued', 'running', 'postprocessing', 'completed']).toContain(state.status);
+  for (let i = 0; i < 600 && state.status !== 'completed' && state.status !== 'failed'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    state = await client.segmentation.get(sampleId);
+  }
+  expect(state.status).toBe('completed');
+  expect((await client.segmentation.start(sampleId)).status).toBe('completed');
+  const manifest = await client.segmentation.manifest(sampleId, state.layer!.id);
+  expect(manifest.layerId).toBe(state.layer!.id);
+  const provenance = await client.segmentation.file(sampleId, state.layer!.id, 'provenance.json');
+  expect(provenance.status).toBe(200);
+}, 360_000);
+
+test('jobs: cancel an active job', async () => {
+  const submitted = await client.predictions.submit({ uploadId: sampleId, markers: ['CD8'] });
+  await expect(client.jobs.cancel(submitted.jobId)).resolves.toEqual({
+    id: submitted.jobId,
+    status: 'cancelled',
+  });
+  const final = await waitForJob(client, submitted.jobId);
+  expect(final.status).toBe('cancelled');
+}, 120_000);
+
+test('expiration, bulk expiration, trash, trash list and restore', async () => {
+  const pinned = await client.samples.setExpiration(sampleId, { neverExpire: true });
+  expect(pinned).toMatchObject({ id: sampleId, expiresAt: null, expiresAtSource: 'custom' });
+  const bulk = await client.samples.setExpirationBulk({ sampleIds: [sampleId], useOrgDefault: true });
+  expect(bulk.updated).toBe(1);
+  const trashed = await client.samples.trash(sampleId);
+  expect(trashed.trashedAt).not.toBeNull();
+  expect((await client.samples.listTrash()).items.map((item) => item.id)).toContain(sampleId);
+  await expect(client.samples.restore(sampleId)).resolves.toMatchObject({ id: sampleId, trashedAt: null });
+});
+
+test('public samples: a file of the public store and the thumbnail', async () => {
+  const stored = await insertSampleWithResults(stack.sql, stack.store, {
+    organizationId: stack.tenant.organizationId,
+    createdBy: stack.tenant.userId,
+  });
+  const publicId = await publish(stack.sql, stored.sampleId);
+  const root = await client.publicSamples.zarrFile(publicId, 'zarr.json');
+  expect(root.status).toBe(200);
+  const thumbnail = await client.publicSamples.thumbnail(publicId);
+  expect(thumbnail.headers.get('content-type')).toContain('image/jpeg');
+  expect(Buffer.from(await thumbnail.arrayBuffer())).toEqual(stored.thumbnail);
+});

@@ -1,0 +1,241 @@
+/** @jest-environment ./test/support/onnx-environment.js */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, open, readdir, readFile, rename, rm, stat, truncate } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createClient, type SpsClient } from '../../sdk';
+import { startStack, type TestStack } from '../support/stack';
+import { SHARED_WSI } from '../support/uploads';
+
+/**
+ * `sps` as a user runs it: a child process of the bin, against the real stack, its login and
+ * upload state in throwaway XDG folders. Scripts rely on `--json` and the exit codes.
+ */
+const BIN = path.join(__dirname, '..', '..', 'cli', 'sps', 'bin.js');
+let stack: TestStack;
+let client: SpsClient;
+let home: string;
+let sampleId: string;
+let jobId: string;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function start(args: string[], env: Record<string, string> = {}): ChildProcess {
+  return spawn(process.execPath, [BIN, ...args], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: home,
+      XDG_CONFIG_HOME: path.join(home, 'config'),
+      XDG_STATE_HOME: path.join(home, 'state'),
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+function finished(child: ChildProcess): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr!.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+const sps = (...args: string[]) => finished(start(args));
+// biome-ignore lint/suspicious/noExplicitAny: tests read fields of the printed JSON and assert on them.
+const json = (run: Run): any => {
+  if (run.code !== 0) throw new Error(`sps exited ${run.code}: ${run.stderr}`);
+  return JSON.parse(run.stdout);
+};
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+  client = createClient({ baseUrl: stack.baseUrl, apiKey: stack.tenant.apiKey });
+  home = await mkdtemp(path.join(os.tmpdir(), 'sps-cli-'));
+}, 120_000);
+afterAll(async () => {
+  await stack?.close();
+  if (home) await rm(home, { recursive: true, force: true });
+});
+
+test('--help works, and a command without a login says how to log in (exit 2)', async () => {
+  const help = await sps('--help');
+  expect(help.code).toBe(0);
+  expect(help.stdout).toContain('upload');
+  const notLoggedIn = await sps('samples', 'ls');
+  expect(notLoggedIn.code).toBe(2);
+  expect(notLoggedIn.stderr).toContain('sps login');
+});
+
+test('login checks the key and saves it readable by its owner only', async () => {
+  const refused = await sps('--base-url', stack.baseUrl, 'login', '--api-key', 'sps_wrong');
+  expect(refused.code).toBe(4);
+  expect(refused.stderr).toContain('unauthorized');
+  const run = await sps('--base-url', stack.baseUrl, '--json', 'login', '--api-key', stack.tenant.apiKey);
+  const { config } = json(run);
+  expect((await stat(config)).mode & 0o777).toBe(0o600);
+  expect(JSON.parse(await readFile(config, 'utf8'))).toEqual({
+    baseUrl: stack.baseUrl,
+    apiKey: stack.tenant.apiKey,
+  });
+});
+
+test('an upload killed halfway (SIGKILL) is resumed by a rerun, not started over', async () => {
+  const file = path.join(home, 'big.bin');
+  const size = 96 * 1024 * 1024;
+  const handle = await open(file, 'w');
+  for (let written = 0; written < size; written += 1 << 20) await handle.write(randomBytes(1 << 20));
+  await handle.close();
+  const stateFile = path.join(home, 'state', 'sps', 'uploads.json');
+
+  const child = start(['upload', file, '--chunk-mib', '0.25', '--no-auto-segment', '--json']);
+  const firstRun = finished(child);
+  let uploadId: string | undefined;
+  let storedAtKill = 0;
+  for (let i = 0; i < 1000 && storedAtKill === 0; i++) {
+    await sleep(20);
+    const entries = JSON.parse(await readFile(stateFile, 'utf8').catch(() => '{}'));
+    uploadId = (Object.values(entries)[0] as { uploadId?: string } | undefined)?.uploadId;
+    if (uploadId) storedAtKill = Number((await client.uploads.get(uploadId)).uploadedBytes);
+  }
+  child.kill('SIGKILL');
+  expect((await firstRun).code).toBeNull();
+  const stored = Number((await client.uploads.get(uploadId!)).uploadedBytes);
+  expect(stored).toBeGreaterThan(0);
+  expect(stored).toBeLessThan(size);
+
+  const rerun = await sps('upload', file, '--chunk-mib', '4', '--json');
+  const [upload] = json(rerun);
+  expect(upload).toMatchObject({ id: uploadId, fileSize: String(size) });
+  expect(rerun.stderr).toMatch(/resumed at \d/);
+  expect(Number((await client.uploads.get(uploadId!)).uploadedBytes)).toBe(size);
+  expect(JSON.parse(await readFile(stateFile, 'utf8'))).toEqual({});
+}, 180_000);
+
+test('upload of several files at once, --wait until ready', async () => {
+  const run = await sps(
+    'upload',
+    path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'),
+    path.join(SHARED_WSI, 'OS-1-detail.ome.tif'),
+    '--no-auto-segment',
+    '--wait',
+    '--json',
+  );
+  const uploads = json(run);
+  expect(uploads.map((u: { filename: string }) => u.filename).sort()).toEqual([
+    'CMU-1-Small-Region.svs',
+    'OS-1-detail.ome.tif',
+  ]);
+  expect(uploads.map((u: { status: string }) => u.status)).toEqual(['ready', 'ready']);
+  sampleId = uploads.find((u: { filename: string }) => u.filename === 'CMU-1-Small-Region.svs').id;
+  expect(run.stderr).toContain('CMU-1-Small-Region.svs: 100%');
+}, 300_000);
+
+test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', async () => {
+  const page = json(await sps('samples', 'ls', '--status', 'ready', '--q', 'CMU-1', '--json'));
+  expect(page.items.map((item: { id: string }) => item.id)).toEqual([sampleId]);
+  const table = await sps('samples', 'ls', '--status', 'ready');
+  expect(table.stdout).toMatch(/^ID\s+NAME\s+STATUS/);
+  expect(table.stdout).toContain(sampleId);
+  const bad = await sps('samples', 'ls', '--marker', 'no-state', '--json');
+  expect(bad.code).toBe(3);
+  expect(JSON.parse(bad.stderr)).toMatchObject({ error: 'invalid_request' });
+
+  expect(json(await sps('samples', 'show', sampleId, '--json'))).toMatchObject({
+    id: sampleId,
+    status: 'ready',
+  });
+  const edited = json(
+    await sps('samples', 'edit', sampleId, '--name', 'cli slide', '--tags', 'a,B', '--json'),
+  );
+  expect(edited).toMatchObject({ name: 'cli slide', tags: ['a', 'b'] });
+  expect(json(await sps('samples', 'expire', sampleId, '--never', '--json'))).toMatchObject({
+    expiresAt: null,
+    expiresAtSource: 'custom',
+  });
+  expect(json(await sps('samples', 'trash', sampleId, '--json')).trashedAt).not.toBeNull();
+  const trash = json(await sps('samples', 'ls', '--trash', '--json'));
+  expect(trash.items.map((item: { id: string }) => item.id)).toContain(sampleId);
+  expect(json(await sps('samples', 'restore', sampleId, '--json'))).toMatchObject({ trashedAt: null });
+});
+
+test('predict: --dry-run prices, no --yes without a terminal refuses, --yes --wait runs to completed', async () => {
+  const dry = json(await sps('predict', sampleId, '--markers', 'DAPI,CD3', '--dry-run', '--json'));
+  expect(dry.estimatedCredits).toBe(dry.patchCount * 2);
+  const human = await sps('predict', sampleId, '--markers', 'DAPI,CD3', '--dry-run');
+  expect(human.stdout).toMatch(/price:\s+\d+ credits/);
+  expect(human.stdout).toMatch(/balance:\s+\d+ credits/);
+
+  const unasked = await sps('predict', sampleId, '--markers', 'DAPI');
+  expect(unasked.code).toBe(2);
+  expect(unasked.stderr).toContain('--yes');
+
+  const run = await sps('predict', sampleId, '--markers', 'DAPI,CD3', '--yes', '--wait', '--json');
+  const job = json(run);
+  expect(job).toMatchObject({ status: 'completed', markers: ['DAPI', 'CD3'] });
+  expect(run.stderr).toMatch(/job [0-9a-f]{8}: 100%/);
+  jobId = job.id;
+}, 300_000);
+
+test('jobs ls, show, watch, and cancel of a finished job (the contract code, exit 3)', async () => {
+  const listed = json(await sps('jobs', 'ls', '--sample', sampleId, '--json'));
+  expect(listed.jobs.map((job: { id: string }) => job.id)).toContain(jobId);
+  expect(json(await sps('jobs', 'show', jobId, '--json'))).toMatchObject({ id: jobId, status: 'completed' });
+  expect(json(await sps('jobs', 'watch', jobId, '--json')).status).toBe('completed');
+  const cancel = await sps('jobs', 'cancel', jobId, '--json');
+  expect(cancel.code).toBe(3);
+  expect(JSON.parse(cancel.stderr)).toMatchObject({ error: 'job_already_terminal' });
+  const missing = await sps('jobs', 'show', '00000000-0000-4000-8000-000000000000');
+  expect(missing.code).toBe(5);
+  expect(missing.stderr).toMatch(/^sps: not_found: /);
+}, 120_000);
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  return entries.filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name)));
+}
+
+test('results download: every store file, sizes checked; a rerun skips them and finishes a partial one', async () => {
+  const dir = path.join(home, 'results');
+  const first = json(await sps('results', 'download', jobId, dir, '--json'));
+  expect(first.files).toBeGreaterThan(2);
+  const files = await filesUnder(dir);
+  expect(files).toEqual(expect.arrayContaining(['zarr.json', 'markers/DAPI/0/zarr.json']));
+  expect(files.some((f) => f.endsWith('.part'))).toBe(false);
+  const chunk = files.find((f) => /\/c\//.test(f))!;
+  const full = await readFile(path.join(dir, chunk));
+  await rename(path.join(dir, chunk), path.join(dir, `${chunk}.part`));
+  await truncate(path.join(dir, `${chunk}.part`), Math.floor(full.length / 2));
+
+  const second = json(await sps('results', 'download', jobId, dir, '--json'));
+  expect(second).toMatchObject({ files: 1, skipped: first.files - 1 });
+  expect(await readFile(path.join(dir, chunk))).toEqual(full);
+}, 120_000);
+
+test('export --format ome-tiff --wait --download writes a BigTIFF', async () => {
+  const dir = path.join(home, 'export');
+  const run = json(await sps('export', jobId, '--format', 'ome-tiff', '--download', dir, '--json'));
+  expect(run.manifest.status).toBe('ready');
+  const tiff = await readFile(path.join(dir, 'prediction.ome.tif'));
+  expect(tiff.subarray(0, 4)).toEqual(Buffer.from([0x49, 0x49, 0x2b, 0x00]));
+}, 300_000);
+
+test('segment --wait --download writes the mask store and the tables', async () => {
+  const dir = path.join(home, 'segmentation');
+  const run = json(await sps('segment', sampleId, '--download', dir, '--json'));
+  expect(run.state.status).toBe('completed');
+  const files = await filesUnder(dir);
+  expect(files).toEqual(
+    expect.arrayContaining(['provenance.json', 'features/instances.parquet', 'mask/zarr.json']),
+  );
+}, 420_000);
