@@ -2,7 +2,7 @@ import express, { type Express, Router } from 'express';
 import type { Logger } from 'pino';
 import type { Sql } from '../db';
 import { createJobEventHub } from '../db/job-events';
-import { endpoints } from '../schemas/endpoints';
+import { type Endpoint, endpoints } from '../schemas/endpoints';
 import { JOB_STREAM_DEFAULTS } from '../schemas/job-stream';
 import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
 import type { ObjectStore } from '../storage';
@@ -13,7 +13,7 @@ import { createAuthorizationServer } from './oauth/server';
 import { createTokenVerifier, remoteKeys } from './oauth/tokens';
 import { type ApiMetrics, createMetrics, observeRequests } from './observability';
 import { rateLimit } from './rate-limit';
-import { mount } from './route';
+import { methodGuard, mount } from './route';
 import { exportRoutes } from './routes/exports';
 import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
@@ -132,7 +132,7 @@ export function createApp(deps: ApiDeps): Express {
   });
   registerJobStreamMetrics(metrics.registry, jobEvents);
   const streamRetryMs = settings.limits.streamRetryMs ?? JOB_STREAM_DEFAULTS.retryMs;
-  const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`);
+  const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`, settings.limits);
   const publicSamples = createPublicSampleService({ sql, store });
   const oauth = settings.oauth ?? {};
   // RFC 8707: tokens are bound to `{base_url}`, and only such tokens are accepted here.
@@ -163,8 +163,10 @@ export function createApp(deps: ApiDeps): Express {
         typ: 'at+jwt',
       });
 
+  const table: Endpoint[] = Object.values(endpoints);
   const v1 = Router();
-  mount(v1, endpoints.openapi, (_req, res) => {
+  v1.use(methodGuard(table.filter((endpoint) => !endpoint.root)));
+  mount(v1, endpoints.openapi, (_input, _req, res) => {
     res.json(openApiDocument);
   });
   v1.use(uploadSessionRoutes(uploads));
@@ -183,6 +185,7 @@ export function createApp(deps: ApiDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(observeRequests(logger, metrics));
+  app.use(methodGuard(table.filter((endpoint) => endpoint.root)));
   app.use(healthRoutes({ sql, workflows, metrics }));
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
   app.use(authorizationServerRoutes({ sql, server: authServer }));

@@ -71,6 +71,8 @@ export interface Endpoint {
     bodyContentType?: string;
   };
   responses: Record<number, ResponseSpec>;
+  /** A valid request body (JSON bodies): shown in the reference, sent by the contract tests. */
+  requestExample?: unknown;
 }
 
 const error = (description: string): ResponseSpec => ({ description, schema: ErrorBody });
@@ -124,7 +126,7 @@ export const endpoints = {
     responses: {
       200: { description: 'The object bytes', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
-      403: error('Tampered or expired link (`forbidden`)'),
+      403: error('Missing, tampered or expired link (`forbidden`)'),
       404: error('No such object (`not_found`)'),
     },
   },
@@ -140,7 +142,13 @@ export const endpoints = {
     path: '/uploads',
     auth: 'bearer',
     summary: 'Create an upload (and its sample); answers the resumable session URL',
-    request: { body: CreateUploadRequest },
+    request: { query: EmptyQuery, body: CreateUploadRequest },
+    requestExample: {
+      filename: 'biopsy-17.svs',
+      fileSize: '2147483648',
+      contentType: 'image/tiff',
+      mpp: 0.25,
+    },
     responses: {
       201: { description: 'A new upload', schema: CreatedUpload },
       200: { description: 'An upload with the same contentSha256 already exists', schema: CreatedUpload },
@@ -167,7 +175,7 @@ export const endpoints = {
     path: '/uploads/{id}',
     auth: 'bearer',
     summary: 'One upload',
-    request: { params: UploadIdParams },
+    request: { params: UploadIdParams, query: EmptyQuery },
     responses: {
       200: { description: 'The upload', schema: Upload },
       404: error('Not in this organization (`not_found`)'),
@@ -179,7 +187,7 @@ export const endpoints = {
     path: '/uploads/{id}/complete',
     auth: 'bearer',
     summary: 'For older clients: idempotent, returns the upload as it stands',
-    request: { params: UploadIdParams },
+    request: { params: UploadIdParams, query: EmptyQuery },
     responses: {
       200: { description: 'The upload', schema: Upload },
       404: error('Not in this organization (`not_found`)'),
@@ -202,7 +210,7 @@ export const endpoints = {
       200: { description: 'The last byte landed; ingest has started', schema: Upload },
       308: { description: 'Incomplete: the `Range` header says what is stored (`bytes=0-LAST`)' },
       400: error('Bad Content-Range, chunk size, or TOTAL that differs from fileSize (`invalid_request`)'),
-      403: error('Tampered or expired session URL (`forbidden`)'),
+      401: error('Missing, tampered or expired session URL (`unauthorized`)'),
       404: error('No such upload (`not_found`)'),
       413: error('Chunk over the limit (`payload_too_large`)'),
     },
@@ -240,6 +248,11 @@ export const endpoints = {
     auth: 'bearer',
     summary: 'Set, pin or clear the expiration of up to 500 samples, all or nothing',
     request: { query: EmptyQuery, body: BulkExpirationChange },
+    requestExample: {
+      sampleIds: ['6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10'],
+      neverExpire: true,
+      reason: 'cohort study',
+    },
     responses: {
       200: { description: 'Updated', schema: BulkExpirationResult },
       400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
@@ -270,6 +283,7 @@ export const endpoints = {
     auth: 'bearer',
     summary: 'Update name, fields (each value replaces the whole field; null clears) and mpp, atomically',
     request: { params: SampleIdParams, query: EmptyQuery, body: PatchSampleRequest },
+    requestExample: { name: 'Biopsy 17', fields: { tags: ['lung', 'cohort-a'] }, mpp: { x: 0.25, y: 0.25 } },
     responses: {
       200: { description: 'The updated sample', schema: SampleDetail },
       400: error(
@@ -320,6 +334,7 @@ export const endpoints = {
     auth: 'bearer',
     summary: 'Set a date, pin never-expire, or return to the organization default',
     request: { params: SampleIdParams, query: EmptyQuery, body: ExpirationChange },
+    requestExample: { expiresAt: '2027-06-30T00:00:00Z', reason: 'end of study' },
     responses: {
       200: { description: 'The new expiration', schema: ExpirationResult },
       400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
@@ -360,6 +375,11 @@ export const endpoints = {
     summary:
       'Price (`dryRun: true`, 200) or submit (202) a prediction job; submission reserves patchCount x markerCount credits',
     request: { query: EmptyQuery, body: PredictRequest },
+    requestExample: {
+      uploadId: '6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10',
+      markers: ['CD3', 'CD8'],
+      dryRun: true,
+    },
     responses: {
       200: { description: 'Dry run: the exact estimate, nothing reserved', schema: PredictionDryRun },
       202: {
@@ -528,6 +548,7 @@ export const endpoints = {
     summary:
       'Export the results: `ome-zarr` answers at once with the native store (no conversion); `ome-zarr-zip` and `ome-tiff` are made by a workflow and cached. An identical request reuses active or ready work and retries failed work',
     request: { params: JobIdParams, query: EmptyQuery, body: ExportRequest },
+    requestExample: { format: 'ome-tiff', includeHe: true },
     responses: {
       200: { description: 'Ready (native, or a cached conversion)', schema: ExportManifest },
       202: { description: 'Pending or running', schema: ExportManifest },

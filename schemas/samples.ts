@@ -191,6 +191,10 @@ const expirationFields = {
   useOrgDefault: z.literal(true).optional(),
   reason: z.string().max(1000).optional(),
 };
+/** The refinement below, as the OpenAPI document states it. */
+const exactlyOneExpirationSchema = {
+  oneOf: [{ required: ['expiresAt'] }, { required: ['neverExpire'] }, { required: ['useOrgDefault'] }],
+};
 const exactlyOneExpiration = [
   (body: { expiresAt?: string; neverExpire?: true; useOrgDefault?: true }) =>
     [body.expiresAt, body.neverExpire, body.useOrgDefault].filter((value) => value !== undefined).length ===
@@ -201,13 +205,13 @@ const exactlyOneExpiration = [
 export const ExpirationChange = z
   .strictObject(expirationFields)
   .refine(...exactlyOneExpiration)
-  .meta({ id: 'ExpirationChange' });
+  .meta({ id: 'ExpirationChange', ...exactlyOneExpirationSchema });
 export type ExpirationChange = z.infer<typeof ExpirationChange>;
 
 export const BulkExpirationChange = z
   .strictObject({ sampleIds: z.array(Uuid).min(1).max(500), ...expirationFields })
   .refine(...exactlyOneExpiration)
-  .meta({ id: 'BulkExpirationChange' });
+  .meta({ id: 'BulkExpirationChange', ...exactlyOneExpirationSchema });
 export type BulkExpirationChange = z.infer<typeof BulkExpirationChange>;
 
 export const ExpirationResult = z

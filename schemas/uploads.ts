@@ -17,7 +17,8 @@ export const CreateUploadRequest = z
       .string()
       .min(1)
       .max(255)
-      .refine((value) => !/[\0/\\]/.test(value), 'must not contain NUL, slash or backslash'),
+      .refine((value) => !/[\0/\\]/.test(value), 'must not contain NUL, slash or backslash')
+      .meta({ pattern: '^[^\\u0000/\\\\]+$', description: 'The file name, without NUL, slash or backslash' }),
     fileSize: ByteCountInput.pipe(z.number().min(0)),
     contentType: z.string().min(1).max(255),
     contentSha256: z

@@ -1,12 +1,10 @@
 import { type Response, Router } from 'express';
-import { EmptyQuery } from '../../schemas/common';
 import { endpoints } from '../../schemas/endpoints';
-import { type JobStreamFrame, JobStreamParams, LastEventId } from '../../schemas/job-stream';
+import { type JobStreamFrame, LastEventId } from '../../schemas/job-stream';
 import { principalOf } from '../auth';
 import { AppError } from '../errors';
 import { mount } from '../route';
 import type { JobStreamService, JobStreamSink } from '../services/job-stream';
-import { parse } from '../validate';
 
 /**
  * A client this far behind is not reading: drop it rather than buffer without bound. It
@@ -56,11 +54,9 @@ function lastEventIdOf(header: string | undefined): number | undefined {
 
 export function jobStreamRoutes(streams: JobStreamService, settings: { retryMs: number }): Router {
   const router = Router();
-  mount(router, endpoints.streamJob, async (req, res) => {
-    const { id } = parse(JobStreamParams, req.params, 'params');
-    parse(EmptyQuery, req.query, 'query');
+  mount(router, endpoints.streamJob, async ({ params }, req, res) => {
     const lastEventId = lastEventIdOf(req.get('last-event-id'));
-    const stream = await streams.open(principalOf(res.locals), id, lastEventId);
+    const stream = await streams.open(principalOf(res.locals), params.id, lastEventId);
     if (!stream) {
       res.status(204).end();
       return;
