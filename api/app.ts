@@ -20,6 +20,7 @@ import { healthRoutes } from './routes/health';
 import { jobStreamRoutes } from './routes/job-stream';
 import { jobRoutes } from './routes/jobs';
 import { publicSampleRoutes } from './routes/public-samples';
+import { referenceRoutes } from './routes/reference';
 import { sampleRoutes } from './routes/samples';
 import { segmentationRoutes } from './routes/segmentation';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
@@ -169,6 +170,7 @@ export function createApp(deps: ApiDeps): Express {
   mount(v1, endpoints.openapi, (_input, _req, res) => {
     res.json(openApiDocument);
   });
+  v1.use(referenceRoutes());
   v1.use(uploadSessionRoutes(uploads));
   v1.use(express.json({ limit: settings.limits.jsonBodyBytes }));
   v1.use(authenticate(sql, verifyToken));

@@ -5,7 +5,7 @@ import { JobStatus } from './enums';
 /** DECISIONS.md, Numbers: heartbeat every 15 s, SSE `retry` 5000 ms. Both configurable. */
 export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000 } as const;
 
-export const JobStreamParams = z.strictObject({ id: Uuid });
+export const JobStreamParams = z.strictObject({ id: Uuid.meta({ description: 'The job id' }) });
 
 /** The `data` of an `event: status` frame (DECISIONS.md, Stream frames). */
 export const JobStreamStatusData = z

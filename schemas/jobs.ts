@@ -78,7 +78,7 @@ export type PredictionSubmitted = z.infer<typeof PredictionSubmitted>;
 export const JobStatusBody = SampleJob;
 export type JobStatusBody = z.infer<typeof JobStatusBody>;
 
-export const JobIdParams = z.strictObject({ id: Uuid });
+export const JobIdParams = z.strictObject({ id: Uuid.meta({ description: 'The job id' }) });
 
 export const CancelResult = z
   .strictObject({ id: Uuid, status: z.literal('cancelled') })

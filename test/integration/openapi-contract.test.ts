@@ -426,3 +426,28 @@ test('a method a known path does not declare is 405 with Allow listing the decla
   expect(options.status).toBe(204);
   expect(options.headers.get('allow')).toBe('GET, HEAD, OPTIONS');
 });
+
+test('the API reference is served with every asset it references from the service itself', async () => {
+  const page = await fetch(`${stack.api}/docs`);
+  expect(page.status).toBe(200);
+  expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+  const policy = page.headers.get('content-security-policy') ?? '';
+  expect(policy).toContain("script-src 'self'");
+  expect(policy).toContain("connect-src 'self'");
+  expect(policy).not.toMatch(/https?:/);
+  const html = await page.text();
+  const references = [...html.matchAll(/\b(?:src|href)="([^"]+)"/g)].map((match) => match[1]!);
+  expect(references.length).toBeGreaterThanOrEqual(3);
+  for (const reference of references) {
+    const url = new URL(reference, `${stack.api}/docs`);
+    expect({ reference, origin: url.origin }).toEqual({ reference, origin: root });
+    const asset = await fetch(url);
+    expect({ reference, status: asset.status }).toEqual({ reference, status: 200 });
+    expect((await asset.arrayBuffer()).byteLength).toBeGreaterThan(0);
+  }
+  // The page's starter script loads the document this server serves, by a relative URL.
+  const start = await (await fetch(`${stack.api}/docs/start.js`)).text();
+  expect(start).toContain("url: 'openapi.json'");
+  expect(start).toContain('validatorUrl: null');
+  expect((await fetch(`${stack.api}/docs/index.html`)).status).toBe(404);
+});
