@@ -133,7 +133,8 @@ export function createApp(deps: ApiDeps): Express {
   });
   registerJobStreamMetrics(metrics.registry, jobEvents);
   const streamRetryMs = settings.limits.streamRetryMs ?? JOB_STREAM_DEFAULTS.retryMs;
-  const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`, settings.limits);
+  // Paths carry `/api/v1` themselves (health and OAuth sit outside it): the server is the origin.
+  const openApiDocument = buildOpenApiDocument(settings.publicBaseUrl, settings.limits);
   const publicSamples = createPublicSampleService({ sql, store });
   const oauth = settings.oauth ?? {};
   // RFC 8707: tokens are bound to `{base_url}`, and only such tokens are accepted here.
