@@ -57,6 +57,7 @@ type Output<S> = S extends z.ZodType ? z.output<S> : undefined;
 export interface EndpointInput<E extends Endpoint> {
   params: E extends { request: { params: infer S } } ? Output<S> : undefined;
   query: E extends { request: { query: infer S } } ? Output<S> : undefined;
+  headers: E extends { request: { headers: infer S } } ? Output<S> : undefined;
   body: E extends { request: { bodyContentType: string } }
     ? undefined
     : E extends { request: { body: infer S } }
@@ -82,6 +83,7 @@ function inputOf<E extends Endpoint>(endpoint: E, req: Request): EndpointInput<E
   const input = {
     params: request?.params ? parse(request.params, rawParams, 'params') : undefined,
     query: request?.query ? parse(request.query, req.query, 'query', { credential }) : undefined,
+    headers: request?.headers ? parse(request.headers, req.headers, 'headers') : undefined,
     body: request?.body && !request.bodyContentType ? parse(request.body, req.body, 'body') : undefined,
     splat: segments,
   };
@@ -90,7 +92,7 @@ function inputOf<E extends Endpoint>(endpoint: E, req: Request): EndpointInput<E
 
 /**
  * Mounts an endpoint of the table at its method and path, so routes and the OpenAPI document
- * agree: its scope check, then its params, query and JSON body parsed by the table's schemas,
+ * agree: its scope check, then its params, query, headers and JSON body parsed by the table's schemas,
  * then the handler with the parsed values. `before` runs ahead of parsing (a form body parser).
  */
 export function mount<E extends Endpoint>(

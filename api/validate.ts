@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { AppError } from './errors';
 
-type Part = 'body' | 'query' | 'params';
+type Part = 'body' | 'query' | 'params' | 'headers';
 
 /** The query parameter that carries a signed link's token, and the answer when it is bad. */
 interface Credential {

@@ -30,10 +30,15 @@ export const LastEventId = z
   );
 
 export const JobStreamHeaders = z.object({
-  'last-event-id': z.string().optional().meta({
-    description:
-      'Resume: the id of the last event received (sent by EventSource on reconnection). Every later event is sent; without it, every event of the job',
-  }),
+  'last-event-id': z
+    .string()
+    .optional()
+    .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()))
+    .pipe(LastEventId.optional())
+    .meta({
+      description:
+        'Resume: the id of the last event received (sent by EventSource on reconnection). Every later event is sent; without it, every event of the job',
+    }),
 });
 
 export type JobStreamFrame =
