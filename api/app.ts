@@ -2,7 +2,7 @@ import express, { type Express, Router } from 'express';
 import type { Logger } from 'pino';
 import type { Sql } from '../db';
 import { createJobEventHub } from '../db/job-events';
-import { endpoints } from '../schemas/endpoints';
+import { type Endpoint, endpoints } from '../schemas/endpoints';
 import { JOB_STREAM_DEFAULTS } from '../schemas/job-stream';
 import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
 import type { ObjectStore } from '../storage';
@@ -13,13 +13,14 @@ import { createAuthorizationServer } from './oauth/server';
 import { createTokenVerifier, remoteKeys } from './oauth/tokens';
 import { type ApiMetrics, createMetrics, observeRequests } from './observability';
 import { rateLimit } from './rate-limit';
-import { mount } from './route';
+import { methodGuard, mount } from './route';
 import { exportRoutes } from './routes/exports';
 import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
 import { jobStreamRoutes } from './routes/job-stream';
 import { jobRoutes } from './routes/jobs';
 import { publicSampleRoutes } from './routes/public-samples';
+import { referenceRoutes } from './routes/reference';
 import { sampleRoutes } from './routes/samples';
 import { segmentationRoutes } from './routes/segmentation';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
@@ -132,7 +133,8 @@ export function createApp(deps: ApiDeps): Express {
   });
   registerJobStreamMetrics(metrics.registry, jobEvents);
   const streamRetryMs = settings.limits.streamRetryMs ?? JOB_STREAM_DEFAULTS.retryMs;
-  const openApiDocument = buildOpenApiDocument(`${settings.publicBaseUrl}${API_PREFIX}`);
+  // Paths carry `/api/v1` themselves (health and OAuth sit outside it): the server is the origin.
+  const openApiDocument = buildOpenApiDocument(settings.publicBaseUrl, settings.limits);
   const publicSamples = createPublicSampleService({ sql, store });
   const oauth = settings.oauth ?? {};
   // RFC 8707: tokens are bound to `{base_url}`, and only such tokens are accepted here.
@@ -163,10 +165,13 @@ export function createApp(deps: ApiDeps): Express {
         typ: 'at+jwt',
       });
 
+  const table: Endpoint[] = Object.values(endpoints);
   const v1 = Router();
-  mount(v1, endpoints.openapi, (_req, res) => {
+  v1.use(methodGuard(table.filter((endpoint) => !endpoint.root)));
+  mount(v1, endpoints.openapi, (_input, _req, res) => {
     res.json(openApiDocument);
   });
+  v1.use(referenceRoutes());
   v1.use(uploadSessionRoutes(uploads));
   v1.use(express.json({ limit: settings.limits.jsonBodyBytes }));
   v1.use(authenticate(sql, verifyToken));
@@ -183,6 +188,7 @@ export function createApp(deps: ApiDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(observeRequests(logger, metrics));
+  app.use(methodGuard(table.filter((endpoint) => endpoint.root)));
   app.use(healthRoutes({ sql, workflows, metrics }));
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
   app.use(authorizationServerRoutes({ sql, server: authServer }));

@@ -1,7 +1,13 @@
 import type { z } from 'zod';
 import { AppError } from './errors';
 
-type Part = 'body' | 'query' | 'params';
+type Part = 'body' | 'query' | 'params' | 'headers';
+
+/** The query parameter that carries a signed link's token, and the answer when it is bad. */
+interface Credential {
+  name: string;
+  error: AppError;
+}
 
 function describe(issue: z.core.$ZodIssue, part: Part): string {
   const where = issue.path.length > 0 ? issue.path.join('.') : part;
@@ -15,9 +21,10 @@ function describe(issue: z.core.$ZodIssue, part: Part): string {
  * 400 when the request's shape is wrong (not an object, unknown or retired property, bad query
  * or path), 422 when a known body property holds an invalid value (DECISIONS.md).
  */
-function errorFor(error: z.ZodError, part: Part): AppError {
+function errorFor(error: z.ZodError, part: Part, credential: Credential | undefined): AppError {
   // A malformed id can name nothing: the same answer as an id of another organization.
   if (part === 'params') return new AppError('not_found', 'resource not found');
+  if (credential && error.issues.some((issue) => issue.path[0] === credential.name)) return credential.error;
   const structural = error.issues.find(
     (issue) =>
       issue.code === 'unrecognized_keys' || (issue.path.length === 0 && issue.code === 'invalid_type'),
@@ -29,7 +36,13 @@ function errorFor(error: z.ZodError, part: Part): AppError {
     : new AppError('invalid_request', message);
 }
 
-export function parse<S extends z.ZodType>(schema: S, input: unknown, part: Part): z.output<S> {
+/** A bad `credential` parameter is answered with its own error, not as a malformed query. */
+export function parse<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  part: Part,
+  options: { credential?: Credential } = {},
+): z.output<S> {
   if (
     part === 'body' &&
     (input === undefined || (typeof input === 'object' && input !== null && Object.keys(input).length === 0))
@@ -37,6 +50,6 @@ export function parse<S extends z.ZodType>(schema: S, input: unknown, part: Part
     throw new AppError('invalid_request', 'request body is empty');
   }
   const result = schema.safeParse(input);
-  if (!result.success) throw errorFor(result.error, part);
+  if (!result.success) throw errorFor(result.error, part, options.credential);
   return result.data;
 }

@@ -18,11 +18,21 @@ export const ByteCountInput = z
 /** Microns per pixel: a number, or an isotropic `{x, y}`; each in (0, 100]. */
 const mppValue = z.number().gt(0).lte(100);
 export const MppInput = z
-  .union([mppValue, z.strictObject({ x: mppValue, y: mppValue })])
+  .union([
+    mppValue,
+    // `x-equalProperties` states the refinement below in the OpenAPI document.
+    z
+      .strictObject({ x: mppValue, y: mppValue })
+      .meta({ 'x-equalProperties': ['x', 'y'], description: 'Isotropic only: x must equal y' }),
+  ])
   .refine((value) => typeof value === 'number' || value.x === value.y, {
     message: 'anisotropic mpp is not supported: x and y must be equal',
   })
-  .transform((value) => (typeof value === 'number' ? value : value.x));
+  .transform((value) => (typeof value === 'number' ? value : value.x))
+  .meta({
+    description:
+      'Microns per pixel in (0, 100]: a number, or `{x, y}` with x equal to y (anisotropic is 422 `validation_failed`)',
+  });
 
 /** Display name: trimmed, at most 200 characters, no NUL; null or empty reverts to the filename. */
 export const DisplayNameInput = z

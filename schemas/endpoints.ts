@@ -1,6 +1,28 @@
 import { z } from 'zod';
 import { EmptyQuery } from './common';
-import { ErrorBody } from './errors';
+import { ErrorBody, type ErrorCode } from './errors';
+import {
+  authorizationServerMetadataExample,
+  bulkExpirationResultExample,
+  cancelResultExample,
+  createdUploadExample,
+  expirationResultExample,
+  exportManifestExample,
+  fieldDefinitionListExample,
+  markerListExample,
+  predictionDryRunExample,
+  predictionSubmittedExample,
+  restoreResultExample,
+  resultLocationExample,
+  sampleDetailExample,
+  sampleJobExample,
+  sampleListPageExample,
+  segmentationManifestExample,
+  segmentationStateExample,
+  trashPageExample,
+  uploadExample,
+  uploadListExample,
+} from './examples';
 import { ExportManifest, ExportQuery, ExportRequest } from './exports';
 import { JobStreamHeaders, JobStreamParams } from './job-stream';
 import {
@@ -46,10 +68,22 @@ import {
 
 type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
-interface ResponseSpec {
+/** The files the API reference page links to (GET /docs/{asset}). */
+export const referenceAssets = [
+  'swagger-ui.css',
+  'swagger-ui-bundle.js',
+  'reference.css',
+  'start.js',
+] as const;
+
+export interface ResponseSpec {
   description: string;
   schema?: z.ZodType;
   contentType?: string;
+  /** The error codes an error response can carry: the document lists them, one example each. */
+  codes?: readonly ErrorCode[];
+  /** A body as the reference shows it; test/unit/schemas/openapi-docs.test.ts parses it with `schema`. */
+  example?: unknown;
 }
 
 /**
@@ -64,7 +98,12 @@ export interface Endpoint {
   root?: boolean;
   /** A path parameter that spans slashes (an object key). */
   splat?: string;
+  /** The resource the reference groups it under. */
+  tag: string;
+  /** A few words, as the reference lists the operation. */
   summary: string;
+  /** What it does and the rules it follows (the scopes are appended from schemas/scopes.ts). */
+  description: string;
   /** An older name kept for clients already in users' hands (DECISIONS.md, Compatibility). */
   deprecated?: boolean;
   auth: 'bearer' | 'signed-url' | 'none';
@@ -76,12 +115,18 @@ export interface Endpoint {
     bodyContentType?: string;
   };
   responses: Record<number, ResponseSpec>;
+  /** A valid request body (JSON bodies): shown in the reference, sent by the contract tests. */
+  requestExample?: unknown;
 }
 
-const error = (description: string): ResponseSpec => ({ description, schema: ErrorBody });
+const error = (codes: ErrorCode[], description: string): ResponseSpec => ({
+  description,
+  schema: ErrorBody,
+  codes,
+});
 const bearerErrors = {
-  401: error('Missing, malformed or revoked credential (`unauthorized`)'),
-  429: error('Over the per-credential rate (`rate_limited`)'),
+  401: error(['unauthorized'], 'Missing, malformed or revoked credential (`unauthorized`)'),
+  429: error(['rate_limited'], 'Over the per-credential rate (`rate_limited`)'),
 };
 
 export const endpoints = {
@@ -90,21 +135,28 @@ export const endpoints = {
     path: '/healthz',
     root: true,
     auth: 'none',
-    summary: 'Liveness: the process answers',
-    responses: { 200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) } },
+    tag: 'Service',
+    summary: 'Liveness',
+    description: 'Liveness: the process answers',
+    responses: {
+      200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }), example: { status: 'ok' } },
+    },
   },
   readyz: {
     method: 'get',
     path: '/readyz',
     root: true,
     auth: 'none',
-    summary: 'Readiness: the database and the workflow engine are reachable',
+    tag: 'Service',
+    summary: 'Readiness',
+    description: 'Readiness: the database and the workflow engine are reachable',
     responses: {
       200: {
         description: 'Ready',
         schema: z.object({ status: z.literal('ok'), checks: z.record(z.string(), z.string()) }),
+        example: { status: 'ok', checks: { database: 'ok', temporal: 'ok' } },
       },
-      503: error('A dependency is unreachable (`unavailable`)'),
+      503: error(['unavailable'], 'A dependency is unreachable (`unavailable`)'),
     },
   },
   metrics: {
@@ -112,8 +164,18 @@ export const endpoints = {
     path: '/metrics',
     root: true,
     auth: 'none',
+    tag: 'Service',
     summary: 'Prometheus metrics',
-    responses: { 200: { description: 'Text exposition format', contentType: 'text/plain' } },
+    description:
+      'Counters and histograms of requests, uploads and job streams, in the Prometheus text format.',
+    responses: {
+      200: {
+        description: 'Text exposition format',
+        contentType: 'text/plain',
+        schema: z.string(),
+        example: '# HELP sps_http_requests_total HTTP requests\n# TYPE sps_http_requests_total counter\n',
+      },
+    },
   },
   signedFile: {
     method: 'get',
@@ -121,40 +183,96 @@ export const endpoints = {
     root: true,
     splat: 'key',
     auth: 'signed-url',
-    summary: 'Reads one stored object through an HMAC-signed link (filesystem backend); supports Range',
+    tag: 'Signed links',
+    summary: 'Read a stored object through a signed link',
+    description: 'Reads one stored object through an HMAC-signed link (filesystem backend); supports Range',
     request: {
       params: z.object({ key: z.string().meta({ description: 'Object key; slashes are not encoded' }) }),
-      query: z.object({ token: z.string(), download: z.string().optional() }),
+      query: z.object({
+        token: z.string().meta({ description: 'The link credential (scope, key and expiry, HMAC-signed)' }),
+        download: z.string().optional().meta({ description: 'Serve as an attachment with this file name' }),
+      }),
     },
     responses: {
       200: { description: 'The object bytes', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
-      403: error('Tampered or expired link (`forbidden`)'),
-      404: error('No such object (`not_found`)'),
+      403: error(['forbidden'], 'Missing, tampered or expired link (`forbidden`)'),
+      404: error(['not_found'], 'No such object (`not_found`)'),
     },
   },
   openapi: {
     method: 'get',
     path: '/openapi.json',
     auth: 'none',
-    summary: 'This OpenAPI 3.1 document',
-    responses: { 200: { description: 'The document', schema: z.record(z.string(), z.unknown()) } },
+    tag: 'Service',
+    summary: 'This OpenAPI document',
+    description: 'This OpenAPI 3.1 document',
+    responses: {
+      200: {
+        description: 'The document',
+        schema: z.record(z.string(), z.unknown()),
+        example: { openapi: '3.1.0', info: { title: 'Slide Prediction Service', version: 'v1' }, paths: {} },
+      },
+    },
+  },
+  apiReference: {
+    method: 'get',
+    path: '/docs',
+    auth: 'none',
+    tag: 'Service',
+    summary: 'API reference',
+    description:
+      'This document rendered by Swagger UI, with its examples; the page and its scripts are served by the service itself (nothing is loaded from elsewhere). Use **Authorize** with an API key to try calls.',
+    responses: {
+      200: {
+        description: 'The HTML page',
+        contentType: 'text/html',
+        schema: z.string(),
+        example: '<!doctype html><html lang="en">...<div id="reference"></div>...</html>',
+      },
+    },
+  },
+  apiReferenceAsset: {
+    method: 'get',
+    path: '/docs/{asset}',
+    auth: 'none',
+    tag: 'Service',
+    summary: 'A file of the API reference page',
+    description: 'The scripts and style sheets of the reference page (Swagger UI, bundled with the service).',
+    request: {
+      params: z.strictObject({
+        asset: z.enum(referenceAssets).meta({ description: 'A file the reference page links to' }),
+      }),
+    },
+    responses: {
+      200: { description: 'The file', contentType: 'application/octet-stream' },
+      404: error(['not_found'], 'Not a file of the page (`not_found`)'),
+    },
   },
   createUpload: {
     method: 'post',
     path: '/uploads',
     auth: 'bearer',
-    summary: 'Create an upload (and its sample); answers the resumable session URL',
-    request: { body: CreateUploadRequest },
+    tag: 'Uploads',
+    summary: 'Create an upload',
+    description: 'Create an upload (and its sample); answers the resumable session URL',
+    request: { query: EmptyQuery, body: CreateUploadRequest },
+    requestExample: {
+      filename: 'biopsy-17.svs',
+      fileSize: '2147483648',
+      contentType: 'image/tiff',
+      mpp: 0.25,
+    },
     responses: {
       200: {
         description:
           'A new upload (`existing: false`, with `uploadUrl`), or the one with the same contentSha256 (`existing: true`)',
         schema: CreatedUpload,
+        example: createdUploadExample,
       },
-      400: error('Not JSON, empty, or unknown property (`invalid_request`)'),
-      413: error('Body or declared fileSize over the limit (`payload_too_large`)'),
-      422: error('A property holds an invalid value (`validation_failed`)'),
+      400: error(['invalid_request'], 'Not JSON, empty, or unknown property (`invalid_request`)'),
+      413: error(['payload_too_large'], 'Body or declared fileSize over the limit (`payload_too_large`)'),
+      422: error(['validation_failed'], 'A property holds an invalid value (`validation_failed`)'),
       ...bearerErrors,
     },
   },
@@ -162,11 +280,13 @@ export const endpoints = {
     method: 'get',
     path: '/uploads',
     auth: 'bearer',
-    summary: 'Non-archived uploads, newest first, in cursor pages',
+    tag: 'Uploads',
+    summary: 'List uploads',
+    description: 'Non-archived uploads, newest first, in cursor pages',
     request: { query: UploadListQuery },
     responses: {
-      200: { description: 'A page', schema: UploadList },
-      400: error('Unknown parameter or malformed cursor (`invalid_request`)'),
+      200: { description: 'A page', schema: UploadList, example: uploadListExample },
+      400: error(['invalid_request'], 'Unknown parameter or malformed cursor (`invalid_request`)'),
       ...bearerErrors,
     },
   },
@@ -174,11 +294,13 @@ export const endpoints = {
     method: 'get',
     path: '/uploads/{id}',
     auth: 'bearer',
-    summary: 'One upload',
-    request: { params: UploadIdParams },
+    tag: 'Uploads',
+    summary: 'Get an upload',
+    description: 'One upload',
+    request: { params: UploadIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The upload', schema: Upload },
-      404: error('Not in this organization (`not_found`)'),
+      200: { description: 'The upload', schema: Upload, example: uploadExample },
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -186,12 +308,14 @@ export const endpoints = {
     method: 'post',
     path: '/uploads/{id}/complete',
     auth: 'bearer',
-    summary:
+    tag: 'Uploads',
+    summary: 'Complete an upload (older clients)',
+    description:
       'For older clients: idempotent, returns the upload as it stands; once every byte is in it waits (up to 30 s) for `widthPx`/`heightPx` from the slide header',
-    request: { params: UploadIdParams },
+    request: { params: UploadIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The upload', schema: Upload },
-      404: error('Not in this organization (`not_found`)'),
+      200: { description: 'The upload', schema: Upload, example: uploadExample },
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -199,7 +323,9 @@ export const endpoints = {
     method: 'put',
     path: '/upload-sessions/{id}',
     auth: 'signed-url',
-    summary:
+    tag: 'Uploads',
+    summary: 'Send a chunk of a resumable upload',
+    description:
       'Resumable upload: `Content-Range: bytes START-END/TOTAL` per chunk (multiples of 256 KiB but the last), or `bytes */TOTAL` with no body to ask for the offset',
     request: {
       params: UploadIdParams,
@@ -208,24 +334,34 @@ export const endpoints = {
       bodyContentType: 'application/octet-stream',
     },
     responses: {
-      200: { description: 'The last byte landed; ingest has started', schema: Upload },
+      200: {
+        description: 'The last byte landed; ingest has started',
+        schema: Upload,
+        example: uploadExample,
+      },
       308: { description: 'Incomplete: the `Range` header says what is stored (`bytes=0-LAST`)' },
-      400: error('Bad Content-Range, chunk size, or TOTAL that differs from fileSize (`invalid_request`)'),
-      403: error('Tampered or expired session URL (`forbidden`)'),
-      404: error('No such upload (`not_found`)'),
-      413: error('Chunk over the limit (`payload_too_large`)'),
+      400: error(
+        ['invalid_request'],
+        'Bad Content-Range, chunk size, or TOTAL that differs from fileSize (`invalid_request`)',
+      ),
+      401: error(['unauthorized'], 'Missing, tampered or expired session URL (`unauthorized`)'),
+      404: error(['not_found'], 'No such upload (`not_found`)'),
+      413: error(['payload_too_large'], 'Chunk over the limit (`payload_too_large`)'),
     },
   },
   listSamples: {
     method: 'get',
     path: '/samples',
     auth: 'bearer',
-    summary:
+    tag: 'Samples',
+    summary: 'List and search samples',
+    description:
       'Samples of the organization (`scope=mine`), of the public cohort (`scope=public`: only `q`), or both (`scope=all`: owned rows first, then public rows of other organizations unless a facet other than `q` is given), newest first, in cursor pages; facets compose with AND',
     request: { query: SampleListQuery },
     responses: {
-      200: { description: 'A page', schema: SampleListPage },
+      200: { description: 'A page', schema: SampleListPage, example: sampleListPageExample },
       400: error(
+        ['invalid_request'],
         'Unknown or retired parameter (`tag`), unknown value, malformed clause, over-cap array (`invalid_request`)',
       ),
       ...bearerErrors,
@@ -235,11 +371,14 @@ export const endpoints = {
     method: 'get',
     path: '/samples/trash',
     auth: 'bearer',
-    summary: 'Trashed samples of the organization, most recently trashed first, with trashedAt and purgeAt',
+    tag: 'Samples',
+    summary: 'List trashed samples',
+    description:
+      'Trashed samples of the organization, most recently trashed first, with trashedAt and purgeAt',
     request: { query: TrashQuery },
     responses: {
-      200: { description: 'A page', schema: TrashPage },
-      400: error('Bad query (`invalid_request`)'),
+      200: { description: 'A page', schema: TrashPage, example: trashPageExample },
+      400: error(['invalid_request'], 'Bad query (`invalid_request`)'),
       ...bearerErrors,
     },
   },
@@ -247,14 +386,25 @@ export const endpoints = {
     method: 'patch',
     path: '/samples/expiration',
     auth: 'bearer',
-    summary: 'Set, pin or clear the expiration of up to 500 samples, all or nothing',
+    tag: 'Samples',
+    summary: 'Set the expiration of many samples',
+    description: 'Set, pin or clear the expiration of up to 500 samples, all or nothing',
     request: { query: EmptyQuery, body: BulkExpirationChange },
+    requestExample: {
+      sampleIds: ['6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10'],
+      neverExpire: true,
+      reason: 'cohort study',
+    },
     responses: {
-      200: { description: 'Updated', schema: BulkExpirationResult },
-      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
-      403: error('A sample fails the permission gate; nothing was written (`forbidden`)'),
-      404: error('A sample is not in this organization; nothing was written (`not_found`)'),
+      200: { description: 'Updated', schema: BulkExpirationResult, example: bulkExpirationResultExample },
+      400: error(
+        ['invalid_request'],
+        'Not JSON, empty, unknown property or query parameter (`invalid_request`)',
+      ),
+      403: error(['forbidden'], 'A sample fails the permission gate; nothing was written (`forbidden`)'),
+      404: error(['not_found'], 'A sample is not in this organization; nothing was written (`not_found`)'),
       422: error(
+        ['validation_failed'],
         'Not exactly one of expiresAt, neverExpire, useOrgDefault; over 500 ids (`validation_failed`)',
       ),
       ...bearerErrors,
@@ -265,15 +415,24 @@ export const endpoints = {
     path: '/samples/retention',
     auth: 'bearer',
     deprecated: true,
-    summary:
+    tag: 'Samples',
+    summary: 'Set the retention of many samples (deprecated)',
+    description:
       "Deprecated name of `PATCH /samples/expiration` (Strand's clients): `pin: true` means `neverExpire: true`",
     request: { query: EmptyQuery, body: BulkRetentionChange },
+    requestExample: { sampleIds: ['6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10'], pin: true },
     responses: {
-      200: { description: 'Updated', schema: BulkExpirationResult },
-      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
-      403: error('A sample fails the permission gate; nothing was written (`forbidden`)'),
-      404: error('A sample is not in this organization; nothing was written (`not_found`)'),
-      422: error('Not exactly one of expiresAt, pin, useOrgDefault; over 500 ids (`validation_failed`)'),
+      200: { description: 'Updated', schema: BulkExpirationResult, example: bulkExpirationResultExample },
+      400: error(
+        ['invalid_request'],
+        'Not JSON, empty, unknown property or query parameter (`invalid_request`)',
+      ),
+      403: error(['forbidden'], 'A sample fails the permission gate; nothing was written (`forbidden`)'),
+      404: error(['not_found'], 'A sample is not in this organization; nothing was written (`not_found`)'),
+      422: error(
+        ['validation_failed'],
+        'Not exactly one of expiresAt, pin, useOrgDefault; over 500 ids (`validation_failed`)',
+      ),
       ...bearerErrors,
     },
   },
@@ -281,12 +440,14 @@ export const endpoints = {
     method: 'get',
     path: '/samples/{id}',
     auth: 'bearer',
-    summary: 'The owned sample detail',
+    tag: 'Samples',
+    summary: 'Get a sample',
+    description: 'The owned sample detail',
     request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The sample', schema: SampleDetail },
-      400: error('Unknown query parameter (`invalid_request`)'),
-      404: error('Not in this organization (`not_found`)'),
+      200: { description: 'The sample', schema: SampleDetail, example: sampleDetailExample },
+      400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -294,18 +455,23 @@ export const endpoints = {
     method: 'patch',
     path: '/samples/{id}',
     auth: 'bearer',
-    summary: 'Update name, fields (each value replaces the whole field; null clears) and mpp, atomically',
+    tag: 'Samples',
+    summary: 'Update a sample',
+    description: 'Update name, fields (each value replaces the whole field; null clears) and mpp, atomically',
     request: { params: SampleIdParams, query: EmptyQuery, body: PatchSampleRequest },
+    requestExample: { name: 'Biopsy 17', fields: { tags: ['lung', 'cohort-a'] }, mpp: { x: 0.25, y: 0.25 } },
     responses: {
-      200: { description: 'The updated sample', schema: SampleDetail },
+      200: { description: 'The updated sample', schema: SampleDetail, example: sampleDetailExample },
       400: error(
+        ['invalid_request'],
         'Not JSON, empty, unknown or retired property such as a top-level `tags`, an unknown key of `fields`, an unknown query parameter (`invalid_request`)',
       ),
-      403: error('`fields.public` or the reserved public tag (`read_only_field`)'),
-      404: error('Not in this organization (`not_found`)'),
-      409: error('The sample is in Trash (`sample_not_ready`)'),
-      422: error('A provided value is invalid (`validation_failed`)'),
+      403: error(['read_only_field'], '`fields.public` or the reserved public tag (`read_only_field`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
+      409: error(['sample_not_ready'], 'The sample is in Trash (`sample_not_ready`)'),
+      422: error(['validation_failed'], 'A provided value is invalid (`validation_failed`)'),
       500: error(
+        ['recount_enqueue_failed'],
         'Saved, but the tissue recount could not be queued: repeat the request (`recount_enqueue_failed`)',
       ),
       ...bearerErrors,
@@ -315,13 +481,15 @@ export const endpoints = {
     method: 'delete',
     path: '/samples/{id}',
     auth: 'bearer',
-    summary: 'Move the sample to Trash now (restorable for 7 days)',
+    tag: 'Samples',
+    summary: 'Move a sample to Trash',
+    description: 'Move the sample to Trash now (restorable for 7 days)',
     request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The trashed sample', schema: SampleDetail },
-      400: error('Unknown query parameter (`invalid_request`)'),
-      403: error('Permission gate (`forbidden`)'),
-      404: error('Not in this organization (`not_found`)'),
+      200: { description: 'The trashed sample', schema: SampleDetail, example: sampleDetailExample },
+      400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
+      403: error(['forbidden'], 'Permission gate (`forbidden`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -329,14 +497,16 @@ export const endpoints = {
     method: 'post',
     path: '/samples/{id}/restore',
     auth: 'bearer',
-    summary: 'Restore a trashed sample within the 7-day window; a passed expiration is extended',
+    tag: 'Samples',
+    summary: 'Restore a trashed sample',
+    description: 'Restore a trashed sample within the 7-day window; a passed expiration is extended',
     request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'Restored', schema: RestoreResult },
-      400: error('Unknown query parameter (`invalid_request`)'),
-      403: error('Permission gate (`forbidden`)'),
-      404: error('Not in this organization (`not_found`)'),
-      409: error('Permanent deletion has started (`deletion_in_progress`)'),
+      200: { description: 'Restored', schema: RestoreResult, example: restoreResultExample },
+      400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
+      403: error(['forbidden'], 'Permission gate (`forbidden`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
+      409: error(['deletion_in_progress'], 'Permanent deletion has started (`deletion_in_progress`)'),
       ...bearerErrors,
     },
   },
@@ -344,14 +514,23 @@ export const endpoints = {
     method: 'patch',
     path: '/samples/{id}/expiration',
     auth: 'bearer',
-    summary: 'Set a date, pin never-expire, or return to the organization default',
+    tag: 'Samples',
+    summary: 'Set the expiration of a sample',
+    description: 'Set a date, pin never-expire, or return to the organization default',
     request: { params: SampleIdParams, query: EmptyQuery, body: ExpirationChange },
+    requestExample: { expiresAt: '2027-06-30T00:00:00Z', reason: 'end of study' },
     responses: {
-      200: { description: 'The new expiration', schema: ExpirationResult },
-      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
-      403: error('Permission gate (`forbidden`)'),
-      404: error('Not in this organization (`not_found`)'),
-      422: error('Not exactly one of expiresAt, neverExpire, useOrgDefault (`validation_failed`)'),
+      200: { description: 'The new expiration', schema: ExpirationResult, example: expirationResultExample },
+      400: error(
+        ['invalid_request'],
+        'Not JSON, empty, unknown property or query parameter (`invalid_request`)',
+      ),
+      403: error(['forbidden'], 'Permission gate (`forbidden`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
+      422: error(
+        ['validation_failed'],
+        'Not exactly one of expiresAt, neverExpire, useOrgDefault (`validation_failed`)',
+      ),
       ...bearerErrors,
     },
   },
@@ -360,15 +539,24 @@ export const endpoints = {
     path: '/samples/{id}/retention',
     auth: 'bearer',
     deprecated: true,
-    summary:
+    tag: 'Samples',
+    summary: 'Set the retention of a sample (deprecated)',
+    description:
       "Deprecated name of `PATCH /samples/{id}/expiration` (Strand's clients): `pin: true` means `neverExpire: true`",
     request: { params: SampleIdParams, query: EmptyQuery, body: RetentionChange },
+    requestExample: { pin: true },
     responses: {
-      200: { description: 'The new expiration', schema: ExpirationResult },
-      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
-      403: error('Permission gate (`forbidden`)'),
-      404: error('Not in this organization (`not_found`)'),
-      422: error('Not exactly one of expiresAt, pin, useOrgDefault (`validation_failed`)'),
+      200: { description: 'The new expiration', schema: ExpirationResult, example: expirationResultExample },
+      400: error(
+        ['invalid_request'],
+        'Not JSON, empty, unknown property or query parameter (`invalid_request`)',
+      ),
+      403: error(['forbidden'], 'Permission gate (`forbidden`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
+      422: error(
+        ['validation_failed'],
+        'Not exactly one of expiresAt, pin, useOrgDefault (`validation_failed`)',
+      ),
       ...bearerErrors,
     },
   },
@@ -376,11 +564,13 @@ export const endpoints = {
     method: 'get',
     path: '/sample-fields',
     auth: 'bearer',
-    summary: "The organization's field definitions (ids that field facets bind to)",
+    tag: 'Catalog',
+    summary: 'List field definitions',
+    description: "The organization's field definitions (ids that field facets bind to)",
     request: { query: EmptyQuery },
     responses: {
-      200: { description: 'Definitions', schema: FieldDefinitionList },
-      400: error('Unknown query parameter (`invalid_request`)'),
+      200: { description: 'Definitions', schema: FieldDefinitionList, example: fieldDefinitionListExample },
+      400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
       ...bearerErrors,
     },
   },
@@ -388,11 +578,13 @@ export const endpoints = {
     method: 'get',
     path: '/markers',
     auth: 'bearer',
-    summary: 'The markers this organization may request',
+    tag: 'Catalog',
+    summary: 'List available markers',
+    description: 'The markers this organization may request',
     request: { query: EmptyQuery },
     responses: {
-      200: { description: 'The catalog', schema: MarkerList },
-      400: error('Unknown query parameter (`invalid_request`)'),
+      200: { description: 'The catalog', schema: MarkerList, example: markerListExample },
+      400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
       ...bearerErrors,
     },
   },
@@ -400,33 +592,53 @@ export const endpoints = {
     method: 'post',
     path: '/predict',
     auth: 'bearer',
-    summary:
+    tag: 'Predictions',
+    summary: 'Price or submit a prediction',
+    description:
       'Price (`dryRun: true`, 200; needs a ready sample) or submit (202) a prediction job; submission reserves patchCount x markerCount credits, or, before the sample is ready, every grid position of the whole slide, dropped to the exact price once the tissue mask exists',
     request: { query: EmptyQuery, body: PredictRequest },
+    requestExample: {
+      uploadId: '6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10',
+      markers: ['CD3', 'CD8'],
+      dryRun: true,
+    },
     responses: {
-      200: { description: 'Dry run: the exact estimate, nothing reserved', schema: PredictionDryRun },
+      200: {
+        description: 'Dry run: the exact estimate, nothing reserved',
+        schema: PredictionDryRun,
+        example: predictionDryRunExample,
+      },
       202: {
         description: 'Submitted: the job is queued and its credits reserved',
         schema: PredictionSubmitted,
+        example: predictionSubmittedExample,
       },
       400: error(
+        ['invalid_request', 'model_sunset', 'unknown_model', 'unknown_markers'],
         'Not JSON, empty, unknown property (`invalid_request`); sunset model (`model_sunset`, with `currentDefault`); unknown model (`unknown_model`); marker not in the catalog (`unknown_markers`, with `unknownMarkers`)',
       ),
-      402: error('Estimate over balance minus pending (`insufficient_credits`, `required` = the estimate)'),
+      402: error(
+        ['insufficient_credits'],
+        'Estimate over balance minus pending (`insufficient_credits`, `required` = the estimate)',
+      ),
       403: error(
+        ['marker_not_available'],
         "Marker outside the organization's entitlement (`marker_not_available`, with `unavailableMarkers`)",
       ),
-      404: error('Sample not in this organization (`not_found`)'),
+      404: error(['not_found'], 'Sample not in this organization (`not_found`)'),
       409: error(
+        ['sample_not_ready', 'mpp_required'],
         'Sample still uploading, failed, in Trash, its header not read yet, or (dry run) not `ready` or its recount after an mpp change still running (`sample_not_ready`); no usable scale (`mpp_required`)',
       ),
       422: error(
+        ['validation_failed'],
         'Invalid value: markers not 1 to 512 distinct strings, uploadId not a uuid (`validation_failed`)',
       ),
       429: error(
+        ['rate_limited'],
         'Over the per-credential rate, or the organization already has its cap of active jobs (`rate_limited`)',
       ),
-      401: error('Missing, malformed or revoked credential (`unauthorized`)'),
+      401: error(['unauthorized'], 'Missing, malformed or revoked credential (`unauthorized`)'),
     },
   },
   estimatePrediction: {
@@ -434,18 +646,28 @@ export const endpoints = {
     path: '/predict/estimate',
     auth: 'bearer',
     deprecated: true,
-    summary:
+    tag: 'Predictions',
+    summary: 'Price a prediction (deprecated)',
+    description:
       "Deprecated name of the dry run `POST /predict {dryRun: true}` (Strand's clients): the exact price on a ready sample, nothing reserved",
     request: { query: EmptyQuery, body: EstimateRequest },
+    requestExample: { uploadId: '6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10', markers: ['CD3', 'CD8'] },
     responses: {
-      200: { description: 'The exact estimate', schema: PredictionDryRun },
+      200: { description: 'The exact estimate', schema: PredictionDryRun, example: predictionDryRunExample },
       400: error(
+        ['invalid_request', 'model_sunset', 'unknown_model', 'unknown_markers'],
         'Not JSON, empty, unknown property (`invalid_request`); sunset or unknown model; marker not in the catalog (`unknown_markers`)',
       ),
-      403: error("Marker outside the organization's entitlement (`marker_not_available`)"),
-      404: error('Sample not in this organization (`not_found`)'),
-      409: error('Sample not ready or in Trash (`sample_not_ready`); no usable scale (`mpp_required`)'),
-      422: error('Invalid value (`validation_failed`)'),
+      403: error(
+        ['marker_not_available'],
+        "Marker outside the organization's entitlement (`marker_not_available`)",
+      ),
+      404: error(['not_found'], 'Sample not in this organization (`not_found`)'),
+      409: error(
+        ['sample_not_ready', 'mpp_required'],
+        'Sample not ready or in Trash (`sample_not_ready`); no usable scale (`mpp_required`)',
+      ),
+      422: error(['validation_failed'], 'Invalid value (`validation_failed`)'),
       ...bearerErrors,
     },
   },
@@ -453,12 +675,14 @@ export const endpoints = {
     method: 'get',
     path: '/jobs/{id}',
     auth: 'bearer',
-    summary: 'Job status, for polling (progress is 0 to 1 from `running` on, else null)',
+    tag: 'Jobs',
+    summary: 'Get a job',
+    description: 'Job status, for polling (progress is 0 to 1 from `running` on, else null)',
     request: { params: JobIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The job', schema: JobStatusBody },
-      400: error('Unknown query parameter (`invalid_request`)'),
-      404: error('Not in this organization (`not_found`)'),
+      200: { description: 'The job', schema: JobStatusBody, example: sampleJobExample },
+      400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -466,17 +690,20 @@ export const endpoints = {
     method: 'post',
     path: '/jobs/{id}/cancel',
     auth: 'bearer',
-    summary:
+    tag: 'Jobs',
+    summary: 'Cancel a job',
+    description:
       'Cancel an active prediction job; its reservation is released once the workflow has stopped (GET shows `cancelled` then)',
     request: { params: JobIdParams, query: EmptyQuery },
     responses: {
       200: {
         description: 'Cancellation requested (idempotent while the job winds down)',
         schema: CancelResult,
+        example: cancelResultExample,
       },
-      400: error('The job is terminal (`job_already_terminal`, with `status`)'),
-      404: error('Not in this organization (`not_found`)'),
-      409: error('An active segmentation job (`segmentation_active`)'),
+      400: error(['job_already_terminal'], 'The job is terminal (`job_already_terminal`, with `status`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
+      409: error(['segmentation_active'], 'An active segmentation job (`segmentation_active`)'),
       ...bearerErrors,
     },
   },
@@ -484,12 +711,14 @@ export const endpoints = {
     method: 'get',
     path: '/jobs/{id}/results',
     auth: 'bearer',
-    summary: "Signed URL (1 h) of the job store's root `zarr.json`, and the store's base path",
+    tag: 'Jobs',
+    summary: 'Locate the results of a job',
+    description: "Signed URL (1 h) of the job store's root `zarr.json`, and the store's base path",
     request: { params: JobIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'Where the results are', schema: ResultLocation },
-      404: error('Not in this organization (`not_found`)'),
-      409: error('No results yet, or the job ended without any (`results_not_ready`)'),
+      200: { description: 'Where the results are', schema: ResultLocation, example: resultLocationExample },
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
+      409: error(['results_not_ready'], 'No results yet, or the job ended without any (`results_not_ready`)'),
       ...bearerErrors,
     },
   },
@@ -498,11 +727,13 @@ export const endpoints = {
     path: '/jobs/{id}/results/files/{path}',
     splat: 'path',
     auth: 'bearer',
-    summary:
+    tag: 'Jobs',
+    summary: 'Read a file of the results',
+    description:
       "Streams one file of the job's OME-Zarr store (`zarr.json`, chunk and shard keys); supports a single `Range`",
     request: {
       params: z.object({
-        id: z.uuid(),
+        id: z.uuid().meta({ description: 'The job id' }),
         path: z.string().meta({ description: 'Path inside the store; slashes are not encoded' }),
       }),
       query: EmptyQuery,
@@ -511,9 +742,10 @@ export const endpoints = {
       200: { description: 'The file', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
       404: error(
+        ['not_found'],
         'Not in this organization, no such file, or a path outside the store (`..`, absolute) (`not_found`)',
       ),
-      409: error('No results yet (`results_not_ready`)'),
+      409: error(['results_not_ready'], 'No results yet (`results_not_ready`)'),
       ...bearerErrors,
     },
   },
@@ -521,11 +753,17 @@ export const endpoints = {
     method: 'get',
     path: '/samples/{id}/segmentation',
     auth: 'bearer',
-    summary: "The sample's segmentation state (newest run, its layer when completed); credit-free",
+    tag: 'Segmentation',
+    summary: 'Get the segmentation state',
+    description: "The sample's segmentation state (newest run, its layer when completed); credit-free",
     request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The segmentation state', schema: SegmentationState },
-      404: error('Not an owned sample (another organization, a public handle) (`not_found`)'),
+      200: {
+        description: 'The segmentation state',
+        schema: SegmentationState,
+        example: segmentationStateExample,
+      },
+      404: error(['not_found'], 'Not an owned sample (another organization, a public handle) (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -533,31 +771,49 @@ export const endpoints = {
     method: 'post',
     path: '/samples/{id}/segmentation',
     auth: 'bearer',
-    summary:
+    tag: 'Segmentation',
+    summary: 'Start or retry segmentation',
+    description:
       'Start or retry segmentation: idempotent and credit-free. Active or completed work is reused; failed work is retried after the cooldown (60 s), cancelled work at once',
     request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'Completed work (reused)', schema: SegmentationState },
-      202: { description: 'Queued or running work, new or reused', schema: SegmentationState },
-      404: error('Not an owned sample (`not_found`)'),
+      200: {
+        description: 'Completed work (reused)',
+        schema: SegmentationState,
+        example: segmentationStateExample,
+      },
+      202: {
+        description: 'Queued or running work, new or reused',
+        schema: SegmentationState,
+        example: segmentationStateExample,
+      },
+      404: error(['not_found'], 'Not an owned sample (`not_found`)'),
       409: error(
+        ['sample_not_ready', 'deletion_in_progress'],
         'The sample is not ready or is in Trash (`sample_not_ready`), or is being deleted (`deletion_in_progress`)',
       ),
       429: error(
+        ['rate_limited', 'retry_cooldown'],
         'Over the per-credential rate (`rate_limited`), or a retry before the cooldown has passed (`retry_cooldown`, with `retryAfterSeconds`)',
       ),
-      401: error('Missing, malformed or revoked credential (`unauthorized`)'),
+      401: error(['unauthorized'], 'Missing, malformed or revoked credential (`unauthorized`)'),
     },
   },
   getSegmentationManifest: {
     method: 'get',
     path: '/samples/{id}/segmentation/{layerId}/manifest',
     auth: 'bearer',
-    summary: 'The manifest of a completed segmentation layer (without `downloads`)',
+    tag: 'Segmentation',
+    summary: 'Get a segmentation manifest',
+    description: 'The manifest of a completed segmentation layer (without `downloads`)',
     request: { params: SegmentationLayerParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The manifest', schema: SegmentationManifest },
-      404: error('No such completed layer of an owned sample (`not_found`)'),
+      200: {
+        description: 'The manifest',
+        schema: SegmentationManifest,
+        example: segmentationManifestExample,
+      },
+      404: error(['not_found'], 'No such completed layer of an owned sample (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -566,12 +822,14 @@ export const endpoints = {
     path: '/samples/{id}/segmentation/{layerId}/files/{path}',
     splat: 'path',
     auth: 'bearer',
-    summary:
+    tag: 'Segmentation',
+    summary: 'Read a file of a segmentation layer',
+    description:
       'One file of a completed layer, by a path from its manifest: `mask/...` (the uint32 OME-Zarr store), `features/instances.parquet`, `features/markers/{marker}.parquet`, `provenance.json`',
     request: {
       params: z.object({
-        id: z.uuid(),
-        layerId: z.uuid(),
+        id: z.uuid().meta({ description: 'The sample id' }),
+        layerId: z.uuid().meta({ description: 'The segmentation layer id' }),
         path: z.string().meta({ description: 'Path inside the layer; slashes are not encoded' }),
       }),
       query: EmptyQuery,
@@ -579,6 +837,7 @@ export const endpoints = {
     responses: {
       200: { description: 'The file', contentType: 'application/octet-stream' },
       404: error(
+        ['not_found'],
         'No such layer or file, or a path the manifest does not name (`..`, absolute) (`not_found`)',
       ),
       ...bearerErrors,
@@ -588,18 +847,29 @@ export const endpoints = {
     method: 'post',
     path: '/jobs/{id}/exports',
     auth: 'bearer',
-    summary:
+    tag: 'Exports',
+    summary: 'Request an export',
+    description:
       'Export the results: `ome-zarr` answers at once with the native store (no conversion); `ome-zarr-zip` and `ome-tiff` are made by a workflow and cached. An identical request reuses active or ready work and retries failed work',
     request: { params: JobIdParams, query: EmptyQuery, body: ExportRequest },
+    requestExample: { format: 'ome-tiff', includeHe: true },
     responses: {
-      200: { description: 'Ready (native, or a cached conversion)', schema: ExportManifest },
-      202: { description: 'Pending or running', schema: ExportManifest },
-      400: error('Not JSON, unknown property (`invalid_request`)'),
-      404: error('Not in this organization (`not_found`)'),
+      200: {
+        description: 'Ready (native, or a cached conversion)',
+        schema: ExportManifest,
+        example: exportManifestExample,
+      },
+      202: { description: 'Pending or running', schema: ExportManifest, example: exportManifestExample },
+      400: error(['invalid_request'], 'Not JSON, unknown property (`invalid_request`)'),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
       409: error(
+        ['results_not_ready'],
         'The job has no results yet, or the selection asks for what the sample lacks (`results_not_ready`)',
       ),
-      422: error('The format cannot hold the selection: `ome-tiff` with segmentation (`validation_failed`)'),
+      422: error(
+        ['validation_failed'],
+        'The format cannot hold the selection: `ome-tiff` with segmentation (`validation_failed`)',
+      ),
       ...bearerErrors,
     },
   },
@@ -607,14 +877,19 @@ export const endpoints = {
     method: 'get',
     path: '/jobs/{id}/exports',
     auth: 'bearer',
-    summary: 'The export manifest of a selection, without starting work, with fresh links',
+    tag: 'Exports',
+    summary: 'Get an export',
+    description: 'The export manifest of a selection, without starting work, with fresh links',
     request: { params: JobIdParams, query: ExportQuery },
     responses: {
-      200: { description: 'The export manifest', schema: ExportManifest },
-      400: error('Unknown or malformed query parameter (`invalid_request`)'),
-      404: error('Not in this organization (`not_found`), or no export of this selection (`not_started`)'),
-      409: error('The job has no results (`results_not_ready`)'),
-      422: error('The format cannot hold the selection (`validation_failed`)'),
+      200: { description: 'The export manifest', schema: ExportManifest, example: exportManifestExample },
+      400: error(['invalid_request'], 'Unknown or malformed query parameter (`invalid_request`)'),
+      404: error(
+        ['not_found', 'not_started'],
+        'Not in this organization (`not_found`), or no export of this selection (`not_started`)',
+      ),
+      409: error(['results_not_ready'], 'The job has no results (`results_not_ready`)'),
+      422: error(['validation_failed'], 'The format cannot hold the selection (`validation_failed`)'),
       ...bearerErrors,
     },
   },
@@ -623,10 +898,12 @@ export const endpoints = {
     path: '/samples/{id}/he/files/{path}',
     splat: 'path',
     auth: 'bearer',
-    summary: "Streams one file of the sample's processed H&E OME-Zarr store; supports a single `Range`",
+    tag: 'Samples',
+    summary: 'Read a file of the processed H&E',
+    description: "Streams one file of the sample's processed H&E OME-Zarr store; supports a single `Range`",
     request: {
       params: z.object({
-        id: z.uuid(),
+        id: z.uuid().meta({ description: 'The sample id' }),
         path: z.string().meta({ description: 'Path inside the store; slashes are not encoded' }),
       }),
       query: EmptyQuery,
@@ -634,8 +911,11 @@ export const endpoints = {
     responses: {
       200: { description: 'The file', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
-      404: error('Not an owned sample, no such file, or a path outside the store (`not_found`)'),
-      409: error('The sample has no processed H&E yet (`results_not_ready`)'),
+      404: error(
+        ['not_found'],
+        'Not an owned sample, no such file, or a path outside the store (`not_found`)',
+      ),
+      409: error(['results_not_ready'], 'The sample has no processed H&E yet (`results_not_ready`)'),
       ...bearerErrors,
     },
   },
@@ -643,7 +923,9 @@ export const endpoints = {
     method: 'get',
     path: '/jobs/{id}/stream',
     auth: 'bearer',
-    summary:
+    tag: 'Jobs',
+    summary: 'Stream the events of a job',
+    description:
       'Server-Sent Events of the job: every event after `Last-Event-ID` (all without it), then live ones; heartbeats; `end` after the terminal status. Counts once against the rate limit',
     request: { params: JobStreamParams, query: EmptyQuery, headers: JobStreamHeaders },
     responses: {
@@ -652,13 +934,18 @@ export const endpoints = {
           'An event stream. `event: message`, `id: <seq>`, `retry: 5000`, `data: {"id","status","progress","resultStoragePath","resultGcsPath"}` per status or progress change; `event: heartbeat`, `id: <last seq>`, `data: {}` every 15 s; `event: end`, `id: <last seq>`, `data: {}` after the terminal status, then the server closes',
         schema: z.string(),
         contentType: 'text/event-stream',
+        example:
+          'event: status\nid: 1\nretry: 5000\ndata: {"status":"queued","progress":null,"resultStoragePath":null}\n\nevent: heartbeat\nid: 1\ndata: {}\n\n',
       },
       204: {
         description:
           'Last-Event-ID is the terminal event or later: nothing will follow (EventSource stops reconnecting)',
       },
-      400: error('Unknown query parameter, or a Last-Event-ID that is not an event id (`invalid_request`)'),
-      404: error('Not in this organization (`not_found`)'),
+      400: error(
+        ['invalid_request'],
+        'Unknown query parameter, or a Last-Event-ID that is not an event id (`invalid_request`)',
+      ),
+      404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -667,10 +954,16 @@ export const endpoints = {
     path: '/.well-known/oauth-authorization-server',
     root: true,
     auth: 'none',
-    summary: 'RFC 8414 metadata of the built-in authorization server (`{auth_url}` is the API root)',
+    tag: 'OAuth',
+    summary: 'Authorization server metadata',
+    description: 'RFC 8414 metadata of the built-in authorization server (`{auth_url}` is the API root)',
     responses: {
-      200: { description: 'The metadata', schema: AuthorizationServerMetadata },
-      404: error('The API trusts an external authorization server (`not_found`)'),
+      200: {
+        description: 'The metadata',
+        schema: AuthorizationServerMetadata,
+        example: authorizationServerMetadataExample,
+      },
+      404: error(['not_found'], 'The API trusts an external authorization server (`not_found`)'),
     },
   },
   oauthAuthorize: {
@@ -678,7 +971,9 @@ export const endpoints = {
     path: '/oauth2/auth',
     root: true,
     auth: 'none',
-    summary:
+    tag: 'OAuth',
+    summary: 'Authorization endpoint',
+    description:
       'Authorization endpoint: `response_type=code` only, S256 PKCE required, `resource` = `{base_url}`; leads to sign-in and the organization consent page',
     responses: {
       303: { description: 'To the sign-in or consent page, or back to the client with `code` (or `error`)' },
@@ -690,7 +985,9 @@ export const endpoints = {
     path: '/oauth2/auth/{uid}',
     root: true,
     auth: 'none',
-    summary: 'Where the sign-in and consent pages hand the request back to the authorization endpoint',
+    tag: 'OAuth',
+    summary: 'Resume an authorization',
+    description: 'Where the sign-in and consent pages hand the request back to the authorization endpoint',
     request: { params: InteractionParams },
     responses: { 303: { description: 'Back to the client with `code` (or `error`)' } },
   },
@@ -699,13 +996,22 @@ export const endpoints = {
     path: '/oauth2/token',
     root: true,
     auth: 'none',
-    summary:
+    tag: 'OAuth',
+    summary: 'Token endpoint',
+    description:
       'Token endpoint (`authorization_code` with `code_verifier`, `refresh_token` with rotation); access tokens are JWTs for `{base_url}` carrying `org_id`',
     request: { bodyContentType: 'application/x-www-form-urlencoded', body: z.record(z.string(), z.string()) },
     responses: {
       200: {
         description: 'access_token (JWT), token_type Bearer, expires_in, refresh_token, scope',
         schema: z.record(z.string(), z.unknown()),
+        example: {
+          access_token: 'eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCJ9...',
+          token_type: 'Bearer',
+          expires_in: 3600,
+          refresh_token: 'rt_2f6c...',
+          scope: 'samples:read jobs:read',
+        },
       },
       400: { description: 'RFC 6749 error (`invalid_grant`, `invalid_scope`, `invalid_target`, ...)' },
       401: { description: 'Client authentication failed (`invalid_client`)' },
@@ -716,7 +1022,10 @@ export const endpoints = {
     path: '/oauth2/revoke',
     root: true,
     auth: 'none',
-    summary: 'RFC 7009 revocation of a refresh token: its whole grant ends (and every access token of it)',
+    tag: 'OAuth',
+    summary: 'Revoke a refresh token',
+    description:
+      'RFC 7009 revocation of a refresh token: its whole grant ends (and every access token of it)',
     request: { bodyContentType: 'application/x-www-form-urlencoded', body: z.record(z.string(), z.string()) },
     responses: { 200: { description: 'Revoked (also for an unknown token)' } },
   },
@@ -725,11 +1034,14 @@ export const endpoints = {
     path: '/oauth2/jwks',
     root: true,
     auth: 'none',
-    summary: 'The public keys that sign access tokens (JWKS)',
+    tag: 'OAuth',
+    summary: 'Token signing keys',
+    description: 'The public keys that sign access tokens (JWKS)',
     responses: {
       200: {
         description: 'A JWK Set',
         schema: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }),
+        example: { keys: [{ kty: 'EC', crv: 'P-256', kid: 'k1', use: 'sig', x: 'f83O...', y: 'x_FE...' }] },
       },
     },
   },
@@ -738,10 +1050,17 @@ export const endpoints = {
     path: '/oauth2/interaction/{uid}',
     root: true,
     auth: 'none',
-    summary: 'The sign-in page, or the consent page where the user picks one of their organizations',
+    tag: 'OAuth',
+    summary: 'Sign-in or consent page',
+    description: 'The sign-in page, or the consent page where the user picks one of their organizations',
     request: { params: InteractionParams },
     responses: {
-      200: { description: 'An HTML page', contentType: 'text/html', schema: z.string() },
+      200: {
+        description: 'An HTML page',
+        contentType: 'text/html',
+        schema: z.string(),
+        example: '<!doctype html><html><body><form method="post">...</form></body></html>',
+      },
       400: { description: 'The interaction expired or its cookie is missing', contentType: 'text/html' },
     },
   },
@@ -750,7 +1069,9 @@ export const endpoints = {
     path: '/oauth2/interaction/{uid}/login',
     root: true,
     auth: 'none',
-    summary: 'Sign-in form: email and password',
+    tag: 'OAuth',
+    summary: 'Submit the sign-in form',
+    description: 'Sign-in form: email and password',
     request: {
       params: InteractionParams,
       bodyContentType: 'application/x-www-form-urlencoded',
@@ -769,7 +1090,9 @@ export const endpoints = {
     path: '/oauth2/interaction/{uid}/consent',
     root: true,
     auth: 'none',
-    summary: 'Consent form: the organization the token acts for, allow or deny',
+    tag: 'OAuth',
+    summary: 'Submit the consent form',
+    description: 'Consent form: the organization the token acts for, allow or deny',
     request: {
       params: InteractionParams,
       bodyContentType: 'application/x-www-form-urlencoded',
@@ -788,7 +1111,9 @@ export const endpoints = {
     path: '/public/samples/{publicId}/zarr/{path}',
     splat: 'path',
     auth: 'bearer',
-    summary:
+    tag: 'Public cohort',
+    summary: 'Read a file of a public sample',
+    description:
       "Byte proxy of a public sample's OME-Zarr store: the root `zarr.json`, `he/...` and `markers/{marker}/...` of the pinned markers; ETag and a single `Range`; credit-free; any organization's credential",
     request: { params: PublicZarrParams, query: EmptyQuery },
     responses: {
@@ -798,8 +1123,11 @@ export const endpoints = {
       },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
       304: { description: 'If-None-Match matched the ETag' },
-      403: error('A path outside `he/` and the pinned markers, traversal, an encoded slash (`forbidden`)'),
-      404: error('No such public sample, or no such file (`not_found`)'),
+      403: error(
+        ['forbidden'],
+        'A path outside `he/` and the pinned markers, traversal, an encoded slash (`forbidden`)',
+      ),
+      404: error(['not_found'], 'No such public sample, or no such file (`not_found`)'),
       ...bearerErrors,
     },
   },
@@ -807,12 +1135,14 @@ export const endpoints = {
     method: 'get',
     path: '/public/samples/{publicId}/thumbnail',
     auth: 'bearer',
-    summary: "JPEG thumbnail of a public sample; credit-free; any organization's credential",
+    tag: 'Public cohort',
+    summary: 'Thumbnail of a public sample',
+    description: "JPEG thumbnail of a public sample; credit-free; any organization's credential",
     request: { params: PublicSampleParams, query: EmptyQuery },
     responses: {
       200: { description: 'The JPEG', contentType: 'image/jpeg' },
       304: { description: 'If-None-Match matched the ETag' },
-      404: error('No such public sample, or it has no thumbnail (`not_found`)'),
+      404: error(['not_found'], 'No such public sample, or it has no thumbnail (`not_found`)'),
       ...bearerErrors,
     },
   },

@@ -18,6 +18,7 @@ export const errorStatus = {
   marker_not_available: 403,
   not_found: 404,
   not_started: 404,
+  method_not_allowed: 405,
   segmentation_active: 409,
   deletion_in_progress: 409,
   sample_not_ready: 409,

@@ -17,7 +17,10 @@ const flag = (description: string) => z.boolean().optional().meta({ description 
 
 export const ExportRequest = z
   .strictObject({
-    format: ExportFormat,
+    format: ExportFormat.meta({
+      description:
+        '`ome-zarr` (the native store), `ome-zarr-zip` (one zip file) or `ome-tiff` (one pyramidal file)',
+    }),
     includeHe: flag('Include the processed, registered H&E (default false)'),
     includeSegmentation: flag(
       "Include the sample's segmentation layer (default false; always true for a segmentation job)",
@@ -34,10 +37,14 @@ const queryFlag = z
 
 /** GET of a selection: the same fields as the request, as query parameters. */
 export const ExportQuery = z.strictObject({
-  format: ExportFormat,
-  includeHe: queryFlag,
-  includeSegmentation: queryFlag,
-  includeOriginalUpload: queryFlag,
+  format: ExportFormat.meta({ description: 'The format of the export to look up' }),
+  includeHe: queryFlag.meta({ description: '`true` to select the export that includes the H&E' }),
+  includeSegmentation: queryFlag.meta({
+    description: '`true` to select the export that includes the segmentation layer',
+  }),
+  includeOriginalUpload: queryFlag.meta({
+    description: '`true` to select the export that links the original upload',
+  }),
 });
 
 export interface ExportSelection {

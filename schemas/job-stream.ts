@@ -5,7 +5,7 @@ import { JobStatus } from './enums';
 /** DECISIONS.md, Numbers: heartbeat every 15 s, SSE `retry` 5000 ms. Both configurable. */
 export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000 } as const;
 
-export const JobStreamParams = z.strictObject({ id: Uuid });
+export const JobStreamParams = z.strictObject({ id: Uuid.meta({ description: 'The job id' }) });
 
 /**
  * The `data` of an `event: message` frame (DECISIONS.md, Stream frames): `message` is the SSE
@@ -38,10 +38,15 @@ export const LastEventId = z
   );
 
 export const JobStreamHeaders = z.object({
-  'last-event-id': z.string().optional().meta({
-    description:
-      'Resume: the id of the last event received (sent by EventSource on reconnection). Every later event is sent; without it, every event of the job',
-  }),
+  'last-event-id': z
+    .string()
+    .optional()
+    .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()))
+    .pipe(LastEventId.optional())
+    .meta({
+      description:
+        'Resume: the id of the last event received (sent by EventSource on reconnection). Every later event is sent; without it, every event of the job',
+    }),
 });
 
 export type JobStreamFrame =

@@ -39,7 +39,10 @@ export const PredictRequest = z
       .min(PREDICT_LIMITS.minMarkers)
       .max(PREDICT_LIMITS.maxMarkers)
       .refine((markers) => new Set(markers).size === markers.length, 'markers must not repeat a name')
-      .meta({ description: 'Names from GET /markers, each at most once (case-sensitive)' }),
+      .meta({
+        description: 'Names from GET /markers, each at most once (case-sensitive)',
+        uniqueItems: true,
+      }),
     model: z.string().optional().meta({
       description: '`v0.7` (the default when omitted); `v0.4` and `v0.5` are sunset (400 `model_sunset`)',
     }),
@@ -78,7 +81,7 @@ export type PredictionSubmitted = z.infer<typeof PredictionSubmitted>;
 export const JobStatusBody = SampleJob;
 export type JobStatusBody = z.infer<typeof JobStatusBody>;
 
-export const JobIdParams = z.strictObject({ id: Uuid });
+export const JobIdParams = z.strictObject({ id: Uuid.meta({ description: 'The job id' }) });
 
 export const CancelResult = z
   .strictObject({ id: Uuid, status: z.literal('cancelled') })

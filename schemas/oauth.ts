@@ -18,7 +18,13 @@ export const ORGANIZATION_CLAIM = 'org_id';
 /** The claim that names the grant, so the API can tell a revoked grant's tokens. */
 export const GRANT_CLAIM = 'grant_id';
 
-export const InteractionParams = z.object({ uid: z.string().min(1).max(200) });
+export const InteractionParams = z.object({
+  uid: z
+    .string()
+    .min(1)
+    .max(200)
+    .meta({ description: 'The sign-in interaction, from the authorization redirect' }),
+});
 
 export const SignInForm = z.object({
   email: z.string().trim().min(3).max(320),

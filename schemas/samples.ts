@@ -63,7 +63,9 @@ export const SampleDetail = z
   .meta({ id: 'SampleDetail' });
 export type SampleDetail = z.infer<typeof SampleDetail>;
 
-export const SampleIdParams = z.strictObject({ id: Uuid });
+export const SampleIdParams = z.strictObject({
+  id: Uuid.meta({ description: 'The sample id (the id of its upload)' }),
+});
 
 /** Tag set rules: trim, lowercase, 1..50 characters, no comma or NUL, dedupe, at most 50. */
 export const TagSet = z
@@ -85,8 +87,13 @@ export const TagSet = z
 
 export const PatchSampleRequest = z
   .strictObject({
-    name: DisplayNameInput.optional(),
-    fields: z.record(z.string(), z.unknown()).optional(),
+    name: DisplayNameInput.optional().meta({
+      description: 'Display name: trimmed, at most 200 characters; null or empty reverts to the filename',
+    }),
+    fields: z.record(z.string(), z.unknown()).optional().meta({
+      description:
+        'Field values by definition key (GET /sample-fields); each replaces the whole field, null clears it. `tags`: 1 to 50 characters each, no comma, at most 50',
+    }),
     mpp: MppInput.optional(),
   })
   .meta({ id: 'PatchSampleRequest' });
@@ -119,7 +126,10 @@ export const TrashPage = z
   .strictObject({ items: z.array(TrashItem), nextCursor: z.string().nullable() })
   .meta({ id: 'TrashPage' });
 
-export const TrashQuery = z.strictObject({ limit: PageLimit(100, 48), cursor: Cursor.optional() });
+export const TrashQuery = z.strictObject({
+  limit: PageLimit(100, 48).meta({ description: 'Page size, 1 to 100 (default 48)' }),
+  cursor: Cursor.optional().meta({ description: 'The `nextCursor` of the previous page' }),
+});
 
 const oneOrMany = <T extends z.ZodType>(item: T) =>
   z
@@ -142,23 +152,32 @@ export const workflowFacets = ['ready_no_job', 'in_flight', 'has_results'] as co
 
 export const SampleListQuery = z
   .strictObject({
-    scope: z.enum(['mine', 'public', 'all']).default('mine'),
+    scope: z.enum(['mine', 'public', 'all']).default('mine').meta({
+      description:
+        '`mine`: the organization’s samples; `public`: the public cohort (only `q` applies); `all`: both, owned first',
+    }),
     q: z
       .string()
       .min(1)
       .max(200)
       .refine((q) => !hasControlCharacter(q), 'must not contain control characters')
-      .optional(),
-    limit: PageLimit(100, 48),
-    cursor: Cursor.optional(),
-    uploaded_from: utcDay.optional(),
-    uploaded_to: utcDay.optional(),
+      .optional()
+      .meta({ description: 'Text in the name or filename (case-insensitive; `%` and `_` are literal)' }),
+    limit: PageLimit(100, 48).meta({ description: 'Page size, 1 to 100 (default 48)' }),
+    cursor: Cursor.optional().meta({ description: 'The `nextCursor` of the previous page' }),
+    uploaded_from: utcDay.optional().meta({ description: 'Uploaded on or after this UTC day (YYYY-MM-DD)' }),
+    uploaded_to: utcDay.optional().meta({ description: 'Uploaded on or before this UTC day (YYYY-MM-DD)' }),
     status: oneOrMany(z.enum(listStatuses))
       .pipe(z.array(z.enum(listStatuses)).max(5))
-      .optional(),
+      .optional()
+      .meta({ description: 'Sample status; repeat the parameter for any of several' }),
     workflow: oneOrMany(z.enum(workflowFacets))
       .pipe(z.array(z.enum(workflowFacets)).max(3))
-      .optional(),
+      .optional()
+      .meta({
+        description:
+          '`ready_no_job`: ready, never predicted; `in_flight`: a job is active; `has_results`: a job has results. Repeatable',
+      }),
     marker: oneOrMany(
       z
         .string()
@@ -166,8 +185,15 @@ export const SampleListQuery = z
         .refine((clause) => !hasControlCharacter(clause), 'must not contain control characters'),
     )
       .pipe(z.array(z.string()).max(20))
-      .optional(),
-    field: oneOrMany(z.string().min(1)).pipe(z.array(z.string()).max(20)).optional(),
+      .optional()
+      .meta({
+        description:
+          '`NAME:requested` or `NAME:completed`: a job asked for, or made, this marker. Repeatable',
+      }),
+    field: oneOrMany(z.string().min(1)).pipe(z.array(z.string()).max(20)).optional().meta({
+      description:
+        '`DEFINITION_ID:operator[:VALUE]` with an operator of the field’s type (`eq`, `contains`, `gte`, `lte`, `is_empty`, `is_not_empty`). Repeatable',
+    }),
   })
   .refine((query) => !query.uploaded_from || !query.uploaded_to || query.uploaded_from <= query.uploaded_to, {
     message: 'uploaded_from must not be later than uploaded_to',
@@ -186,10 +212,17 @@ export function facetsOf(query: Partial<Record<string, unknown>>): Record<string
 }
 
 const expirationFields = {
-  expiresAt: DateTime.optional(),
-  neverExpire: z.literal(true).optional(),
-  useOrgDefault: z.literal(true).optional(),
-  reason: z.string().max(1000).optional(),
+  expiresAt: DateTime.optional().meta({ description: 'Expire at this instant (ISO 8601 with offset)' }),
+  neverExpire: z.literal(true).optional().meta({ description: 'Pin: never expire' }),
+  useOrgDefault: z
+    .literal(true)
+    .optional()
+    .meta({ description: 'Return to the organization’s default retention' }),
+  reason: z.string().max(1000).optional().meta({ description: 'Why, kept in the audit log' }),
+};
+/** The refinement below, as the OpenAPI document states it. */
+const exactlyOneExpirationSchema = {
+  oneOf: [{ required: ['expiresAt'] }, { required: ['neverExpire'] }, { required: ['useOrgDefault'] }],
 };
 const exactlyOneExpiration = [
   (body: { expiresAt?: string; neverExpire?: true; useOrgDefault?: true }) =>
@@ -201,13 +234,22 @@ const exactlyOneExpiration = [
 export const ExpirationChange = z
   .strictObject(expirationFields)
   .refine(...exactlyOneExpiration)
-  .meta({ id: 'ExpirationChange' });
+  .meta({ id: 'ExpirationChange', ...exactlyOneExpirationSchema });
 export type ExpirationChange = z.infer<typeof ExpirationChange>;
 
+const bulkSampleIds = z
+  .array(Uuid)
+  .min(1)
+  .max(500)
+  .meta({ description: 'The samples, 1 to 500; all or nothing' });
+
 export const BulkExpirationChange = z
-  .strictObject({ sampleIds: z.array(Uuid).min(1).max(500), ...expirationFields })
+  .strictObject({
+    sampleIds: bulkSampleIds,
+    ...expirationFields,
+  })
   .refine(...exactlyOneExpiration)
-  .meta({ id: 'BulkExpirationChange' });
+  .meta({ id: 'BulkExpirationChange', ...exactlyOneExpirationSchema });
 export type BulkExpirationChange = z.infer<typeof BulkExpirationChange>;
 
 /**
@@ -225,15 +267,18 @@ const exactlyOneRetention = [
     [body.expiresAt, body.pin, body.useOrgDefault].filter((value) => value !== undefined).length === 1,
   { message: 'exactly one of expiresAt, pin, useOrgDefault is required' },
 ] as const;
+const exactlyOneRetentionSchema = {
+  oneOf: [{ required: ['expiresAt'] }, { required: ['pin'] }, { required: ['useOrgDefault'] }],
+};
 
 export const RetentionChange = z
   .strictObject(retentionFields)
   .refine(...exactlyOneRetention)
-  .meta({ id: 'RetentionChange' });
+  .meta({ id: 'RetentionChange', ...exactlyOneRetentionSchema });
 export const BulkRetentionChange = z
-  .strictObject({ sampleIds: z.array(Uuid).min(1).max(500), ...retentionFields })
+  .strictObject({ sampleIds: bulkSampleIds, ...retentionFields })
   .refine(...exactlyOneRetention)
-  .meta({ id: 'BulkRetentionChange' });
+  .meta({ id: 'BulkRetentionChange', ...exactlyOneRetentionSchema });
 
 /** A retention body as the expiration change it names. */
 export function expirationOfRetention<T extends { pin?: true }>({

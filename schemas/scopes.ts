@@ -62,6 +62,8 @@ const rules = {
   metrics: none,
   signedFile: none,
   openapi: none,
+  apiReference: none,
+  apiReferenceAsset: none,
   putUploadChunk: none,
   oauthMetadata: none,
   oauthAuthorize: none,

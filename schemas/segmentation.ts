@@ -88,4 +88,7 @@ export const SegmentationManifest = z
   .meta({ id: 'SegmentationManifest' });
 export type SegmentationManifest = z.infer<typeof SegmentationManifest>;
 
-export const SegmentationLayerParams = z.strictObject({ id: Uuid, layerId: Uuid });
+export const SegmentationLayerParams = z.strictObject({
+  id: Uuid.meta({ description: 'The sample id' }),
+  layerId: Uuid.meta({ description: 'The segmentation layer id' }),
+});

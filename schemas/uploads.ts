@@ -17,16 +17,27 @@ export const CreateUploadRequest = z
       .string()
       .min(1)
       .max(255)
-      .refine((value) => !/[\0/\\]/.test(value), 'must not contain NUL, slash or backslash'),
+      .refine((value) => !/[\0/\\]/.test(value), 'must not contain NUL, slash or backslash')
+      .meta({ pattern: '^[^\\u0000/\\\\]+$', description: 'The file name, without NUL, slash or backslash' }),
     fileSize: ByteCountInput.pipe(z.number().min(0)),
-    contentType: z.string().min(1).max(255),
+    contentType: z
+      .string()
+      .min(1)
+      .max(255)
+      .meta({ description: 'The media type of the file, e.g. `image/tiff`' }),
     contentSha256: z
       .string()
       .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters')
-      .optional(),
-    autoSegment: z.boolean().optional(),
+      .optional()
+      .meta({
+        description:
+          'SHA-256 of the file (64 lowercase hex): an upload with the same hash answers 200 with that upload; bytes that do not match fail the upload',
+      }),
+    autoSegment: z.boolean().optional().meta({ description: 'Start segmentation once the sample is ready' }),
     mpp: MppInput.optional(),
-    name: DisplayNameInput.optional(),
+    name: DisplayNameInput.optional().meta({
+      description: 'Display name: trimmed, at most 200 characters; null or empty means the filename',
+    }),
   })
   .meta({ id: 'CreateUploadRequest' });
 export type CreateUploadRequest = z.infer<typeof CreateUploadRequest>;
@@ -60,8 +71,8 @@ export const CreatedUpload = Upload.extend({
 export type CreatedUpload = z.infer<typeof CreatedUpload>;
 
 export const UploadListQuery = z.strictObject({
-  limit: PageLimit(200, 100),
-  cursor: Cursor.optional(),
+  limit: PageLimit(200, 100).meta({ description: 'Page size, 1 to 200 (default 100)' }),
+  cursor: Cursor.optional().meta({ description: 'The `nextCursor` of the previous page' }),
 });
 
 export const UploadList = z
@@ -69,5 +80,7 @@ export const UploadList = z
   .meta({ id: 'UploadList' });
 export type UploadList = z.infer<typeof UploadList>;
 
-export const UploadIdParams = z.strictObject({ id: Uuid });
-export const UploadSessionQuery = z.strictObject({ token: z.string().min(1) });
+export const UploadIdParams = z.strictObject({ id: Uuid.meta({ description: 'The upload id' }) });
+export const UploadSessionQuery = z.strictObject({
+  token: z.string().min(1).meta({ description: 'The session credential, part of `uploadUrl`' }),
+});

@@ -1,4 +1,4 @@
-import express, { type Request, type RequestHandler, type Response, Router } from 'express';
+import express, { type NextFunction, type Request, type Response, Router } from 'express';
 import type { Sql } from '../../db';
 import {
   findUserByEmail,
@@ -7,7 +7,7 @@ import {
   recordGrantOrganization,
 } from '../../db/oauth';
 import { endpoints } from '../../schemas/endpoints';
-import { ConsentForm, oauthRoutes, SignInForm } from '../../schemas/oauth';
+import { oauthRoutes } from '../../schemas/oauth';
 import { notFound } from '../errors';
 import { mount } from '../route';
 import { consentPage, errorPage, signInPage } from './pages';
@@ -42,7 +42,7 @@ export function authorizationServerRoutes(deps: {
 }): Router {
   const { sql, server } = deps;
   const router = Router();
-  const delegate: RequestHandler = async (req, res, next) => {
+  const delegate = async (_input: unknown, req: Request, res: Response, next: NextFunction) => {
     if (!server) return next(notFound('endpoint'));
     await server.handle(req, res);
   };
@@ -81,7 +81,7 @@ export function authorizationServerRoutes(deps: {
     );
   }
 
-  mount(router, endpoints.oauthMetadata, (_req, res, next) => {
+  mount(router, endpoints.oauthMetadata, (_input, _req, res, next) => {
     if (!server) return next(notFound('endpoint'));
     res.json(authorizationServerMetadata(server.settings.issuer));
   });
@@ -91,7 +91,7 @@ export function authorizationServerRoutes(deps: {
   mount(router, endpoints.oauthRevoke, delegate);
   mount(router, endpoints.oauthJwks, delegate);
 
-  mount(router, endpoints.oauthInteraction, async (req, res, next) => {
+  mount(router, endpoints.oauthInteraction, async (_input, req, res, next) => {
     if (!server) return next(notFound('endpoint'));
     const interaction = await interactionOf(req, res);
     if (!interaction) return;
@@ -109,74 +109,90 @@ export function authorizationServerRoutes(deps: {
     await renderConsent(res, interaction, 200);
   });
 
-  mount(router, endpoints.oauthSignIn, formBody, async (req, res, next) => {
-    if (!server) return next(notFound('endpoint'));
-    const interaction = await interactionOf(req, res);
-    if (!interaction) return;
-    const form = SignInForm.safeParse(req.body);
-    const user = form.success ? await findUserByEmail(sql, form.data.email) : undefined;
-    const valid =
-      form.success &&
-      (user?.passwordHash
-        ? await verifyPassword(form.data.password, user.passwordHash)
-        : await verifyAgainstNothing(form.data.password));
-    if (!valid || !user || interaction.prompt.name !== 'login') {
-      sendPage(
+  mount(
+    router,
+    endpoints.oauthSignIn,
+    async (_input, req, res, next) => {
+      if (!server) return next(notFound('endpoint'));
+      const interaction = await interactionOf(req, res);
+      if (!interaction) return;
+      // The form is the page's own: a bad one shows the page again, not the API's error body.
+      const form = endpoints.oauthSignIn.request.body.safeParse(req.body);
+      const user = form.success ? await findUserByEmail(sql, form.data.email) : undefined;
+      const valid =
+        form.success &&
+        (user?.passwordHash
+          ? await verifyPassword(form.data.password, user.passwordHash)
+          : await verifyAgainstNothing(form.data.password));
+      if (!valid || !user || interaction.prompt.name !== 'login') {
+        sendPage(
+          res,
+          401,
+          signInPage({
+            action: `${oauthRoutes.interaction}/${interaction.uid}/login`,
+            clientName: await clientName(interaction),
+            email: form.success ? form.data.email : undefined,
+            error: 'Wrong email or password.',
+          }),
+        );
+        return;
+      }
+      await (await server.provider()).interactionFinished(
+        req,
         res,
-        401,
-        signInPage({
-          action: `${oauthRoutes.interaction}/${interaction.uid}/login`,
-          clientName: await clientName(interaction),
-          email: form.success ? form.data.email : undefined,
-          error: 'Wrong email or password.',
-        }),
+        { login: { accountId: user.id } },
+        { mergeWithLastSubmission: false },
       );
-      return;
-    }
-    await (await server.provider()).interactionFinished(
-      req,
-      res,
-      { login: { accountId: user.id } },
-      { mergeWithLastSubmission: false },
-    );
-  });
+    },
+    { before: [formBody] },
+  );
 
-  mount(router, endpoints.oauthConsent, formBody, async (req, res, next) => {
-    if (!server) return next(notFound('endpoint'));
-    const provider = await server.provider();
-    const interaction = await interactionOf(req, res);
-    if (!interaction) return;
-    if (interaction.prompt.name !== 'consent' || !interaction.session?.accountId) {
-      sendPage(res, 400, errorPage('invalid_request', 'sign in first'));
-      return;
-    }
-    const form = ConsentForm.safeParse(req.body);
-    if (form.success && form.data.decision === 'deny') {
+  mount(
+    router,
+    endpoints.oauthConsent,
+    async (_input, req, res, next) => {
+      if (!server) return next(notFound('endpoint'));
+      const provider = await server.provider();
+      const interaction = await interactionOf(req, res);
+      if (!interaction) return;
+      if (interaction.prompt.name !== 'consent' || !interaction.session?.accountId) {
+        sendPage(res, 400, errorPage('invalid_request', 'sign in first'));
+        return;
+      }
+      const form = endpoints.oauthConsent.request.body.safeParse(req.body);
+      if (form.success && form.data.decision === 'deny') {
+        await provider.interactionFinished(
+          req,
+          res,
+          { error: 'access_denied', error_description: 'the user denied the request' },
+          { mergeWithLastSubmission: false },
+        );
+        return;
+      }
+      const userId = interaction.session.accountId;
+      const organizations = await listUserOrganizations(sql, userId);
+      const organization = form.success
+        ? organizations.find((org) => org.id === form.data.organization)
+        : undefined;
+      if (!organization) {
+        await renderConsent(res, interaction, 400, 'Pick one of your organizations.');
+        return;
+      }
+      const { resource, scopes } = requestedScopes(interaction);
+      const grant = new provider.Grant({ accountId: userId, clientId: String(interaction.params.client_id) });
+      if (scopes.length > 0) grant.addResourceScope(resource, scopes.join(' '));
+      const missingOidc = interaction.prompt.details.missingOIDCScope as string[] | undefined;
+      if (missingOidc?.length) grant.addOIDCScope(missingOidc.join(' '));
+      const grantId = await grant.save();
+      await recordGrantOrganization(sql, { grantId, organizationId: organization.id, userId });
       await provider.interactionFinished(
         req,
         res,
-        { error: 'access_denied', error_description: 'the user denied the request' },
-        { mergeWithLastSubmission: false },
+        { consent: { grantId } },
+        { mergeWithLastSubmission: true },
       );
-      return;
-    }
-    const userId = interaction.session.accountId;
-    const organizations = await listUserOrganizations(sql, userId);
-    const organization = form.success
-      ? organizations.find((org) => org.id === form.data.organization)
-      : undefined;
-    if (!organization) {
-      await renderConsent(res, interaction, 400, 'Pick one of your organizations.');
-      return;
-    }
-    const { resource, scopes } = requestedScopes(interaction);
-    const grant = new provider.Grant({ accountId: userId, clientId: String(interaction.params.client_id) });
-    if (scopes.length > 0) grant.addResourceScope(resource, scopes.join(' '));
-    const missingOidc = interaction.prompt.details.missingOIDCScope as string[] | undefined;
-    if (missingOidc?.length) grant.addOIDCScope(missingOidc.join(' '));
-    const grantId = await grant.save();
-    await recordGrantOrganization(sql, { grantId, organizationId: organization.id, userId });
-    await provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
-  });
+    },
+    { before: [formBody] },
+  );
   return router;
 }

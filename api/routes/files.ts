@@ -26,18 +26,15 @@ export function parseRange(
 /** Serves HMAC-signed links of the filesystem backend; the token binds the exact key and expiry. */
 export function fileRoutes(deps: { store: ObjectStore; signingSecret: string }): Router {
   const router = Router();
-  mount(router, endpoints.signedFile, async (req, res) => {
-    const key = ([] as string[]).concat(req.params.key ?? []).join('/');
-    const token = typeof req.query.token === 'string' ? req.query.token : '';
+  mount(router, endpoints.signedFile, async ({ params, query }, req, res) => {
     try {
-      verifyObjectToken(deps.signingSecret, key, token);
+      verifyObjectToken(deps.signingSecret, params.key, query.token);
     } catch (err) {
       if (isStorageError(err)) throw new AppError('forbidden', 'the link is invalid or has expired');
       throw err;
     }
-    const file = await openStoredFile(deps.store, key, (size) => parseRange(req.get('range'), size));
-    const download = typeof req.query.download === 'string' ? req.query.download : undefined;
-    sendStoredFile(res, file, { downloadName: download });
+    const file = await openStoredFile(deps.store, params.key, (size) => parseRange(req.get('range'), size));
+    sendStoredFile(res, file, { downloadName: query.download });
   });
   return router;
 }

@@ -17,10 +17,10 @@ async function check(name: string, probe: () => Promise<unknown>): Promise<[stri
 
 export function healthRoutes(deps: { sql: Sql; workflows: WorkflowEngine; metrics: ApiMetrics }): Router {
   const router = Router();
-  mount(router, endpoints.healthz, (_req, res) => {
+  mount(router, endpoints.healthz, (_input, _req, res) => {
     res.json({ status: 'ok' });
   });
-  mount(router, endpoints.readyz, async (_req, res) => {
+  mount(router, endpoints.readyz, async (_input, _req, res) => {
     const checks = Object.fromEntries(
       await Promise.all([
         check('database', () => deps.sql`SELECT 1`.execute()),
@@ -40,7 +40,7 @@ export function healthRoutes(deps: { sql: Sql; workflows: WorkflowEngine; metric
     }
     res.json({ status: 'ok', checks });
   });
-  mount(router, endpoints.metrics, async (_req, res) => {
+  mount(router, endpoints.metrics, async (_input, _req, res) => {
     res.setHeader('Content-Type', deps.metrics.registry.contentType);
     res.send(await deps.metrics.registry.metrics());
   });

@@ -1,12 +1,9 @@
 import { Router } from 'express';
-import { EmptyQuery } from '../../schemas/common';
 import { endpoints } from '../../schemas/endpoints';
-import { EstimateRequest, JobIdParams, PredictRequest } from '../../schemas/jobs';
 import { principalOf } from '../auth';
 import { mount } from '../route';
 import type { JobService } from '../services/jobs';
 import type { PredictionService } from '../services/predictions';
-import { parse } from '../validate';
 import { parseRange } from './files';
 import { sendStoredFile } from './send-file';
 
@@ -14,38 +11,24 @@ import { sendStoredFile } from './send-file';
 export function jobRoutes(services: { predictions: PredictionService; jobs: JobService }): Router {
   const { predictions, jobs } = services;
   const router = Router();
-  mount(router, endpoints.predict, async (req, res) => {
-    parse(EmptyQuery, req.query, 'query');
-    const { status, body } = await predictions.predict(
-      principalOf(res.locals),
-      parse(PredictRequest, req.body, 'body'),
-    );
-    res.status(status).json(body);
+  mount(router, endpoints.predict, async ({ body }, _req, res) => {
+    const { status, body: answer } = await predictions.predict(principalOf(res.locals), body);
+    res.status(status).json(answer);
   });
-  mount(router, endpoints.estimatePrediction, async (req, res) => {
-    parse(EmptyQuery, req.query, 'query');
-    res.json(await predictions.estimate(principalOf(res.locals), parse(EstimateRequest, req.body, 'body')));
+  mount(router, endpoints.estimatePrediction, async ({ body }, _req, res) => {
+    res.json(await predictions.estimate(principalOf(res.locals), body));
   });
-  mount(router, endpoints.getJob, async (req, res) => {
-    const { id } = parse(JobIdParams, req.params, 'params');
-    parse(EmptyQuery, req.query, 'query');
-    res.json(await jobs.get(principalOf(res.locals), id));
+  mount(router, endpoints.getJob, async ({ params }, _req, res) => {
+    res.json(await jobs.get(principalOf(res.locals), params.id));
   });
-  mount(router, endpoints.cancelJob, async (req, res) => {
-    const { id } = parse(JobIdParams, req.params, 'params');
-    parse(EmptyQuery, req.query, 'query');
-    res.json(await jobs.cancel(principalOf(res.locals), id));
+  mount(router, endpoints.cancelJob, async ({ params }, _req, res) => {
+    res.json(await jobs.cancel(principalOf(res.locals), params.id));
   });
-  mount(router, endpoints.getJobResults, async (req, res) => {
-    const { id } = parse(JobIdParams, req.params, 'params');
-    parse(EmptyQuery, req.query, 'query');
-    res.json(await jobs.resultLocation(principalOf(res.locals), id));
+  mount(router, endpoints.getJobResults, async ({ params }, _req, res) => {
+    res.json(await jobs.resultLocation(principalOf(res.locals), params.id));
   });
-  mount(router, endpoints.getJobResultFile, async (req, res) => {
-    const { id } = parse(JobIdParams, { id: req.params.id }, 'params');
-    parse(EmptyQuery, req.query, 'query');
-    const path = ([] as string[]).concat(req.params.path ?? []);
-    const file = await jobs.openResultFile(principalOf(res.locals), id, path, (size) =>
+  mount(router, endpoints.getJobResultFile, async ({ params, splat }, req, res) => {
+    const file = await jobs.openResultFile(principalOf(res.locals), params.id, splat, (size) =>
       parseRange(req.get('range'), size),
     );
     sendStoredFile(res, file);

@@ -1,10 +1,7 @@
 import { type Response, Router } from 'express';
-import { EmptyQuery } from '../../schemas/common';
 import { endpoints } from '../../schemas/endpoints';
-import { PublicSampleParams } from '../../schemas/public-samples';
 import { mount } from '../route';
 import type { PublicFile, PublicSampleService } from '../services/public-samples';
-import { parse } from '../validate';
 import { parseRange } from './files';
 
 function send(res: Response, file: PublicFile): void {
@@ -32,22 +29,17 @@ function send(res: Response, file: PublicFile): void {
 /** The public cohort's byte proxy and thumbnails (credit-free; any valid credential). */
 export function publicSampleRoutes(publicSamples: PublicSampleService): Router {
   const router = Router();
-  mount(router, endpoints.getPublicZarrFile, async (req, res) => {
-    const { publicId } = parse(PublicSampleParams, { publicId: req.params.publicId }, 'params');
-    parse(EmptyQuery, req.query, 'query');
-    const segments = ([] as string[]).concat(req.params.path ?? []);
+  mount(router, endpoints.getPublicZarrFile, async ({ params, splat }, req, res) => {
     send(
       res,
-      await publicSamples.openZarrFile(publicId, segments, {
+      await publicSamples.openZarrFile(params.publicId, splat, {
         ifNoneMatch: req.get('if-none-match'),
         rangeOf: (size) => parseRange(req.get('range'), size),
       }),
     );
   });
-  mount(router, endpoints.getPublicThumbnail, async (req, res) => {
-    const { publicId } = parse(PublicSampleParams, req.params, 'params');
-    parse(EmptyQuery, req.query, 'query');
-    send(res, await publicSamples.openThumbnail(publicId, { ifNoneMatch: req.get('if-none-match') }));
+  mount(router, endpoints.getPublicThumbnail, async ({ params }, req, res) => {
+    send(res, await publicSamples.openThumbnail(params.publicId, { ifNoneMatch: req.get('if-none-match') }));
   });
   return router;
 }

@@ -1,28 +1,19 @@
 import { Router } from 'express';
 import { endpoints } from '../../schemas/endpoints';
-import {
-  CreateUploadRequest,
-  UploadIdParams,
-  UploadListQuery,
-  UploadSessionQuery,
-} from '../../schemas/uploads';
 import { principalOf } from '../auth';
 import { mount } from '../route';
 import type { ChunkOutcome, UploadService } from '../services/uploads';
-import { parse } from '../validate';
 
 /** The resumable session: a signed URL is the credential, so it is mounted before bearer auth. */
 export function uploadSessionRoutes(uploads: UploadService): Router {
   const router = Router();
-  mount(router, endpoints.putUploadChunk, async (req, res) => {
-    const { id } = parse(UploadIdParams, req.params, 'params');
-    const { token } = parse(UploadSessionQuery, req.query, 'query');
+  mount(router, endpoints.putUploadChunk, async ({ params, query }, req, res) => {
     const declaredLength = req.get('content-length');
     let outcome: ChunkOutcome;
     try {
       outcome = await uploads.putChunk({
-        id,
-        token,
+        id: params.id,
+        token: query.token,
         contentRange: req.get('content-range'),
         contentLength: declaredLength === undefined ? undefined : Number(declaredLength),
         body: req,
@@ -43,21 +34,17 @@ export function uploadSessionRoutes(uploads: UploadService): Router {
 
 export function uploadRoutes(uploads: UploadService): Router {
   const router = Router();
-  mount(router, endpoints.createUpload, async (req, res) => {
-    const body = parse(CreateUploadRequest, req.body, 'body');
+  mount(router, endpoints.createUpload, async ({ body }, _req, res) => {
     res.json(await uploads.create(principalOf(res.locals), body));
   });
-  mount(router, endpoints.listUploads, async (req, res) => {
-    const query = parse(UploadListQuery, req.query, 'query');
+  mount(router, endpoints.listUploads, async ({ query }, _req, res) => {
     res.json(await uploads.list(principalOf(res.locals), query));
   });
-  mount(router, endpoints.getUpload, async (req, res) => {
-    const { id } = parse(UploadIdParams, req.params, 'params');
-    res.json(await uploads.get(principalOf(res.locals), id));
+  mount(router, endpoints.getUpload, async ({ params }, _req, res) => {
+    res.json(await uploads.get(principalOf(res.locals), params.id));
   });
-  mount(router, endpoints.completeUpload, async (req, res) => {
-    const { id } = parse(UploadIdParams, req.params, 'params');
-    res.json(await uploads.complete(principalOf(res.locals), id));
+  mount(router, endpoints.completeUpload, async ({ params }, _req, res) => {
+    res.json(await uploads.complete(principalOf(res.locals), params.id));
   });
   return router;
 }

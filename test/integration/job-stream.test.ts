@@ -445,7 +445,16 @@ describe('OpenAPI', () => {
     expect(operation.parameters.map((parameter) => `${parameter.in}:${parameter.name}`)).toEqual(
       expect.arrayContaining(['path:id', 'header:last-event-id']),
     );
-    expect(Object.keys(operation.responses).sort()).toEqual(['200', '204', '400', '401', '404', '429']);
+    expect(Object.keys(operation.responses).sort()).toEqual([
+      '200',
+      '204',
+      '400',
+      '401',
+      '403',
+      '404',
+      '429',
+      '503',
+    ]);
   });
 });
 

@@ -139,7 +139,7 @@ describe('GET /jobs/{id}', () => {
       expect(document.paths[path]).toBeDefined();
     }
     expect(Object.keys(document.paths['/api/v1/predict'].post.responses).sort()).toEqual(
-      ['200', '202', '400', '401', '402', '403', '404', '409', '422', '429'].sort(),
+      ['200', '202', '400', '401', '402', '403', '404', '409', '422', '429', '503'].sort(),
     );
   });
 });

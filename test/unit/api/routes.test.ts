@@ -13,7 +13,7 @@ test('every route is mounted from the endpoint table, so the OpenAPI document co
   expect(direct.map(({ file }) => file)).toEqual([]);
   const mounted = new Set(
     sources.flatMap(({ text }) =>
-      [...text.matchAll(/mount\(\w+, endpoints\.(\w+)/g)].map((match) => match[1]),
+      [...text.matchAll(/mount\(\s*\w+,\s*endpoints\.(\w+)/g)].map((match) => match[1]),
     ),
   );
   expect([...mounted].sort()).toEqual(Object.keys(endpoints).sort());
