@@ -72,7 +72,10 @@ function bodyOf(name: EndpointName): unknown {
     patchSample: { name: 'renamed' },
     setExpiration: { neverExpire: true },
     bulkExpiration: { sampleIds: [ids.sampleId], neverExpire: true },
+    setRetention: { pin: true },
+    bulkRetention: { sampleIds: [ids.sampleId], pin: true },
     predict: { uploadId: ids.sampleId, markers: [marker] },
+    estimatePrediction: { uploadId: ids.sampleId, markers: [marker] },
   };
   if (name in bodies) return bodies[name];
   // Export requests (rule 6): the selection that also needs samples:read.
