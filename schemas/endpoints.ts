@@ -420,7 +420,11 @@ export const endpoints = {
     description:
       "Deprecated name of `PATCH /samples/expiration` (Strand's clients): `pin: true` means `neverExpire: true`",
     request: { query: EmptyQuery, body: BulkRetentionChange },
-    requestExample: { sampleIds: ['6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10'], pin: true },
+    requestExample: {
+      sampleIds: ['6f1c0d7e-3f5a-4b8e-9c1d-2a7b4e5f6a10'],
+      pin: true,
+      reason: 'cohort study',
+    },
     responses: {
       200: { description: 'Updated', schema: BulkExpirationResult, example: bulkExpirationResultExample },
       400: error(
@@ -544,7 +548,7 @@ export const endpoints = {
     description:
       "Deprecated name of `PATCH /samples/{id}/expiration` (Strand's clients): `pin: true` means `neverExpire: true`",
     request: { params: SampleIdParams, query: EmptyQuery, body: RetentionChange },
-    requestExample: { pin: true },
+    requestExample: { pin: true, reason: 'cohort study' },
     responses: {
       200: { description: 'The new expiration', schema: ExpirationResult, example: expirationResultExample },
       400: error(
