@@ -47,11 +47,15 @@ export function searchOf(facets: ListFacets): string {
   return search ? `?${search}` : '';
 }
 
-/** The same facets as the SDK's query object (repeatable parameters as arrays). */
+/**
+ * The same facets as the SDK's query object (repeatable parameters as arrays), in the same
+ * order and with the same omissions as {@link searchOf}: the request's query string is the
+ * page's.
+ */
 export function apiQueryOf(facets: ListFacets) {
   const some = (values: string[]) => (values.length > 0 ? values : undefined);
   return {
-    scope: facets.scope,
+    scope: facets.scope === 'mine' ? undefined : facets.scope,
     q: facets.q || undefined,
     uploaded_from: facets.uploaded_from || undefined,
     uploaded_to: facets.uploaded_to || undefined,

@@ -39,7 +39,7 @@ async function follow(sps: SpsClient, uploadId: string, state: HTMLElement): Pro
   }
 }
 
-async function uploadOne(sps: SpsClient, file: File, list: HTMLElement): Promise<void> {
+async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegment: boolean): Promise<void> {
   const progress = h('progress', { max: file.size, value: 0, 'aria-label': `Upload of ${file.name}` });
   const figures = h('span', { class: 'figures' }, `0 B of ${bytes(file.size)}`);
   const state = h('span', { class: 'upload-state', role: 'status' }, 'starting');
@@ -49,6 +49,7 @@ async function uploadOne(sps: SpsClient, file: File, list: HTMLElement): Promise
   try {
     const upload = await uploadSource(sps, blobSource(file), {
       contentType: file.type || 'application/octet-stream',
+      autoSegment,
       resume: rememberedSession(file),
       onSession: (session) => sessionStorage.setItem(sessionKey(file), JSON.stringify(session)),
       onProgress: ({ sentBytes, totalBytes, resumedFrom }) => {
@@ -69,8 +70,9 @@ async function uploadOne(sps: SpsClient, file: File, list: HTMLElement): Promise
 function start(sps: SpsClient): void {
   const list = h('ul', { class: 'uploads', 'aria-label': 'Uploads' });
   const input = h('input', { id: 'files', type: 'file', multiple: true });
+  const segment = h('input', { id: 'auto-segment', type: 'checkbox', checked: true });
   const send = (files: FileList | null) => {
-    for (const file of files ?? []) void uploadOne(sps, file, list);
+    for (const file of files ?? []) void uploadOne(sps, file, list, segment.checked);
   };
   input.addEventListener('change', () => {
     send(input.files);
@@ -93,7 +95,11 @@ function start(sps: SpsClient): void {
     zone.classList.remove('over');
     send(event.dataTransfer?.files ?? null);
   });
-  main().append(zone, list);
+  main().append(
+    zone,
+    h('label', { class: 'check' }, segment, ' Segment cells once each slide is ready'),
+    list,
+  );
 }
 
 const sps = client();
