@@ -17,7 +17,10 @@ export default defineConfig({
     emptyOutDir: true,
     rollupOptions: {
       input: Object.fromEntries(
-        ['samples', 'sample', 'upload', 'settings'].map((page) => [page, path.join(root, `${page}.html`)]),
+        ['samples', 'sample', 'trash', 'upload', 'settings'].map((page) => [
+          page,
+          path.join(root, `${page}.html`),
+        ]),
       ),
     },
   },

@@ -7,6 +7,7 @@ import { AppError } from '../errors';
 /** Each route of the web application and the page (a vite `mpa` entry) that answers it. */
 const pages: [route: string, file: string][] = [
   ['/samples', 'samples.html'],
+  ['/samples/trash', 'trash.html'],
   ['/samples/:id', 'sample.html'],
   ['/upload', 'upload.html'],
   ['/settings', 'settings.html'],

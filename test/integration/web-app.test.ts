@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
+import { grantCredits } from '../../db/credits';
 import { apiClient } from '../support/http';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
@@ -42,7 +43,13 @@ afterAll(async () => {
 });
 
 test('app pages carry a self-only CSP that forbids framing, and nosniff', async () => {
-  for (const route of ['/samples', '/samples/00000000-0000-4000-8000-000000000000', '/upload', '/settings']) {
+  for (const route of [
+    '/samples',
+    '/samples/trash',
+    '/samples/00000000-0000-4000-8000-000000000000',
+    '/upload',
+    '/settings',
+  ]) {
     const response = await fetch(at(route));
     expect({ route, status: response.status }).toEqual({ route, status: 200 });
     const policy = response.headers.get('content-security-policy') ?? '';
@@ -132,6 +139,40 @@ test('the sample page edits the name and shows the contract error for an invalid
   await shoot('sample');
 });
 
+test('the sample page prices a prediction, submits it, follows its stream and cancels it', async () => {
+  await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
+  await page.goto(at(`/samples/${sampleId}`));
+  const markers = page.locator('fieldset.markers input[type="checkbox"]');
+  await markers.first().waitFor();
+  await markers.first().check();
+  await page.getByRole('button', { name: 'Price' }).click();
+  await expect(page.locator('#price', { hasText: 'credits' }).textContent()).resolves.toMatch(
+    /\d+ credits for \d+ patches × 1 markers; balance \d+/,
+  );
+  await page.getByRole('button', { name: 'Submit prediction' }).click();
+  await page.locator('#job-state .badge').waitFor();
+  await shoot('sample-predicting');
+  await page.getByRole('button', { name: 'Cancel job' }).click();
+  // The stream ends on the terminal status and the page reloads the job history.
+  await page.locator('#jobs .badge-cancelled').waitFor({ timeout: 60_000 });
+  const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
+  expect(detail.json.jobs[0]).toMatchObject({ status: 'cancelled' });
+}, 120_000);
+
+test('a trashed sample is listed in Trash and restored from there', async () => {
+  await page.goto(at(`/samples/${sampleId}`));
+  await page.getByRole('button', { name: 'Move to Trash' }).click();
+  await page.getByRole('button', { name: 'Restore from Trash' }).waitFor();
+  await page.getByRole('link', { name: 'Trash', exact: true }).click();
+  const row = page.locator(`tr[data-id="${sampleId}"]`);
+  await row.waitFor();
+  await shoot('trash');
+  await row.getByRole('button', { name: 'Restore Web renamed' }).click();
+  await row.waitFor({ state: 'detached' });
+  const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
+  expect(detail.json.trashedAt).toBeNull();
+});
+
 test('an unknown sample id shows the service message, not a blank page', async () => {
   const response = await page.goto(at('/samples/00000000-0000-4000-8000-000000000000'));
   expect(response!.status()).toBe(200);
@@ -142,7 +183,7 @@ test('an unknown sample id shows the service message, not a blank page', async (
 });
 
 test('every control has a label, and no page broke its CSP or threw', async () => {
-  for (const route of ['/samples', `/samples/${sampleId}`, '/upload', '/settings']) {
+  for (const route of ['/samples', `/samples/${sampleId}`, '/samples/trash', '/upload', '/settings']) {
     await page.goto(at(route));
     await page.waitForLoadState('networkidle');
     const unlabelled = await page.evaluate<string[]>(`[...document.querySelectorAll('input, select')]

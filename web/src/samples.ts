@@ -171,11 +171,14 @@ function start(sps: SpsClient): void {
     void load(false);
   }
 
-  const form = filterForm(facets, apply);
+  let form = filterForm(facets, apply);
   more.addEventListener('click', () => void load(true));
+  // Back and forward move between filter sets: the address is the state.
   window.addEventListener('popstate', () => {
     facets = facetsFromSearch(location.search);
-    form.replaceWith(filterForm(facets, apply));
+    const next = filterForm(facets, apply);
+    form.replaceWith(next);
+    form = next;
     void load(false);
   });
   main().append(form, summary, h('div', { class: 'table-wrap' }, table), more);
