@@ -17,7 +17,7 @@ export default defineConfig({
     emptyOutDir: true,
     rollupOptions: {
       input: Object.fromEntries(
-        ['samples', 'sample', 'trash', 'upload', 'settings'].map((page) => [
+        ['samples', 'sample', 'trash', 'public-sample', 'upload', 'settings'].map((page) => [
           page,
           path.join(root, `${page}.html`),
         ]),

@@ -9,6 +9,7 @@ const pages: [route: string, file: string][] = [
   ['/samples', 'samples.html'],
   ['/samples/trash', 'trash.html'],
   ['/samples/:id', 'sample.html'],
+  ['/public/samples/:publicId', 'public-sample.html'],
   ['/upload', 'upload.html'],
   ['/settings', 'settings.html'],
 ];

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
 import { apiClient } from '../support/http';
+import { insertSampleWithResults, publish } from '../support/public-samples';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
@@ -171,6 +172,28 @@ test('a trashed sample is listed in Trash and restored from there', async () => 
   await row.waitFor({ state: 'detached' });
   const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
   expect(detail.json.trashedAt).toBeNull();
+});
+
+test("a public sample's appUrl opens a page with its thumbnail", async () => {
+  // Publishing needs a completed prediction: a sample stored as ingest and a prediction leave it.
+  const stored = await insertSampleWithResults(stack.sql, stack.store, {
+    organizationId: stack.tenant.organizationId,
+    createdBy: stack.tenant.userId,
+    name: 'Published tonsil',
+  });
+  const publicId = await publish(stack.sql, stored.sampleId, ['--markers', 'CD3']);
+  const list = await apiClient(stack.api, stack.tenant.apiKey)('GET', '/samples?scope=public');
+  const row = (list.json.items as { id: string; appUrl: string }[]).find((item) => item.id === publicId);
+  expect(new URL(row!.appUrl).pathname).toBe(`/public/samples/${publicId}`);
+  await page.goto(at(new URL(row!.appUrl).pathname));
+  const thumbnail = page.locator('#thumbnail');
+  await thumbnail.waitFor();
+  await expect(
+    thumbnail.evaluate(
+      (image: { complete: boolean; naturalWidth: number }) => image.complete && image.naturalWidth,
+    ),
+  ).resolves.toBeGreaterThan(0);
+  await shoot('public-sample');
 });
 
 test('an unknown sample id shows the service message, not a blank page', async () => {
