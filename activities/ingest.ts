@@ -27,6 +27,7 @@ import {
   recordDeidentifiedCopy,
   recordHePyramid,
   recordPatchCount,
+  recordSlideHeader,
   recordSlideProbe,
   recordTissueMask,
   type SlideLevelRow,
@@ -97,6 +98,28 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     }
     await store.delete(rawKey);
     return { storageKey: deidKey };
+  }
+
+  /**
+   * The level-0 size and calibration from the uploaded file's header, as soon as it is assembled
+   * (DECISIONS.md: never null once every byte is in). The full probe of the de-identified copy
+   * follows and records the same values with the rest.
+   */
+  async function readSlideHeader(input: { sampleId: string }): Promise<void> {
+    const sample = await sampleOrFail(input.sampleId);
+    const probe = await rejectingBadSlides(async () => {
+      const source = await storeSource(store, sample.storageKey);
+      const format = await detectSlideFormat(source);
+      return format === 'dicom' ? (await openDicomSlide(source)).probe : await probeTiffSlide(source);
+    });
+    const base = probe.levels[0];
+    if (!base) return;
+    await recordSlideHeader(sql, {
+      sampleId: sample.id,
+      widthPx: base.widthPx,
+      heightPx: base.heightPx,
+      mpp: probe.effectiveMpp,
+    });
   }
 
   /** Level sizes, vendor and calibration of the de-identified copy. */
@@ -269,6 +292,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   }
 
   return {
+    readSlideHeader,
     deidentifySlide,
     probeSlide,
     buildHePyramid,

@@ -10,12 +10,18 @@ import {
 } from '../compute/prediction';
 import { openHePyramid } from '../compute/pyramid';
 import type { Sql } from '../db';
-import { settleJobInTransaction } from '../db/credits';
-import { applyJobProgress, findJobById, type JobRow, recordJobProgress } from '../db/jobs';
+import { repriceProvisionalJob, settleJobInTransaction } from '../db/credits';
+import {
+  applyJobProgress,
+  findJobById,
+  findJobSampleState,
+  type JobRow,
+  recordJobProgress,
+} from '../db/jobs';
 import { findSlide } from '../db/sample-slides';
 import { modelSpec } from '../models/registry';
-import type { JobStatus } from '../schemas/enums';
-import type { TerminalJobStatus } from '../schemas/jobs';
+import type { JobStatus, SampleStatus } from '../schemas/enums';
+import { isTerminalJobStatus, type TerminalJobStatus } from '../schemas/jobs';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 import { storedPatchGrid } from './patch-grid';
@@ -23,6 +29,12 @@ import { storePrefix } from './store-adapters';
 
 /** Progress events are throttled to one a second (DECISIONS.md, Job lifecycle). */
 const PROGRESS_EVENT_INTERVAL_MS = 1000;
+
+const failedSampleStatuses: ReadonlySet<SampleStatus> = new Set([
+  'upload_failed',
+  'deid_failed',
+  'preprocess_failed',
+]);
 
 export interface PredictionRun {
   tiles: number;
@@ -65,6 +77,32 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     if (!(await advance(job.id, 'dispatching'))) return { active: false };
     await openModelSession(modelSpec(job.model ?? ''));
     return { active: true };
+  }
+
+  /**
+   * For a job submitted before its sample was ready (DECISIONS.md): `waiting` while the sample is
+   * prepared; once it is ready, the reservation drops to the exact price on the tissue grid at the
+   * job's mpp (`priced`, also for a job priced exactly from the start). A sample that failed fails
+   * the job with its reason; the settlement then refunds the whole reservation.
+   */
+  async function priceJobOnReadySample(input: {
+    jobId: string;
+  }): Promise<{ state: 'waiting' | 'priced' | 'inactive' }> {
+    const job = await jobOrFail(input.jobId);
+    if (isTerminalJobStatus(job.status)) return { state: 'inactive' };
+    if (!job.priceProvisional) return { state: 'priced' };
+    const sample = await findJobSampleState(sql, job.sampleId);
+    if (!sample) throw ApplicationFailure.nonRetryable(`sample ${job.sampleId} was deleted`, 'not_found');
+    if (failedSampleStatuses.has(sample.status)) {
+      throw ApplicationFailure.nonRetryable(
+        `the sample ended ${sample.status}: ${sample.statusMessage ?? 'no reason recorded'}`,
+        'sample_failed',
+      );
+    }
+    if (sample.status !== 'ready') return { state: 'waiting' };
+    const { grid } = await patchGridOf(job);
+    await repriceProvisionalJob(sql, { jobId: job.id, patchCount: grid.count });
+    return { state: 'priced' };
   }
 
   /** The credit grid the job was priced on, rebuilt from the stored tissue mask at the job's mpp. */
@@ -204,5 +242,5 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     }
   }
 
-  return { dispatchJob, planJob, predictJob, postprocessJob, finishJob };
+  return { dispatchJob, priceJobOnReadySample, planJob, predictJob, postprocessJob, finishJob };
 }

@@ -7,7 +7,7 @@ import { createServer, type ServerResponse } from 'node:http';
  */
 const open = new Set<ServerResponse>();
 const frame = (id: number) =>
-  `event: status\nid: ${id}\nretry: 5000\ndata: ${JSON.stringify({ status: 'running', progress: id / 100, resultStoragePath: null })}\n\n`;
+  `event: message\nid: ${id}\nretry: 5000\ndata: ${JSON.stringify({ status: 'running', progress: id / 100, resultStoragePath: null })}\n\n`;
 
 const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://reference');

@@ -78,7 +78,7 @@ function openStream(url: string, headers: Record<string, string>): Promise<Strea
         for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
           const frame = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
-          if (!frame.startsWith('event: status\n')) continue;
+          if (!frame.startsWith('event: message\n')) continue;
           const id = Number(/\nid: (\d+)\n/.exec(frame)![1]);
           stream.statusIds.push(id);
           stream.arrivals.set(id, now);

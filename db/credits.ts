@@ -117,3 +117,52 @@ export async function settleJob(
 ): Promise<SettlementResult> {
   return sql.begin((tx) => settleJobInTransaction(tx, input));
 }
+
+export interface Repricing {
+  /** The job's reservation after the call. */
+  reservedCredits: number;
+  /** Credits given back by this call (0 when the price was exact already). */
+  refunded: number;
+}
+
+/**
+ * Drops the upper-bound reservation of a job submitted before its sample was ready to the exact
+ * price (`patchCount x markers`), once: under the job's row lock, a job still provisional and not
+ * settled gets its patch count and reservation, and the difference goes back to the available
+ * credits as one `reprice` row (pending -n). A second call changes nothing.
+ */
+export async function repriceProvisionalJob(
+  sql: Sql,
+  input: { jobId: string; patchCount: number },
+): Promise<Repricing> {
+  return sql.begin(async (tx) => {
+    const [job] = await tx<
+      {
+        organizationId: string;
+        reservedCredits: string;
+        markerCount: number;
+        priceProvisional: boolean;
+        settledAt: Date | null;
+      }[]
+    >`
+      SELECT organization_id AS "organizationId", reserved_credits AS "reservedCredits",
+        marker_count AS "markerCount", price_provisional AS "priceProvisional", settled_at AS "settledAt"
+      FROM jobs WHERE id = ${input.jobId} FOR UPDATE`;
+    if (!job) throw new Error(`job ${input.jobId} not found`);
+    const reserved = Number(job.reservedCredits);
+    if (!job.priceProvisional || job.settledAt) return { reservedCredits: reserved, refunded: 0 };
+    const exact = input.patchCount * job.markerCount;
+    if (!Number.isSafeInteger(exact) || exact < 0 || exact > reserved) {
+      throw new Error(`the exact price ${exact} is not within the reservation of ${reserved}`);
+    }
+    const refunded = reserved - exact;
+    if (refunded > 0) {
+      await tx`INSERT INTO credit_ledger (organization_id, job_id, kind, balance_delta, pending_delta, note)
+        VALUES (${job.organizationId}, ${input.jobId}, 'reprice', 0, ${-refunded}, 'exact price')`;
+    }
+    await tx`UPDATE jobs SET reserved_credits = ${exact}, patch_count = ${input.patchCount},
+        price_provisional = false
+      WHERE id = ${input.jobId}`;
+    return { reservedCredits: exact, refunded };
+  });
+}

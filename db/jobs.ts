@@ -25,6 +25,8 @@ export interface JobRow {
   workflowStartedAt: Date | null;
   cancelRequestedAt: Date | null;
   settledAt: Date | null;
+  /** True while the reservation is the upper bound of a job submitted before its sample was ready. */
+  priceProvisional: boolean;
 }
 
 const jobColumns = (sql: Queryable) => sql`
@@ -33,7 +35,7 @@ const jobColumns = (sql: Queryable) => sql`
   error_message AS "errorMessage", results_available AS "resultsAvailable", result_prefix AS "resultPrefix",
   created_at AS "createdAt", started_at AS "startedAt", completed_at AS "completedAt",
   workflow_started_at AS "workflowStartedAt", cancel_requested_at AS "cancelRequestedAt",
-  settled_at AS "settledAt"`;
+  settled_at AS "settledAt", price_provisional AS "priceProvisional"`;
 
 /** A job of one organization; another organization's job is not found. */
 export async function findJob(
@@ -77,6 +79,19 @@ export interface PricingSample {
   patchCount: number | null;
   /** The effective mpp the count was taken at. */
   patchCountMpp: number | null;
+  /** Level-0 size read from the slide's header when the last byte landed (null before). */
+  widthPx: number | null;
+  heightPx: number | null;
+}
+
+/** Where a job's sample stands in its preparation, for a job submitted before it was ready. */
+export async function findJobSampleState(
+  sql: Queryable,
+  sampleId: string,
+): Promise<{ status: SampleStatus; statusMessage: string | null } | undefined> {
+  const [row] = await sql<{ status: SampleStatus; statusMessage: string | null }[]>`
+    SELECT status, status_message AS "statusMessage" FROM samples WHERE id = ${sampleId}`;
+  return row;
 }
 
 /**
@@ -92,7 +107,8 @@ export async function findPricingSample(
   const [row] = await sql<PricingSample[]>`
     SELECT s.id, s.status, s.trashed_at IS NOT NULL AS trashed,
       coalesce(s.mpp_override, s.mpp_calibrated) AS "effectiveMpp",
-      sl.patch_count AS "patchCount", sl.patch_count_mpp AS "patchCountMpp"
+      sl.patch_count AS "patchCount", sl.patch_count_mpp AS "patchCountMpp",
+      s.width_px AS "widthPx", s.height_px AS "heightPx"
     FROM samples s LEFT JOIN sample_slides sl ON sl.sample_id = s.id
     WHERE s.organization_id = ${organizationId} AND s.id = ${sampleId}
     ${options.share ? sql`FOR SHARE OF s` : sql``}`;
@@ -130,6 +146,8 @@ export interface NewQueuedJob {
   patchCount: number;
   mpp: number;
   reservedCredits: number;
+  /** The reservation is an upper bound, settled to the exact price once the sample is ready. */
+  priceProvisional: boolean;
 }
 
 /**
@@ -139,9 +157,9 @@ export interface NewQueuedJob {
 export async function insertQueuedJob(tx: TransactionSql, job: NewQueuedJob): Promise<{ id: string }> {
   const [row] = await tx<{ id: string }[]>`
     INSERT INTO jobs (organization_id, sample_id, created_by, status, model, markers, marker_count,
-      patch_count, mpp, reserved_credits)
+      patch_count, mpp, reserved_credits, price_provisional)
     VALUES (${job.organizationId}, ${job.sampleId}, ${job.createdBy}, 'queued', ${job.model}, ${job.markers},
-      ${job.markers.length}, ${job.patchCount}, ${job.mpp}, ${job.reservedCredits})
+      ${job.markers.length}, ${job.patchCount}, ${job.mpp}, ${job.reservedCredits}, ${job.priceProvisional})
     RETURNING id`;
   await appendJobEvent(tx, { jobId: row!.id, status: 'queued', progress: null, resultStoragePath: null });
   return row!;

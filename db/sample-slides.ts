@@ -87,6 +87,21 @@ export async function recordSlideProbe(
   });
 }
 
+/**
+ * The size and scale read from the uploaded file's header when its last byte landed, before
+ * de-identification: what `POST /uploads/{id}/complete` answers and what a submission before
+ * `ready` prices its upper bound on. Only these columns: the header's metadata may still hold
+ * identifying text, which only the de-identified copy's probe records.
+ */
+export async function recordSlideHeader(
+  sql: Queryable,
+  input: { sampleId: string; widthPx: number; heightPx: number; mpp: number | null },
+): Promise<void> {
+  await sql`UPDATE samples SET width_px = ${input.widthPx}, height_px = ${input.heightPx},
+      mpp_calibrated = ${input.mpp}, updated_at = now()
+    WHERE id = ${input.sampleId} AND width_px IS NULL`;
+}
+
 export interface SlideRecord {
   sampleId: string;
   format: 'tiff' | 'dicom';

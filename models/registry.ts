@@ -158,3 +158,19 @@ export function segmentationModelSpec(version: string): SegmentationModel & { on
   if (!model) throw new Error(`segmentation model ${version} is not registered`);
   return { ...model, onnxPath: modelFilePath(model.onnxFile) };
 }
+
+/**
+ * The credit grid (DECISIONS.md, Credits): 224 x 224 pixels at 0.5 µm per pixel, anchored at
+ * level-0 (0, 0), partial edge patches included. compute/tissue/patches.ts marks the tissue
+ * positions of this grid; a unit test holds the two to the same positions.
+ */
+export const CREDIT_GRID = { patchSizePx: 224, patchMpp: 0.5 } as const;
+
+/**
+ * Every position of the credit grid over a whole slide of `widthPx x heightPx` at `mpp`: the upper
+ * bound of its tissue patch count, which is what a submission before the tissue mask reserves.
+ */
+export function creditGridPositions(widthPx: number, heightPx: number, mpp: number): number {
+  const size = (CREDIT_GRID.patchSizePx * CREDIT_GRID.patchMpp) / mpp;
+  return Math.ceil(widthPx / size) * Math.ceil(heightPx / size);
+}

@@ -5,6 +5,7 @@ import { ExportManifest, ExportQuery, ExportRequest } from './exports';
 import { JobStreamHeaders, JobStreamParams } from './job-stream';
 import {
   CancelResult,
+  EstimateRequest,
   JobIdParams,
   JobStatusBody,
   PredictionDryRun,
@@ -17,12 +18,14 @@ import { PublicSampleParams, PublicZarrParams } from './public-samples';
 import {
   BulkExpirationChange,
   BulkExpirationResult,
+  BulkRetentionChange,
   ExpirationChange,
   ExpirationResult,
   FieldDefinitionList,
   MarkerList,
   PatchSampleRequest,
   RestoreResult,
+  RetentionChange,
   SampleDetail,
   SampleIdParams,
   SampleListPage,
@@ -62,6 +65,8 @@ export interface Endpoint {
   /** A path parameter that spans slashes (an object key). */
   splat?: string;
   summary: string;
+  /** An older name kept for clients already in users' hands (DECISIONS.md, Compatibility). */
+  deprecated?: boolean;
   auth: 'bearer' | 'signed-url' | 'none';
   request?: {
     params?: z.ZodObject;
@@ -142,8 +147,11 @@ export const endpoints = {
     summary: 'Create an upload (and its sample); answers the resumable session URL',
     request: { body: CreateUploadRequest },
     responses: {
-      201: { description: 'A new upload', schema: CreatedUpload },
-      200: { description: 'An upload with the same contentSha256 already exists', schema: CreatedUpload },
+      200: {
+        description:
+          'A new upload (`existing: false`, with `uploadUrl`), or the one with the same contentSha256 (`existing: true`)',
+        schema: CreatedUpload,
+      },
       400: error('Not JSON, empty, or unknown property (`invalid_request`)'),
       413: error('Body or declared fileSize over the limit (`payload_too_large`)'),
       422: error('A property holds an invalid value (`validation_failed`)'),
@@ -178,7 +186,8 @@ export const endpoints = {
     method: 'post',
     path: '/uploads/{id}/complete',
     auth: 'bearer',
-    summary: 'For older clients: idempotent, returns the upload as it stands',
+    summary:
+      'For older clients: idempotent, returns the upload as it stands; once every byte is in it waits (up to 30 s) for `widthPx`/`heightPx` from the slide header',
     request: { params: UploadIdParams },
     responses: {
       200: { description: 'The upload', schema: Upload },
@@ -248,6 +257,23 @@ export const endpoints = {
       422: error(
         'Not exactly one of expiresAt, neverExpire, useOrgDefault; over 500 ids (`validation_failed`)',
       ),
+      ...bearerErrors,
+    },
+  },
+  bulkRetention: {
+    method: 'patch',
+    path: '/samples/retention',
+    auth: 'bearer',
+    deprecated: true,
+    summary:
+      "Deprecated name of `PATCH /samples/expiration` (Strand's clients): `pin: true` means `neverExpire: true`",
+    request: { query: EmptyQuery, body: BulkRetentionChange },
+    responses: {
+      200: { description: 'Updated', schema: BulkExpirationResult },
+      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
+      403: error('A sample fails the permission gate; nothing was written (`forbidden`)'),
+      404: error('A sample is not in this organization; nothing was written (`not_found`)'),
+      422: error('Not exactly one of expiresAt, pin, useOrgDefault; over 500 ids (`validation_failed`)'),
       ...bearerErrors,
     },
   },
@@ -329,6 +355,23 @@ export const endpoints = {
       ...bearerErrors,
     },
   },
+  setRetention: {
+    method: 'patch',
+    path: '/samples/{id}/retention',
+    auth: 'bearer',
+    deprecated: true,
+    summary:
+      "Deprecated name of `PATCH /samples/{id}/expiration` (Strand's clients): `pin: true` means `neverExpire: true`",
+    request: { params: SampleIdParams, query: EmptyQuery, body: RetentionChange },
+    responses: {
+      200: { description: 'The new expiration', schema: ExpirationResult },
+      400: error('Not JSON, empty, unknown property or query parameter (`invalid_request`)'),
+      403: error('Permission gate (`forbidden`)'),
+      404: error('Not in this organization (`not_found`)'),
+      422: error('Not exactly one of expiresAt, pin, useOrgDefault (`validation_failed`)'),
+      ...bearerErrors,
+    },
+  },
   listFields: {
     method: 'get',
     path: '/sample-fields',
@@ -358,7 +401,7 @@ export const endpoints = {
     path: '/predict',
     auth: 'bearer',
     summary:
-      'Price (`dryRun: true`, 200) or submit (202) a prediction job; submission reserves patchCount x markerCount credits',
+      'Price (`dryRun: true`, 200; needs a ready sample) or submit (202) a prediction job; submission reserves patchCount x markerCount credits, or, before the sample is ready, every grid position of the whole slide, dropped to the exact price once the tissue mask exists',
     request: { query: EmptyQuery, body: PredictRequest },
     responses: {
       200: { description: 'Dry run: the exact estimate, nothing reserved', schema: PredictionDryRun },
@@ -375,7 +418,7 @@ export const endpoints = {
       ),
       404: error('Sample not in this organization (`not_found`)'),
       409: error(
-        'Sample not ready, in Trash, or its tissue recount after an mpp change still running (`sample_not_ready`); no usable scale (`mpp_required`)',
+        'Sample still uploading, failed, in Trash, its header not read yet, or (dry run) not `ready` or its recount after an mpp change still running (`sample_not_ready`); no usable scale (`mpp_required`)',
       ),
       422: error(
         'Invalid value: markers not 1 to 512 distinct strings, uploadId not a uuid (`validation_failed`)',
@@ -384,6 +427,26 @@ export const endpoints = {
         'Over the per-credential rate, or the organization already has its cap of active jobs (`rate_limited`)',
       ),
       401: error('Missing, malformed or revoked credential (`unauthorized`)'),
+    },
+  },
+  estimatePrediction: {
+    method: 'post',
+    path: '/predict/estimate',
+    auth: 'bearer',
+    deprecated: true,
+    summary:
+      "Deprecated name of the dry run `POST /predict {dryRun: true}` (Strand's clients): the exact price on a ready sample, nothing reserved",
+    request: { query: EmptyQuery, body: EstimateRequest },
+    responses: {
+      200: { description: 'The exact estimate', schema: PredictionDryRun },
+      400: error(
+        'Not JSON, empty, unknown property (`invalid_request`); sunset or unknown model; marker not in the catalog (`unknown_markers`)',
+      ),
+      403: error("Marker outside the organization's entitlement (`marker_not_available`)"),
+      404: error('Sample not in this organization (`not_found`)'),
+      409: error('Sample not ready or in Trash (`sample_not_ready`); no usable scale (`mpp_required`)'),
+      422: error('Invalid value (`validation_failed`)'),
+      ...bearerErrors,
     },
   },
   getJob: {
@@ -586,7 +649,7 @@ export const endpoints = {
     responses: {
       200: {
         description:
-          'An event stream. `event: status`, `id: <seq>`, `retry: 5000`, `data: {"status","progress","resultStoragePath"}` per status or progress change; `event: heartbeat`, `id: <last seq>`, `data: {}` every 15 s; `event: end`, `id: <last seq>`, `data: {}` after the terminal status, then the server closes',
+          'An event stream. `event: message`, `id: <seq>`, `retry: 5000`, `data: {"id","status","progress","resultStoragePath","resultGcsPath"}` per status or progress change; `event: heartbeat`, `id: <last seq>`, `data: {}` every 15 s; `event: end`, `id: <last seq>`, `data: {}` after the terminal status, then the server closes',
         schema: z.string(),
         contentType: 'text/event-stream',
       },

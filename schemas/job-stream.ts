@@ -7,12 +7,20 @@ export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000 } as co
 
 export const JobStreamParams = z.strictObject({ id: Uuid });
 
-/** The `data` of an `event: status` frame (DECISIONS.md, Stream frames). */
+/**
+ * The `data` of an `event: message` frame (DECISIONS.md, Stream frames): `message` is the SSE
+ * default type, the one browsers' `onmessage` and Strand's clients read.
+ */
 export const JobStreamStatusData = z
   .strictObject({
+    id: Uuid.meta({ description: 'The job' }),
     status: JobStatus,
     progress: z.number().min(0).max(1).nullable(),
     resultStoragePath: z.string().nullable(),
+    resultGcsPath: z
+      .string()
+      .nullable()
+      .meta({ description: "`resultStoragePath` under the name Strand's clients read" }),
   })
   .meta({ id: 'JobStreamStatusData' });
 export type JobStreamStatusData = z.infer<typeof JobStreamStatusData>;
@@ -37,6 +45,6 @@ export const JobStreamHeaders = z.object({
 });
 
 export type JobStreamFrame =
-  | { event: 'status'; id: number; data: JobStreamStatusData }
+  | { event: 'message'; id: number; data: JobStreamStatusData }
   | { event: 'heartbeat'; id: number }
   | { event: 'end'; id: number };

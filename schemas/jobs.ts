@@ -48,6 +48,9 @@ export const PredictRequest = z
   .meta({ id: 'PredictRequest' });
 export type PredictRequest = z.infer<typeof PredictRequest>;
 
+/** `POST /predict/estimate`: the dry run under the name Strand's clients call. */
+export const EstimateRequest = PredictRequest.omit({ dryRun: true }).meta({ id: 'EstimateRequest' });
+
 const credits = z.number().int();
 
 export const PredictionDryRun = z

@@ -10,6 +10,7 @@ function registerEndpoint(registry: OpenAPIRegistry, name: string, endpoint: End
     method: endpoint.method,
     path: endpoint.root ? endpoint.path : `${API_PREFIX}${endpoint.path}`,
     summary: endpoint.summary,
+    ...(endpoint.deprecated ? { deprecated: true } : {}),
     security: endpoint.auth === 'bearer' ? [{ bearer: [] }] : [],
     request: {
       params: request?.params,

@@ -210,6 +210,39 @@ export const BulkExpirationChange = z
   .meta({ id: 'BulkExpirationChange' });
 export type BulkExpirationChange = z.infer<typeof BulkExpirationChange>;
 
+/**
+ * The expiration bodies under their older names (`PATCH /samples/{id}/retention`, `PATCH
+ * /samples/retention`, which Strand's clients call): `pin: true` is `neverExpire: true`.
+ */
+const retentionFields = {
+  expiresAt: expirationFields.expiresAt,
+  pin: z.literal(true).optional().meta({ description: 'Never expire (`neverExpire: true`)' }),
+  useOrgDefault: expirationFields.useOrgDefault,
+  reason: expirationFields.reason,
+};
+const exactlyOneRetention = [
+  (body: { expiresAt?: string; pin?: true; useOrgDefault?: true }) =>
+    [body.expiresAt, body.pin, body.useOrgDefault].filter((value) => value !== undefined).length === 1,
+  { message: 'exactly one of expiresAt, pin, useOrgDefault is required' },
+] as const;
+
+export const RetentionChange = z
+  .strictObject(retentionFields)
+  .refine(...exactlyOneRetention)
+  .meta({ id: 'RetentionChange' });
+export const BulkRetentionChange = z
+  .strictObject({ sampleIds: z.array(Uuid).min(1).max(500), ...retentionFields })
+  .refine(...exactlyOneRetention)
+  .meta({ id: 'BulkRetentionChange' });
+
+/** A retention body as the expiration change it names. */
+export function expirationOfRetention<T extends { pin?: true }>({
+  pin,
+  ...rest
+}: T): Omit<T, 'pin'> & { neverExpire?: true } {
+  return pin ? { ...rest, neverExpire: true } : rest;
+}
+
 export const ExpirationResult = z
   .strictObject({
     id: Uuid,

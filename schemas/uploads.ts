@@ -54,6 +54,7 @@ export const CreatedUpload = Upload.extend({
     .string()
     .optional()
     .meta({ description: 'Resumable session URL; absent for an existing upload' }),
+  gcsPath: z.string().meta({ description: "`storagePath` under the name Strand's clients read" }),
   existing: z.boolean(),
 }).meta({ id: 'CreatedUpload' });
 export type CreatedUpload = z.infer<typeof CreatedUpload>;

@@ -1,5 +1,4 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
-import { z } from 'zod';
 import { JOB_STREAM_DEFAULTS, JobStreamStatusData } from '../schemas/job-stream';
 import type { JobStatusBody } from '../schemas/jobs';
 import { isTerminalJobStatus } from '../schemas/jobs';
@@ -7,10 +6,8 @@ import type { SpsClient } from './client';
 import { isSpsError, SpsError } from './errors';
 import { sleep } from './transport';
 
-/** One status snapshot of a job; `id` is its per-job sequence number. */
-export interface JobEvent extends z.infer<typeof JobStreamStatusData> {
-  id: number;
-}
+/** One status snapshot of a job (`id` is the job's); `eventId` is its per-job sequence number. */
+export type JobEvent = JobStreamStatusData & { eventId: number };
 
 export interface JobStreamOptions {
   /** Resume after this event (as `Last-Event-ID`); without it, every event of the job. */
@@ -24,12 +21,9 @@ export interface JobStreamOptions {
   signal?: AbortSignal;
 }
 
-/** Extra fields (the compatibility `resultGcsPath`, the `id` echo) pass; the three known are checked. */
-const StatusData = z.looseObject(JobStreamStatusData.shape);
-
-/** Status frames are SSE `message` events; servers before DECISIONS.md named them `status`. */
+/** Status frames are SSE `message` events, the default type (DECISIONS.md, Stream frames). */
 const isStatusEvent = (message: EventSourceMessage) =>
-  message.event === undefined || message.event === 'message' || message.event === 'status';
+  message.event === undefined || message.event === 'message';
 
 /**
  * The job's events over fetch-based SSE (a bearer header, which EventSource cannot send):
@@ -71,11 +65,11 @@ export async function* streamJob(
         if (!isStatusEvent(message)) return;
         const id = Number(message.id);
         if (!Number.isInteger(id) || (lastEventId !== undefined && id <= lastEventId)) return;
-        const data = StatusData.safeParse(JSON.parse(message.data));
+        const data = JobStreamStatusData.safeParse(JSON.parse(message.data));
         if (!data.success)
           throw new SpsError('invalid_response', `a stream event its schema rejects: ${message.data}`);
         lastEventId = id;
-        queue.push({ ...data.data, id });
+        queue.push({ ...data.data, eventId: id });
       },
     });
     try {

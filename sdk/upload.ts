@@ -72,7 +72,10 @@ function storedBytesOf(response: Response): number {
 }
 
 async function outcomeOf(response: Response): Promise<Outcome> {
-  if (response.status === 308) return { done: false, storedBytes: storedBytesOf(response) };
+  if (response.status === 308) {
+    await response.body?.cancel();
+    return { done: false, storedBytes: storedBytesOf(response) };
+  }
   return { done: true, upload: (await validated('putUploadChunk', response)) as Upload };
 }
 

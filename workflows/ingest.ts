@@ -34,6 +34,7 @@ export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> 
   const assembled = await io.assembleUpload({ sampleId });
   if (assembled.status === 'upload_failed')
     return { status: 'upload_failed', statusMessage: assembled.reason };
+  if (patched('slide-header')) await readSlideHeader(sampleId, compute);
   try {
     await compute.deidentifySlide({ sampleId });
   } catch (err) {
@@ -49,6 +50,19 @@ export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> 
   }
   if (patched('auto-segmentation')) await startAutoSegmentation(sampleId);
   return { status: 'ready', statusMessage: null };
+}
+
+/**
+ * Size and scale from the header as soon as the bytes are whole, for `complete` and for a
+ * submission before `ready`. A file whose header cannot be read is refused by de-identification
+ * next, with its reason, so a failure here changes nothing.
+ */
+async function readSlideHeader(sampleId: string, compute: ReturnType<typeof computeActivities>) {
+  try {
+    await compute.readSlideHeader({ sampleId });
+  } catch {
+    // De-identification reads the same file and tells what is wrong with it.
+  }
 }
 
 /**

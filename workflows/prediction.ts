@@ -4,6 +4,7 @@ import {
   CancellationScope,
   isCancellation,
   patched,
+  sleep,
 } from '@temporalio/workflow';
 import type { TerminalJobStatus } from '../schemas/jobs';
 import { computeActivities, ioActivities as io, unfailingActivities as settlement } from './proxies';
@@ -62,6 +63,7 @@ async function refreshSegmentationMarkers(jobId: string): Promise<void> {
 /** The active steps; undefined when the job turned terminal meanwhile (a cancel without a workflow). */
 async function runSteps(jobId: string, compute: ReturnType<typeof computeActivities>) {
   if (!(await compute.dispatchJob({ jobId })).active) return undefined;
+  if (patched('submit-before-ready') && !(await sampleReadyAndPriced(jobId))) return undefined;
   if (!(await compute.planJob({ jobId })).active) return undefined;
   const run = await compute.predictJob({ jobId });
   if (!('tiles' in run)) return undefined;
@@ -72,6 +74,22 @@ async function runSteps(jobId: string, compute: ReturnType<typeof computeActivit
   const outcome: TerminalJobStatus =
     failed === 0 ? 'completed' : failed <= PARTIAL_FAILURE_LIMIT ? 'partial_failed' : 'failed';
   return { outcome, succeededFraction: 1 - failed };
+}
+
+/** Longest pause between two looks at a sample still being prepared. */
+const SAMPLE_WAIT_MAX_SECONDS = 10;
+
+/**
+ * A job submitted before its sample was ready waits in `dispatching` (DECISIONS.md), looking
+ * again after 1, 2, 4, 8, then every 10 s; the timer is cancellable, so a cancel ends the wait.
+ * False when the job turned terminal meanwhile.
+ */
+async function sampleReadyAndPriced(jobId: string): Promise<boolean> {
+  for (let seconds = 1; ; seconds = Math.min(seconds * 2, SAMPLE_WAIT_MAX_SECONDS)) {
+    const { state } = await io.priceJobOnReadySample({ jobId });
+    if (state !== 'waiting') return state === 'priced';
+    await sleep(seconds * 1000);
+  }
 }
 
 function reasonOf(err: unknown): string {

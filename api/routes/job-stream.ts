@@ -18,11 +18,11 @@ const formattedStatusFrames = new WeakMap<JobStreamFrame, string>();
 
 /** One SSE frame (WHATWG HTML, Server-sent events); `retry` rides on status frames. */
 export function formatFrame(frame: JobStreamFrame, retryMs: number): string {
-  if (frame.event === 'status') {
+  if (frame.event === 'message') {
     // The same frame object goes to every stream of a job (see the service): format it once.
     let text = formattedStatusFrames.get(frame);
     if (text === undefined) {
-      text = `event: status\nid: ${frame.id}\nretry: ${retryMs}\ndata: ${JSON.stringify(frame.data)}\n\n`;
+      text = `event: message\nid: ${frame.id}\nretry: ${retryMs}\ndata: ${JSON.stringify(frame.data)}\n\n`;
       formattedStatusFrames.set(frame, text);
     }
     return text;

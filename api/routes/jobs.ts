@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import { EmptyQuery } from '../../schemas/common';
 import { endpoints } from '../../schemas/endpoints';
-import { JobIdParams, PredictRequest } from '../../schemas/jobs';
+import { EstimateRequest, JobIdParams, PredictRequest } from '../../schemas/jobs';
 import { principalOf } from '../auth';
 import { mount } from '../route';
 import type { JobService } from '../services/jobs';
@@ -21,6 +21,10 @@ export function jobRoutes(services: { predictions: PredictionService; jobs: JobS
       parse(PredictRequest, req.body, 'body'),
     );
     res.status(status).json(body);
+  });
+  mount(router, endpoints.estimatePrediction, async (req, res) => {
+    parse(EmptyQuery, req.query, 'query');
+    res.json(await predictions.estimate(principalOf(res.locals), parse(EstimateRequest, req.body, 'body')));
   });
   mount(router, endpoints.getJob, async (req, res) => {
     const { id } = parse(JobIdParams, req.params, 'params');

@@ -3,8 +3,11 @@ import { EmptyQuery } from '../../schemas/common';
 import { endpoints } from '../../schemas/endpoints';
 import {
   BulkExpirationChange,
+  BulkRetentionChange,
   ExpirationChange,
+  expirationOfRetention,
   PatchSampleRequest,
+  RetentionChange,
   SampleIdParams,
   SampleListQuery,
   TrashQuery,
@@ -41,6 +44,11 @@ export function sampleRoutes(services: {
       ),
     );
   });
+  mount(router, endpoints.bulkRetention, async (req, res) => {
+    parse(EmptyQuery, req.query, 'query');
+    const change = expirationOfRetention(parse(BulkRetentionChange, req.body, 'body'));
+    res.json(await samples.setExpirationInBulk(principalOf(res.locals), change));
+  });
   mount(router, endpoints.getSample, async (req, res) => {
     const { id } = parse(SampleIdParams, req.params, 'params');
     parse(EmptyQuery, req.query, 'query');
@@ -76,6 +84,12 @@ export function sampleRoutes(services: {
     res.json(
       await samples.setExpiration(principalOf(res.locals), id, parse(ExpirationChange, req.body, 'body')),
     );
+  });
+  mount(router, endpoints.setRetention, async (req, res) => {
+    const { id } = parse(SampleIdParams, req.params, 'params');
+    parse(EmptyQuery, req.query, 'query');
+    const change = expirationOfRetention(parse(RetentionChange, req.body, 'body'));
+    res.json(await samples.setExpiration(principalOf(res.locals), id, change));
   });
   mount(router, endpoints.listFields, async (req, res) => {
     parse(EmptyQuery, req.query, 'query');

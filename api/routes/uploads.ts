@@ -45,8 +45,7 @@ export function uploadRoutes(uploads: UploadService): Router {
   const router = Router();
   mount(router, endpoints.createUpload, async (req, res) => {
     const body = parse(CreateUploadRequest, req.body, 'body');
-    const { status, body: created } = await uploads.create(principalOf(res.locals), body);
-    res.status(status).json(created);
+    res.json(await uploads.create(principalOf(res.locals), body));
   });
   mount(router, endpoints.listUploads, async (req, res) => {
     const query = parse(UploadListQuery, req.query, 'query');

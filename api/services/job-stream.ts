@@ -29,11 +29,12 @@ export type JobStreamService = ReturnType<typeof createJobStreamService>;
 // The hub hands one event object to every stream of its job: one frame for all of them lets
 // the route format it once (2,000 streams on a job, one JSON.stringify).
 const framesOfEvents = new WeakMap<JobEvent, JobStreamFrame>();
-function statusFrame(event: JobEvent): JobStreamFrame {
+function statusFrame(jobId: string, event: JobEvent): JobStreamFrame {
   let frame = framesOfEvents.get(event);
   if (!frame) {
     const { status, progress, resultStoragePath } = event;
-    frame = { event: 'status', id: event.seq, data: { status, progress, resultStoragePath } };
+    const data = { id: jobId, status, progress, resultStoragePath, resultGcsPath: resultStoragePath };
+    frame = { event: 'message', id: event.seq, data };
     framesOfEvents.set(event, frame);
   }
   return frame;
@@ -81,7 +82,7 @@ export function createJobStreamService(deps: JobStreamServiceDeps) {
       onEvent(event: JobEvent) {
         if (stopped) return;
         lastId = event.seq;
-        sink.send(statusFrame(event));
+        sink.send(statusFrame(jobId, event));
         if (isTerminalJobStatus(event.status)) finish();
       },
       // A job that was terminal when the stream opened but whose replay held no terminal

@@ -10,7 +10,8 @@ import {
   type PricingSample,
 } from '../../db/jobs';
 import { findOrganization } from '../../db/organizations';
-import { CURRENT_MODEL, type MarkerChannel, modelRegistry } from '../../models/registry';
+import { CURRENT_MODEL, creditGridPositions, type MarkerChannel, modelRegistry } from '../../models/registry';
+import type { SampleStatus } from '../../schemas/enums';
 import type { PredictionDryRun, PredictionSubmitted, PredictRequest } from '../../schemas/jobs';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
@@ -68,49 +69,83 @@ function checkMarkers(markers: string[], channels: readonly MarkerChannel[], ent
   }
 }
 
-/**
- * The price of a job on this sample: its tissue patch count at its current effective mpp. A
- * count taken at another mpp (a PATCH of mpp whose recount has not finished) is stale, and
- * charging it would break "the dry run equals the reservation", so the answer is 409 until the
- * recount lands.
- */
-function patchCountOf(sample: PricingSample | undefined): { patchCount: number; mpp: number } {
-  if (!sample) throw notFound('sample');
-  if (sample.trashed) throw new AppError('sample_not_ready', 'the sample is in Trash: restore it first');
-  if (sample.status !== 'ready') {
-    throw new AppError('sample_not_ready', `the sample is ${sample.status}; predictions need a ready sample`);
-  }
+/** Every byte of the upload is in but the sample is still being prepared: submission may go ahead. */
+const PREPARING: ReadonlySet<SampleStatus> = new Set<SampleStatus>(['deid_running', 'preprocessing']);
+
+/** What a job on a sample costs per marker, at which mpp, and whether that is an upper bound. */
+interface Price {
+  patchCount: number;
+  mpp: number;
+  provisional: boolean;
+}
+
+function requireMpp(sample: PricingSample): number {
   if (sample.effectiveMpp === null) {
     throw new AppError(
       'mpp_required',
       'the sample has no usable scale: set its mpp first (PATCH /samples/{id})',
     );
   }
-  if (sample.patchCount === null || sample.patchCountMpp !== sample.effectiveMpp) {
+  return sample.effectiveMpp;
+}
+
+/**
+ * The price of a job on a ready sample: its tissue patch count at its current effective mpp. A
+ * count taken at another mpp (a PATCH of mpp whose recount has not finished) is stale, and
+ * charging it would break "the dry run equals the reservation", so the answer is 409 until the
+ * recount lands.
+ */
+function exactPrice(sample: PricingSample): Price {
+  const mpp = requireMpp(sample);
+  if (sample.patchCount === null || sample.patchCountMpp !== mpp) {
     throw new AppError(
       'sample_not_ready',
       'the tissue recount for the sample’s current mpp is still running; retry in a few seconds',
     );
   }
-  return { patchCount: sample.patchCount, mpp: sample.effectiveMpp };
+  return { patchCount: sample.patchCount, mpp, provisional: false };
+}
+
+/**
+ * The price a submission reserves (DECISIONS.md, Submitting before the sample is ready): exact on
+ * a ready sample; while it is prepared, every position of the credit grid over the whole slide
+ * from the header's size and mpp, an upper bound that the job drops to the exact price once the
+ * tissue mask exists. A dry run takes only the exact price.
+ */
+function priceOf(sample: PricingSample | undefined, options: { beforeReady: boolean }): Price {
+  if (!sample) throw notFound('sample');
+  if (sample.trashed) throw new AppError('sample_not_ready', 'the sample is in Trash: restore it first');
+  if (sample.status === 'ready') return exactPrice(sample);
+  if (!options.beforeReady || !PREPARING.has(sample.status)) {
+    const need = options.beforeReady ? 'every byte of the upload' : 'a ready sample (the exact price)';
+    throw new AppError('sample_not_ready', `the sample is ${sample.status}; this needs ${need}`);
+  }
+  if (sample.widthPx === null || sample.heightPx === null) {
+    throw new AppError('sample_not_ready', "the slide's header is still being read; retry in a few seconds");
+  }
+  const mpp = requireMpp(sample);
+  return { patchCount: creditGridPositions(sample.widthPx, sample.heightPx, mpp), mpp, provisional: true };
 }
 
 export function createPredictionService(deps: PredictionServiceDeps) {
   const { sql, workflows, logger } = deps;
 
   /** The checks that need no lock: model, markers, entitlement. */
-  async function validate(principal: Principal, body: PredictRequest) {
+  async function validate(principal: Principal, body: Omit<PredictRequest, 'dryRun'>) {
     const model = resolveModel(body.model);
     const organization = await findOrganization(sql, principal.organizationId);
     checkMarkers(body.markers, model.channels, organization?.markerEntitlement ?? null);
     return model;
   }
 
-  async function dryRun(principal: Principal, body: PredictRequest): Promise<PredictionDryRun> {
+  async function dryRun(
+    principal: Principal,
+    body: Omit<PredictRequest, 'dryRun'>,
+  ): Promise<PredictionDryRun> {
     await validate(principal, body);
-    const { patchCount } = patchCountOf(
-      await findPricingSample(sql, principal.organizationId, body.uploadId),
-    );
+    const { patchCount } = priceOf(await findPricingSample(sql, principal.organizationId, body.uploadId), {
+      beforeReady: false,
+    });
     const credits = await creditSummary(sql, principal.organizationId);
     return {
       dryRun: true,
@@ -133,8 +168,9 @@ export function createPredictionService(deps: PredictionServiceDeps) {
     const organizationId = principal.organizationId;
     const job = await sql.begin(async (tx) => {
       const { activeJobCap } = await lockOrganizationForSubmission(tx, organizationId);
-      const { patchCount, mpp } = patchCountOf(
+      const { patchCount, mpp, provisional } = priceOf(
         await findPricingSample(tx, organizationId, body.uploadId, { share: true }),
+        { beforeReady: true },
       );
       const estimate = patchCount * body.markers.length;
       if ((await countActiveJobs(tx, organizationId)) >= activeJobCap) {
@@ -162,6 +198,7 @@ export function createPredictionService(deps: PredictionServiceDeps) {
         patchCount,
         mpp,
         reservedCredits: estimate,
+        priceProvisional: provisional,
       });
       await reserveCredits(tx, { organizationId, jobId: created.id, amount: estimate });
       return { id: created.id, reservedCredits: estimate };
@@ -183,7 +220,7 @@ export function createPredictionService(deps: PredictionServiceDeps) {
     return { status: 202, body: await submit(principal, body) };
   }
 
-  return { predict };
+  return { predict, estimate: dryRun };
 }
 
 export type PredictionService = ReturnType<typeof createPredictionService>;

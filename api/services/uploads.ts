@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Sql } from '../../db';
 import type { PagePosition, UploadRecord } from '../../db/samples';
@@ -24,6 +25,17 @@ export interface UploadServiceDeps {
   signingSecret: string;
   limits: { uploadMaxBytes: number; uploadChunkMaxBytes: number; uploadSessionTtlSeconds: number };
   onBytesStored?: (count: number) => void;
+  /** How long `complete` waits for the slide header's size (default 30 s). */
+  headerWaitMs?: number;
+}
+
+/** How long `complete` waits for the header's size; ingest reads it seconds after the last byte. */
+const HEADER_WAIT_MS = 30_000;
+const HEADER_POLL_MS = 200;
+
+/** Every byte is in and the file is being prepared, but its header has not been read yet. */
+function awaitingHeader(record: UploadRecord): boolean {
+  return record.widthPx === null && (record.status === 'deid_running' || record.status === 'preprocessing');
 }
 
 /** What a chunk request answers: 308 with the stored range, or 200 with the finished upload. */
@@ -84,10 +96,7 @@ export function createUploadService(deps: UploadServiceDeps) {
     return `${deps.publicBaseUrl}/api/v1/upload-sessions/${uploadId}?token=${token}`;
   }
 
-  async function create(
-    principal: Principal,
-    request: CreateUploadRequest,
-  ): Promise<{ status: 200 | 201; body: CreatedUpload }> {
+  async function create(principal: Principal, request: CreateUploadRequest): Promise<CreatedUpload> {
     if (request.fileSize > deps.limits.uploadMaxBytes) {
       throw new AppError(
         'payload_too_large',
@@ -96,8 +105,7 @@ export function createUploadService(deps: UploadServiceDeps) {
     }
     if (request.contentSha256) {
       const existing = await samples.findUploadBySha256(sql, principal.organizationId, request.contentSha256);
-      if (existing)
-        return { status: 200, body: { ...toUpload(existing), uploadId: existing.id, existing: true } };
+      if (existing) return created(existing, { existing: true });
     }
     const id = randomUUID();
     const record = await samples.insertUpload(sql, {
@@ -113,10 +121,12 @@ export function createUploadService(deps: UploadServiceDeps) {
       mppOverride: request.mpp ?? null,
       storageKey: objectKeys.originalUpload(principal.organizationId, id, request.filename),
     });
-    return {
-      status: 201,
-      body: { ...toUpload(record), uploadId: id, uploadUrl: sessionUrl(id), existing: false },
-    };
+    return created(record, { existing: false, uploadUrl: sessionUrl(id) });
+  }
+
+  function created(record: UploadRecord, extra: { existing: boolean; uploadUrl?: string }): CreatedUpload {
+    const upload = toUpload(record);
+    return { ...upload, uploadId: upload.id, gcsPath: upload.storagePath, ...extra };
   }
 
   async function get(principal: Principal, id: string): Promise<Upload> {
@@ -141,11 +151,20 @@ export function createUploadService(deps: UploadServiceDeps) {
     await samples.markIngestStarted(sql, record.id);
   }
 
-  /** `POST /uploads/{id}/complete`: returns the upload as it stands, starting ingest if it was missed. */
+  /**
+   * `POST /uploads/{id}/complete`: returns the upload as it stands, starting ingest if it was
+   * missed. Once every byte is in, it waits (up to `headerWaitMs`) for the size read from the
+   * slide's header, which older clients read as integers.
+   */
   async function complete(principal: Principal, id: string): Promise<Upload> {
-    const record = await samples.findUpload(sql, principal.organizationId, id);
+    let record = await samples.findUpload(sql, principal.organizationId, id);
     if (!record) throw notFound('upload');
     await ensureIngestStarted(record);
+    const deadline = Date.now() + (deps.headerWaitMs ?? HEADER_WAIT_MS);
+    while (awaitingHeader(record) && Date.now() < deadline) {
+      await sleep(HEADER_POLL_MS);
+      record = (await samples.findUpload(sql, principal.organizationId, id)) ?? record;
+    }
     return toUpload(record);
   }
 

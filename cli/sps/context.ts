@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import { createClient, type SpsClient } from '../../sdk';
+import { nodeFetch } from '../../sdk/node';
 import { type Login, resolveLogin, UsageError } from './config';
 import { createProgress, type Progress } from './output';
 
@@ -31,7 +32,7 @@ export function createContext(options: GlobalOptions, signal: AbortSignal): Cont
     signal,
     async connect() {
       const login = await resolveLogin({ baseUrl: options.baseUrl });
-      return { login, client: createClient(login) };
+      return { login, client: createClient({ ...login, fetch: nodeFetch }) };
     },
     print(human, data) {
       process.stdout.write(`${json ? JSON.stringify(data, null, 2) : human()}\n`);

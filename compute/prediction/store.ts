@@ -106,8 +106,10 @@ export interface FinishPredictionStoreOptions {
 
 /**
  * Postprocessing: the pyramid levels of every marker (2x2 means of the level below, each level
- * read back shard by shard, so memory holds five shards whatever the slide), then each
- * marker's image group and last the root group, whose presence marks a finished store.
+ * read back shard by shard, so memory holds five shards whatever the slide), an index-only shard
+ * wherever one held only background and was left out, then each
+ * marker's image group, the `markers` group, and last the root group, whose presence marks a
+ * finished store.
  * Resumable: a shard depends only on stored shards below it, so a rerun from the token writes
  * the same bytes.
  */
@@ -150,11 +152,18 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
     await array.writeShard(sink, task.y, task.x, parent, signal);
     options.onProgress?.({ version: 1, layout: key, done: i + 1, total: tasks.length });
   }
+  // Strand's client fetches every shard key of the grid and stops at the first missing one.
+  for (let level = 0; level < levels.length; level++) {
+    for (const marker of layout.markers)
+      await markerArray(layout, marker, level).storeMissingShards(sink, signal);
+  }
   for (const [m, marker] of layout.markers.entries()) {
     const stats = options.statistics[marker];
     const attributes = markerImageAttributes(layout, marker, m, levels, stats);
     await sink.put(`markers/${marker}/zarr.json`, encodeJson(groupMetadata(attributes)), signal);
   }
+  // Zarr v3 has no implicit groups: without this one, `markers` is not a node of the tree.
+  await sink.put('markers/zarr.json', encodeJson(groupMetadata({})), signal);
   await sink.put(
     'zarr.json',
     encodeJson(groupMetadata(rootAttributes(layout, levels, options.statistics))),
@@ -337,22 +346,26 @@ function markerImageAttributes(
   };
 }
 
+/**
+ * The root lists every marker as a multiscale under `ome` (NGFF 0.5) and again as a top-level
+ * `multiscales`, the place Strand's clients read (DECISIONS.md, Compatibility). NGFF 0.5 readers
+ * look only under `ome`, so the copy is invisible to them.
+ */
 function rootAttributes(
   layout: PredictionStoreLayout,
   levels: readonly PyramidLevel[],
   statistics: Record<string, ChannelStatistics>,
 ): Record<string, unknown> {
+  const multiscales = layout.markers.map((marker) => ({
+    name: marker,
+    axes,
+    datasets: datasets(layout, levels, `markers/${marker}/`),
+    type: 'mean',
+    metadata: pyramidMetadata,
+  }));
   return {
-    ome: {
-      version: '0.5',
-      multiscales: layout.markers.map((marker) => ({
-        name: marker,
-        axes,
-        datasets: datasets(layout, levels, `markers/${marker}/`),
-        type: 'mean',
-        metadata: pyramidMetadata,
-      })),
-    },
+    ome: { version: '0.5', multiscales },
+    multiscales,
     prediction: {
       model: layout.model,
       markers: layout.markers,

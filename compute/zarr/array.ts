@@ -5,6 +5,7 @@ import {
   allocateShard,
   decodeChunk,
   decodeShard,
+  emptyShard,
   encodeShard,
   forEachStoredChunk,
   parseShardIndex,
@@ -136,6 +137,24 @@ export class ShardedArray<D extends DataType = DataType> {
     if (bytes === undefined) return false;
     await sink.put(this.shardKey(shardY, shardX), bytes, signal);
     return true;
+  }
+
+  /**
+   * Stores an index-only shard (every chunk missing: the fill value, a few hundred bytes) in place
+   * of each shard that was left out, for clients that fetch every shard key of the grid instead of
+   * reading a missing key as fill. Answers how many it stored.
+   */
+  async storeMissingShards(sink: KeyValueSink, signal?: AbortSignal): Promise<number> {
+    let stored = 0;
+    for (let y = 0; y < this.shardsY; y++) {
+      for (let x = 0; x < this.shardsX; x++) {
+        const key = this.shardKey(y, x);
+        if (await sink.getRange(key, { offset: 0, length: 1 }, signal)) continue;
+        await sink.put(key, emptyShard(this.geometry), signal);
+        stored++;
+      }
+    }
+    return stored;
   }
 
   /** Reads one shard into a chunk-major buffer; a shard never stored reads as the fill value. */

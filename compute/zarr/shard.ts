@@ -215,6 +215,11 @@ function holdsOnly(chunk: TypedArray, value: number): boolean {
   return bytes.subarray(0, bytes.length - step).equals(bytes.subarray(step));
 }
 
+/** A shard holding no chunk: its index alone, every entry missing, so it reads as the fill value. */
+export function emptyShard(g: ShardGeometry): Uint8Array {
+  return assemble(g, new Array<undefined>(chunkCount(g)).fill(undefined));
+}
+
 function assemble(g: ShardGeometry, chunks: ReadonlyArray<Uint8Array[] | undefined>): Uint8Array {
   const sizes = chunks.map((pieces) => pieces?.reduce((n, piece) => n + piece.byteLength, 0));
   const payload = sizes.reduce((n: number, size) => n + (size ?? 0), 0);

@@ -1,1 +1,2 @@
+export { nodeFetch } from './fetch';
 export { fileSource } from './file-source';

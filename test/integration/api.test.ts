@@ -204,6 +204,17 @@ describe('OpenAPI document', () => {
       const path = 'root' in endpoint && endpoint.root ? endpoint.path : `/api/v1${endpoint.path}`;
       expect(document.paths[path]?.[endpoint.method]).toBeDefined();
     }
+    // The older names Strand's clients call are marked deprecated, and nothing else is.
+    const deprecated = Object.entries(document.paths).flatMap(([path, operations]) =>
+      Object.entries(operations)
+        .filter(([, operation]) => (operation as { deprecated?: boolean }).deprecated)
+        .map(([method]) => `${method.toUpperCase()} ${path}`),
+    );
+    expect(deprecated.sort()).toEqual([
+      'PATCH /api/v1/samples/retention',
+      'PATCH /api/v1/samples/{id}/retention',
+      'POST /api/v1/predict/estimate',
+    ]);
   });
 });
 

@@ -151,10 +151,10 @@ function openStream(
   });
 }
 
-const statusFrames = (stream: Stream) => stream.frames.filter((frame) => frame.event === 'status');
+const statusFrames = (stream: Stream) => stream.frames.filter((frame) => frame.event === 'message');
 const ids = (frames: Frame[]) => frames.map((frame) => Number(frame.id));
 const hasId = (id: number) => (frames: Frame[]) =>
-  frames.some((f) => f.event === 'status' && f.id === String(id));
+  frames.some((f) => f.event === 'message' && f.id === String(id));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function openStreamsGauge(): Promise<number> {
@@ -182,15 +182,15 @@ describe('GET /jobs/{id}/stream', () => {
     expect(ids(frames)).toEqual([1, 2, 3, 4, 5]);
     for (const frame of frames) expect(frame.retry).toBe('5000');
     expect(frames.map((frame) => JSON.parse(frame.data))).toEqual([
-      { status: 'queued', progress: null, resultStoragePath: null },
-      { status: 'dispatching', progress: null, resultStoragePath: null },
-      { status: 'preprocessing', progress: null, resultStoragePath: null },
-      { status: 'running', progress: 0, resultStoragePath: null },
-      { status: 'running', progress: 0.25, resultStoragePath: null },
+      { id: jobId, status: 'queued', progress: null, resultStoragePath: null, resultGcsPath: null },
+      { id: jobId, status: 'dispatching', progress: null, resultStoragePath: null, resultGcsPath: null },
+      { id: jobId, status: 'preprocessing', progress: null, resultStoragePath: null, resultGcsPath: null },
+      { id: jobId, status: 'running', progress: 0, resultStoragePath: null, resultGcsPath: null },
+      { id: jobId, status: 'running', progress: 0.25, resultStoragePath: null, resultGcsPath: null },
     ]);
     // The frame text itself, as DECISIONS.md fixes it.
     expect(stream.body).toContain(
-      'event: status\nid: 2\nretry: 5000\ndata: {"status":"dispatching","progress":null,"resultStoragePath":null}\n\n',
+      `event: message\nid: 2\nretry: 5000\ndata: {"id":"${jobId}","status":"dispatching","progress":null,"resultStoragePath":null,"resultGcsPath":null}\n\n`,
     );
     stream.close();
   });
@@ -257,16 +257,18 @@ describe('GET /jobs/{id}/stream', () => {
     await append(jobId, 'completed', 1, `orgs/x/jobs/${jobId}/result/`);
     await stream.ended;
     expect(stream.events()).toEqual([
-      expect.objectContaining({ event: 'status', id: '1' }),
-      expect.objectContaining({ event: 'status', id: '2' }),
+      expect.objectContaining({ event: 'message', id: '1' }),
+      expect.objectContaining({ event: 'message', id: '2' }),
       {
-        event: 'status',
+        event: 'message',
         id: '3',
         retry: '5000',
         data: JSON.stringify({
+          id: jobId,
           status: 'completed',
           progress: 1,
           resultStoragePath: `orgs/x/jobs/${jobId}/result/`,
+          resultGcsPath: `orgs/x/jobs/${jobId}/result/`,
         }),
       },
       { event: 'end', id: '3', data: '{}' },
@@ -275,7 +277,7 @@ describe('GET /jobs/{id}/stream', () => {
     // A late client still sees the whole story and the end.
     const late = await openStream(jobId);
     await late.ended;
-    expect(late.events().map((frame) => frame.event)).toEqual(['status', 'status', 'status', 'end']);
+    expect(late.events().map((frame) => frame.event)).toEqual(['message', 'message', 'message', 'end']);
     // A resumption at the terminal event: nothing will follow, and 204 stops EventSource.
     const resumed = await openStream(jobId, { lastEventId: '3' });
     expect(resumed.status).toBe(204);
@@ -283,7 +285,7 @@ describe('GET /jobs/{id}/stream', () => {
     const earlier = await openStream(jobId, { lastEventId: '2' });
     await earlier.ended;
     expect(earlier.events().map((frame) => [frame.event, frame.id])).toEqual([
-      ['status', '3'],
+      ['message', '3'],
       ['end', '3'],
     ]);
   });
@@ -296,7 +298,7 @@ describe('GET /jobs/{id}/stream', () => {
       await stream.until(hasId(1));
       await append(jobId, terminal);
       await stream.ended;
-      expect(stream.events().map((frame) => frame.event)).toEqual(['status', 'status', 'end']);
+      expect(stream.events().map((frame) => frame.event)).toEqual(['message', 'message', 'end']);
     },
   );
 

@@ -107,7 +107,7 @@ describe('the whole flow', () => {
       fileSize: 1000,
       contentType: 'image/tiff',
     });
-    expect(created.status).toBe(201);
+    expect(created.status).toBe(200);
     expect((await apiClient(stack.api, second.apiKey)('GET', `/uploads/${created.json.id}`)).status).toBe(
       200,
     );

@@ -293,8 +293,8 @@ describe('POST /predict: the sample', () => {
     }
   });
 
-  test('not ready, or in Trash: 409 sample_not_ready', async () => {
-    for (const status of ['uploading', 'deid_running', 'preprocessing', 'preprocess_failed'] as const) {
+  test('still uploading, failed, or in Trash: 409 sample_not_ready', async () => {
+    for (const status of ['uploading', 'upload_failed', 'deid_failed', 'preprocess_failed'] as const) {
       const id = await pricedSample(stack.tenant, 10, 0.5, { status });
       const response = await call('POST', '/predict', { uploadId: id, markers: ['CD3'] });
       expect({ status, code: response.status, error: response.json.error }).toEqual({
@@ -311,6 +311,58 @@ describe('POST /predict: the sample', () => {
       error: 'sample_not_ready',
       message: expect.stringMatching(/Trash/),
     });
+  });
+
+  test('before ready: the dry run is 409, a submission reserves every grid position of the slide', async () => {
+    const { tenant, call: tenantCall } = await tenantWith(300);
+    for (const status of ['deid_running', 'preprocessing'] as const) {
+      // insertSample's slide: 2000 x 1500 px at 0.5 µm, a grid of 224 px: 9 x 7 positions.
+      const id = await pricedSample(tenant, null, 0.5, { status });
+      const dry = await tenantCall('POST', '/predict', { uploadId: id, markers: ['CD3'], dryRun: true });
+      expect({ code: dry.status, error: dry.json.error }).toEqual({ code: 409, error: 'sample_not_ready' });
+      const estimate = await tenantCall('POST', '/predict/estimate', { uploadId: id, markers: ['CD3'] });
+      expect({ code: estimate.status, error: estimate.json.error }).toEqual({
+        code: 409,
+        error: 'sample_not_ready',
+      });
+      const submitted = await tenantCall('POST', '/predict', { uploadId: id, markers: ['CD3', 'CD8'] });
+      expect(submitted.status).toBe(202);
+      expect(submitted.json).toMatchObject({ status: 'queued', reservedCredits: 63 * 2 });
+      const [job] = await stack.sql`
+        SELECT patch_count, reserved_credits::int AS reserved, price_provisional FROM jobs
+        WHERE id = ${submitted.json.jobId}`;
+      expect(job).toEqual({ patch_count: 63, reserved: 126, price_provisional: true });
+    }
+    expect(await creditSummary(stack.sql, tenant.organizationId)).toEqual({ balance: 300, pending: 252 });
+    // The upper bound is checked against the credits like any price.
+    const another = await pricedSample(tenant, null, 0.5, { status: 'deid_running' });
+    const refused = await tenantCall('POST', '/predict', {
+      uploadId: another,
+      markers: ['CD3', 'CD8', 'PanCK'],
+    });
+    expect(refused.json).toMatchObject({ error: 'insufficient_credits', required: 63 * 3 });
+    // No header read yet, or no scale in it.
+    await stack.sql`UPDATE samples SET width_px = NULL, height_px = NULL WHERE id = ${another}`;
+    const unread = await tenantCall('POST', '/predict', { uploadId: another, markers: ['CD3'] });
+    expect({ code: unread.status, error: unread.json.error }).toEqual({
+      code: 409,
+      error: 'sample_not_ready',
+    });
+    const unscaled = await pricedSample(tenant, null, null, { status: 'deid_running' });
+    const noMpp = await tenantCall('POST', '/predict', { uploadId: unscaled, markers: ['CD3'] });
+    expect({ code: noMpp.status, error: noMpp.json.error }).toEqual({ code: 409, error: 'mpp_required' });
+  });
+
+  test('POST /predict/estimate is the dry run under its older name', async () => {
+    const markers = ['CD3', 'CD8'];
+    const sample = await pricedSample(stack.tenant, 17);
+    const dry = await call('POST', '/predict', { uploadId: sample, markers, dryRun: true });
+    const estimate = await call('POST', '/predict/estimate', { uploadId: sample, markers });
+    expect(estimate.status).toBe(200);
+    expect(estimate.json).toEqual(dry.json);
+    expect(estimate.json).toMatchObject({ patchCount: 17, estimatedCredits: 34 });
+    const extra = await call('POST', '/predict/estimate', { uploadId: sample, markers, dryRun: false });
+    expect(extra.status).toBe(400);
   });
 
   test('no usable mpp: 409 mpp_required; a count missing or taken at another mpp: 409 sample_not_ready', async () => {

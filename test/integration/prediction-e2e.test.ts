@@ -66,13 +66,13 @@ test('upload -> ready -> dry run -> submit -> stream to completed -> results rea
   const jobId = submitted.json.jobId as string;
 
   const frames = await streamUntilEnd(jobId);
-  const statuses = frames.filter((f) => f.event === 'status').map((f) => JSON.parse(f.data).status);
+  const statuses = frames.filter((f) => f.event === 'message').map((f) => JSON.parse(f.data).status);
   expect(statuses[0]).toBe('queued');
   const failure = (await call('GET', `/jobs/${jobId}`)).json.errorMessage;
   expect({ last: statuses.at(-1), failure }).toEqual({ last: 'completed', failure: null });
   for (const status of ['dispatching', 'preprocessing', 'running', 'postprocessing'])
     expect(statuses).toContain(status);
-  const ids = frames.filter((f) => f.event === 'status').map((f) => Number(f.id));
+  const ids = frames.filter((f) => f.event === 'message').map((f) => Number(f.id));
   expect(ids).toEqual([...ids].sort((a, b) => a - b));
   expect(frames.at(-1)!.event).toBe('end');
 

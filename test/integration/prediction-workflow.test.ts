@@ -28,11 +28,13 @@ afterAll(async () => {
 
 async function runWith(
   predict: Activities['predictJob'],
+  price: Activities['priceJobOnReadySample'] = async () => ({ state: 'priced' }),
 ): Promise<{ status: string; finished: FinishInput[]; refreshed: string[] }> {
   const finished: FinishInput[] = [];
   const refreshed: string[] = [];
   const stand = {
     dispatchJob: async () => ({ active: true }),
+    priceJobOnReadySample: price,
     planJob: async () => ({ active: true, positions: 100 }),
     predictJob: predict,
     postprocessJob: async () => ({ active: true }),
@@ -113,5 +115,23 @@ test('a step that fails for good: failed with its message, settled once', async 
   expect(status).toBe('failed');
   expect(finished).toEqual([
     expect.objectContaining({ outcome: 'failed', errorMessage: expect.stringContaining('priced for 4') }),
+  ]);
+});
+
+test('submitted before ready: waits while the sample is prepared, then runs', async () => {
+  const answers = ['waiting', 'waiting', 'priced'] as const;
+  let looks = 0;
+  const { status } = await runWith(run(100, 0), async () => ({ state: answers[looks++]! }));
+  expect(status).toBe('completed');
+  expect(looks).toBe(3);
+});
+
+test('submitted before ready on a sample that fails: failed with the sample reason, settled once', async () => {
+  const { status, finished } = await runWith(run(100, 0), async () => {
+    throw ApplicationFailure.nonRetryable('the sample ended deid_failed: not a slide', 'sample_failed');
+  });
+  expect(status).toBe('failed');
+  expect(finished).toEqual([
+    expect.objectContaining({ outcome: 'failed', errorMessage: 'the sample ended deid_failed: not a slide' }),
   ]);
 });

@@ -163,6 +163,31 @@ describe('expiration', () => {
     expect((await call('PATCH', `/samples/${id}/expiration`, body)).status).toBe(422);
   });
 
+  test('the older names: /retention with pin is /expiration with neverExpire, gate included', async () => {
+    const id = await sampleOf(owner.userId);
+    const pinned = await call('PATCH', `/samples/${id}/retention`, { pin: true, reason: 'keep it' });
+    expect(pinned.status).toBe(200);
+    expect(pinned.json).toMatchObject({ id, expiresAt: null, expiresAtSource: 'custom' });
+    const dated = await call('PATCH', `/samples/${id}/retention`, { expiresAt: '2031-01-01T00:00:00Z' });
+    expect(dated.json).toMatchObject({ expiresAt: '2031-01-01T00:00:00.000Z', expiresAtSource: 'custom' });
+    expect((await call('PATCH', `/samples/${id}/retention`, { neverExpire: true })).status).toBe(400);
+    expect((await call('PATCH', `/samples/${id}/retention`, { pin: true, useOrgDefault: true })).status).toBe(
+      422,
+    );
+    expect((await member.call('PATCH', `/samples/${id}/retention`, { pin: true })).status).toBe(403);
+
+    const other = await sampleOf(owner.userId);
+    const bulk = await call('PATCH', '/samples/retention', { sampleIds: [id, other], pin: true });
+    expect(bulk.json).toEqual({ updated: 2, batchId: expect.any(String) });
+    expect((await call('GET', `/samples/${other}`)).json).toMatchObject({
+      willExpire: false,
+      expiresAt: null,
+    });
+    expect((await call('PATCH', '/samples/retention', { sampleIds: [id], neverExpire: true })).status).toBe(
+      400,
+    );
+  });
+
   test('the gate: the creator, an owner or admin; another member is 403', async () => {
     const mine = await sampleOf(member.userId);
     const theirs = await sampleOf(owner.userId);

@@ -26,7 +26,7 @@ async function createUpload(fileSize: number, extra: Record<string, unknown> = {
     contentType: 'image/tiff',
     ...extra,
   });
-  expect(created.status).toBe(201);
+  expect(created.status).toBe(200);
   return created.json;
 }
 
@@ -43,7 +43,7 @@ async function waitForWorkflow(workflowId: string) {
 }
 
 describe('resumable uploads', () => {
-  test('a new upload answers 201 with a session URL and the sample in uploading', async () => {
+  test('a new upload answers 200 with a session URL, gcsPath, and the sample in uploading', async () => {
     const upload = await createUpload(1234, { name: '  My slide ', mpp: { x: 0.25, y: 0.25 } });
     expect(upload).toMatchObject({
       filename: 'slide.svs',
@@ -57,6 +57,7 @@ describe('resumable uploads', () => {
     expect(upload.uploadId).toBe(upload.id);
     expect(upload.uploadUrl).toContain(`/api/v1/upload-sessions/${upload.id}?token=`);
     expect(upload.storagePath).toContain(`/samples/${upload.id}/original/slide.svs`);
+    expect(upload.gcsPath).toBe(upload.storagePath);
     const [row] = await stack.sql`SELECT name, mpp_override FROM samples WHERE id = ${upload.id}`;
     expect(row).toEqual({ name: 'My slide', mpp_override: 0.25 });
   });
@@ -222,7 +223,7 @@ describe('resumable uploads', () => {
       contentType: 'image/tiff',
       contentSha256: hash,
     });
-    expect(foreign.status).toBe(201);
+    expect(foreign.status).toBe(200);
   });
 
   test('complete is idempotent and returns the upload as it stands', async () => {

@@ -17,11 +17,19 @@ export function testPython(): string {
   return python;
 }
 
-/** Runs a Python snippet with `args` as `sys.argv[1:]`; resolves its stdout. */
-export function runPython(script: string, args: readonly string[] = []): Promise<string> {
+/**
+ * Runs a Python snippet with `args` as `sys.argv[1:]` (and `env` over this process's
+ * environment); resolves its stdout.
+ */
+export function runPython(
+  script: string,
+  args: readonly string[] = [],
+  env: Record<string, string> = {},
+): Promise<string> {
   const python = testPython();
   return new Promise((resolve, reject) => {
-    execFile(python, ['-c', script, ...args], { maxBuffer: 256 << 20 }, (err, stdout) => {
+    const options = { maxBuffer: 256 << 20, env: { ...process.env, ...env } };
+    execFile(python, ['-c', script, ...args], options, (err, stdout) => {
       // The message already ends with stderr (the traceback).
       if (err) reject(new Error(`python failed: ${err.message}`));
       else resolve(stdout);
@@ -30,8 +38,12 @@ export function runPython(script: string, args: readonly string[] = []): Promise
 }
 
 /** Runs a Python snippet that prints one JSON document; resolves it parsed. */
-export async function runPythonJson<T>(script: string, args: readonly string[] = []): Promise<T> {
-  const out = await runPython(script, args);
+export async function runPythonJson<T>(
+  script: string,
+  args: readonly string[] = [],
+  env: Record<string, string> = {},
+): Promise<T> {
+  const out = await runPython(script, args, env);
   try {
     return JSON.parse(out) as T;
   } catch {

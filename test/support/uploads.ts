@@ -20,7 +20,7 @@ export async function uploadBytes(
     ...fields,
     fileSize: bytes.length,
   });
-  if (created.status !== 201) throw new Error(`POST /uploads answered ${created.status}: ${created.text}`);
+  if (created.status !== 200) throw new Error(`POST /uploads answered ${created.status}: ${created.text}`);
   const upload = created.json;
   if (bytes.length === 0) {
     const response = await fetch(upload.uploadUrl, {
