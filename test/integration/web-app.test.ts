@@ -205,6 +205,25 @@ test('an unknown sample id shows the service message, not a blank page', async (
   await shoot('sample-not-found');
 });
 
+test('on a narrow screen no page scrolls sideways', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    for (const route of ['/samples', `/samples/${sampleId}`, '/samples/trash', '/upload', '/settings']) {
+      await page.goto(at(route));
+      await page.waitForLoadState('networkidle');
+      const overflow = await page.evaluate<number>(
+        'document.documentElement.scrollWidth - window.innerWidth',
+      );
+      expect({ route, overflow }).toEqual({ route, overflow: 0 });
+    }
+    await page.goto(at('/samples'));
+    await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+    await shoot('samples-narrow');
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+});
+
 test('every control has a label, and no page broke its CSP or threw', async () => {
   for (const route of ['/samples', `/samples/${sampleId}`, '/samples/trash', '/upload', '/settings']) {
     await page.goto(at(route));

@@ -110,7 +110,7 @@ function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => v
 
 function jobHistory(sample: Sample): HTMLElement {
   if (sample.jobs.length === 0) return h('p', { id: 'jobs' }, 'No prediction jobs yet.');
-  return h(
+  const table = h(
     'table',
     { id: 'jobs' },
     h('caption', {}, `Prediction jobs (${sample.jobCount} in all, newest first)`),
@@ -142,6 +142,7 @@ function jobHistory(sample: Sample): HTMLElement {
       ),
     ),
   );
+  return h('div', { class: 'table-wrap' }, table);
 }
 
 function trashControls(sps: SpsClient, sample: Sample, reload: () => void): HTMLElement {
