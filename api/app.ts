@@ -24,6 +24,7 @@ import { referenceRoutes } from './routes/reference';
 import { sampleRoutes } from './routes/samples';
 import { segmentationRoutes } from './routes/segmentation';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
+import { defaultWebRoot, webAppRoutes } from './routes/web-app';
 import { createCatalogService } from './services/catalog';
 import { createExportService } from './services/exports';
 import { createJobStreamService, registerJobStreamMetrics } from './services/job-stream';
@@ -50,6 +51,8 @@ export interface ApiSettings {
   publicBaseUrl: string;
   /** Root of the web application, for `appUrl` fields. */
   appUrl: string;
+  /** The built web application (vite's output); `dist/web` of this checkout by default. */
+  webRoot?: string;
   signingSecret: string;
   oauth?: OAuthSettings;
   limits: {
@@ -193,6 +196,13 @@ export function createApp(deps: ApiDeps): Express {
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
   app.use(authorizationServerRoutes({ sql, server: authServer }));
   app.use(API_PREFIX, v1);
+  app.use(
+    webAppRoutes({
+      appUrl: settings.appUrl,
+      publicBaseUrl: settings.publicBaseUrl,
+      webRoot: settings.webRoot ?? defaultWebRoot(),
+    }),
+  );
   app.use((_req, _res, next) => next(notFound('endpoint')));
   app.use(errorHandler(logger));
   return app;

@@ -129,6 +129,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     [
       '',
       'Slide Prediction Service is running.',
+      `  Web app:      ${config.http.appUrl}/samples   (sign in: paste the demo API key under Settings)`,
       `  API:          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`,
       `  Temporal UI:  ${temporalUi}`,
       `  Demo API key: ${apiKey}`,

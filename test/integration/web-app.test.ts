@@ -1,0 +1,237 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { grantCredits } from '../../db/credits';
+import { apiClient } from '../support/http';
+import { insertSampleWithResults, publish } from '../support/public-samples';
+import { startStack, type TestStack } from '../support/stack';
+import { SHARED_WSI } from '../support/uploads';
+
+/** Debian's chromium (installed by `.ci/run`), driven headless. */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SLIDE = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
+
+let stack: TestStack;
+let browser: Browser;
+let page: Page;
+let screenshots: string;
+const problems: string[] = [];
+let sampleId: string;
+
+const at = (route: string) => `${stack.baseUrl}${route}`;
+const shoot = (name: string) =>
+  page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+  // Artifacts outlive the run's scratch folder: SPS_TEST_ARTIFACTS, else .data/ (git-ignored).
+  screenshots = path.join(
+    process.env.SPS_TEST_ARTIFACTS ?? path.join(__dirname, '..', '..', '.data', 'test-artifacts'),
+    'web-app',
+  );
+  await mkdir(screenshots, { recursive: true });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && /Content Security Policy/i.test(message.text()))
+      problems.push(message.text());
+  });
+}, 120_000);
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+});
+
+test('app pages carry a self-only CSP that forbids framing, and nosniff', async () => {
+  for (const route of [
+    '/samples',
+    '/samples/trash',
+    '/samples/00000000-0000-4000-8000-000000000000',
+    '/upload',
+    '/settings',
+  ]) {
+    const response = await fetch(at(route));
+    expect({ route, status: response.status }).toEqual({ route, status: 200 });
+    const policy = response.headers.get('content-security-policy') ?? '';
+    expect(policy).toContain("frame-ancestors 'none'");
+    expect(policy).toContain("script-src 'self'");
+    expect(policy).toMatch(/connect-src 'self'/);
+    expect(policy).not.toMatch(/https?:\/\/(?!127\.0\.0\.1)/);
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+  }
+  const asset = /src="\.\/(assets\/[^"]+\.js)"/.exec(await (await fetch(at('/samples'))).text())![1]!;
+  const script = await fetch(at(`/${asset}`));
+  expect(script.status).toBe(200);
+  expect(script.headers.get('content-type')).toMatch(/javascript/);
+});
+
+test('without a key the list says where to set one; the key lives in sessionStorage only', async () => {
+  await page.goto(at('/samples'));
+  await expect(page.locator('#status').textContent()).resolves.toContain('No API key');
+  await page.getByRole('link', { name: 'Settings', exact: true }).first().click();
+  await page.getByLabel('API key (development sign-in)').fill(stack.tenant.apiKey);
+  await page.keyboard.press('Enter');
+  await page.locator('#key-state', { hasText: 'An API key is set' }).waitFor();
+  const storage = await page.evaluate(() => ({
+    session: sessionStorage.getItem('sps.apiKey'),
+    local: localStorage.length,
+  }));
+  expect(storage).toEqual({ session: stack.tenant.apiKey, local: 0 });
+});
+
+test('a slide dropped on the upload page goes up resumably and follows ingest to ready', async () => {
+  await page.goto(at('/upload'));
+  await page.getByLabel('Segment cells once each slide is ready').uncheck();
+  await page.setInputFiles('#files', SLIDE);
+  const upload = page.locator('li.upload', { hasText: 'CMU-1-Small-Region.svs' });
+  await upload.locator('.badge-ready').waitFor({ timeout: 180_000 });
+  // Evaluated in the page; this program has no DOM types.
+  const bar = await upload
+    .locator('progress')
+    .evaluate((element: { value: number; max: number }) => ({ value: element.value, max: element.max }));
+  expect(bar.value).toBe(bar.max);
+  await shoot('upload');
+  const href = await upload.getByRole('link', { name: 'Open sample' }).getAttribute('href');
+  sampleId = href!.split('/').pop()!;
+  const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
+  expect(detail.json).toMatchObject({ status: 'ready', filename: 'CMU-1-Small-Region.svs' });
+}, 240_000);
+
+test('the list shows the sample, and a facet filter makes the page URL the API query', async () => {
+  await page.goto(at('/samples'));
+  await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+  await shoot('samples');
+  await page.getByLabel('ready', { exact: true }).check();
+  await page.getByLabel('Search name or filename').fill('CMU-1');
+  const [request] = await Promise.all([
+    page.waitForRequest((candidate) => new URL(candidate.url()).pathname === '/api/v1/samples'),
+    page.getByRole('button', { name: 'Apply filters' }).click(),
+  ]);
+  await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+  const pageUrl = new URL(page.url());
+  expect(pageUrl.pathname).toBe('/samples');
+  expect(pageUrl.search).toBe('?q=CMU-1&status=ready');
+  expect(new URL(request.url()).search).toBe(pageUrl.search);
+  const answer = (await (await request.response())!.json()) as { appUrl: string };
+  expect(new URL(answer.appUrl).search).toBe(pageUrl.search);
+
+  // The same URL typed in afresh lists the same sample with the same filters set.
+  await page.goto(page.url());
+  await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+  await expect(page.getByLabel('ready', { exact: true }).isChecked()).resolves.toBe(true);
+});
+
+test('the sample page edits the name and shows the contract error for an invalid mpp inline', async () => {
+  await page.locator(`tr[data-id="${sampleId}"] a`).click();
+  await page.waitForURL(`**/samples/${sampleId}`);
+  await page.getByLabel('Name', { exact: true }).fill('Web renamed');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('h1', { hasText: 'Web renamed' }).waitFor();
+  const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
+  expect(detail.json.name).toBe('Web renamed');
+
+  await page.getByLabel('Microns per pixel').fill('500');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  const error = page.locator('#mpp-error');
+  await error.waitFor();
+  await expect(error.textContent()).resolves.toMatch(/validation_failed.*mpp/);
+  await expect(page.getByLabel('Microns per pixel').getAttribute('aria-invalid')).resolves.toBe('true');
+  await shoot('sample');
+});
+
+test('the sample page prices a prediction, submits it, follows its stream and cancels it', async () => {
+  await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
+  await page.goto(at(`/samples/${sampleId}`));
+  const markers = page.locator('fieldset.markers input[type="checkbox"]');
+  await markers.first().waitFor();
+  await markers.first().check();
+  await page.getByRole('button', { name: 'Price' }).click();
+  await expect(page.locator('#price', { hasText: 'credits' }).textContent()).resolves.toMatch(
+    /\d+ credits for \d+ patches × 1 markers; balance \d+/,
+  );
+  await page.getByRole('button', { name: 'Submit prediction' }).click();
+  await page.locator('#job-state .badge').waitFor();
+  await shoot('sample-predicting');
+  await page.getByRole('button', { name: 'Cancel job' }).click();
+  // The stream ends on the terminal status and the page reloads the job history.
+  await page.locator('#jobs .badge-cancelled').waitFor({ timeout: 60_000 });
+  const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
+  expect(detail.json.jobs[0]).toMatchObject({ status: 'cancelled' });
+}, 120_000);
+
+test('a trashed sample is listed in Trash and restored from there', async () => {
+  await page.goto(at(`/samples/${sampleId}`));
+  await page.getByRole('button', { name: 'Move to Trash' }).click();
+  await page.getByRole('button', { name: 'Restore from Trash' }).waitFor();
+  await page.getByRole('link', { name: 'Trash', exact: true }).click();
+  const row = page.locator(`tr[data-id="${sampleId}"]`);
+  await row.waitFor();
+  await shoot('trash');
+  await row.getByRole('button', { name: 'Restore Web renamed' }).click();
+  await row.waitFor({ state: 'detached' });
+  const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
+  expect(detail.json.trashedAt).toBeNull();
+});
+
+test("a public sample's appUrl opens a page with its thumbnail", async () => {
+  // Publishing needs a completed prediction: a sample stored as ingest and a prediction leave it.
+  const stored = await insertSampleWithResults(stack.sql, stack.store, {
+    organizationId: stack.tenant.organizationId,
+    createdBy: stack.tenant.userId,
+    name: 'Published tonsil',
+  });
+  const publicId = await publish(stack.sql, stored.sampleId, ['--markers', 'CD3']);
+  const list = await apiClient(stack.api, stack.tenant.apiKey)('GET', '/samples?scope=public');
+  const row = (list.json.items as { id: string; appUrl: string }[]).find((item) => item.id === publicId);
+  expect(new URL(row!.appUrl).pathname).toBe(`/public/samples/${publicId}`);
+  await page.goto(at(new URL(row!.appUrl).pathname));
+  const thumbnail = page.locator('#thumbnail');
+  await thumbnail.waitFor();
+  await expect(
+    thumbnail.evaluate(
+      (image: { complete: boolean; naturalWidth: number }) => image.complete && image.naturalWidth,
+    ),
+  ).resolves.toBeGreaterThan(0);
+  await shoot('public-sample');
+});
+
+test('an unknown sample id shows the service message, not a blank page', async () => {
+  const response = await page.goto(at('/samples/00000000-0000-4000-8000-000000000000'));
+  expect(response!.status()).toBe(200);
+  const status = page.locator('#status');
+  await status.locator('code').waitFor();
+  await expect(status.textContent()).resolves.toMatch(/not_found.*not found/);
+  await shoot('sample-not-found');
+});
+
+test('on a narrow screen no page scrolls sideways', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    for (const route of ['/samples', `/samples/${sampleId}`, '/samples/trash', '/upload', '/settings']) {
+      await page.goto(at(route));
+      await page.waitForLoadState('networkidle');
+      const overflow = await page.evaluate<number>(
+        'document.documentElement.scrollWidth - window.innerWidth',
+      );
+      expect({ route, overflow }).toEqual({ route, overflow: 0 });
+    }
+    await page.goto(at('/samples'));
+    await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+    await shoot('samples-narrow');
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+});
+
+test('every control has a label, and no page broke its CSP or threw', async () => {
+  for (const route of ['/samples', `/samples/${sampleId}`, '/samples/trash', '/upload', '/settings']) {
+    await page.goto(at(route));
+    await page.waitForLoadState('networkidle');
+    const unlabelled = await page.evaluate<string[]>(`[...document.querySelectorAll('input, select')]
+      .filter((control) => control.labels.length === 0 && !control.getAttribute('aria-label'))
+      .map((control) => control.outerHTML)`);
+    expect({ route, unlabelled }).toEqual({ route, unlabelled: [] });
+  }
+  expect(problems).toEqual([]);
+});

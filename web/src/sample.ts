@@ -1,0 +1,330 @@
+import { type SpsClient, streamJob } from '../../sdk';
+import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
+import { client } from './session';
+
+type Sample = Awaited<ReturnType<SpsClient['samples']['get']>>;
+type Job = Sample['jobs'][number];
+
+/** The sample id from `/samples/{id}` (the last path segment, whatever the APP_URL prefix). */
+function sampleId(): string {
+  return decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
+}
+
+function metadata(sample: Sample): HTMLElement {
+  const entries: [string, Node | string][] = [
+    ['Status', badge(sample.status)],
+    ['Filename', sample.filename],
+    ['Size', bytes(Number(sample.fileSize))],
+    ['Dimensions', sample.widthPx && sample.heightPx ? `${sample.widthPx} × ${sample.heightPx} px` : '—'],
+    ['Microns per pixel', sample.mpp === null ? '—' : String(sample.mpp)],
+    ['Tags', sample.tags.join(', ') || '—'],
+    ['Uploaded', when(sample.createdAt)],
+    ['Expires', sample.expiresAt ? `${when(sample.expiresAt)} (${sample.expiresAtSource})` : 'never'],
+    ['In Trash since', sample.trashedAt ? when(sample.trashedAt) : '—'],
+    ['Segmentation', sample.segmentation.status.replaceAll('_', ' ')],
+  ];
+  return h(
+    'dl',
+    { class: 'meta' },
+    ...entries.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]),
+  );
+}
+
+/**
+ * Edits name, tags and mpp with one PATCH of the changed properties; a refusal is shown inline
+ * beside the field the service's message names (its message starts with the field's path).
+ */
+function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => void): HTMLFormElement {
+  const field = (id: string, label: string, value: string, hint?: string) => {
+    const error = h('p', { id: `${id}-error`, class: 'field-error', role: 'alert', hidden: true });
+    const input = h('input', { id, name: id, type: 'text', value, 'aria-describedby': `${id}-error` });
+    return {
+      input,
+      error,
+      node: h(
+        'div',
+        { class: 'field' },
+        h('label', { for: id }, label),
+        input,
+        hint ? h('small', {}, hint) : null,
+        error,
+      ),
+    };
+  };
+  const name = field('name', 'Name', sample.name ?? '', 'Empty reverts to the filename.');
+  const tags = field('tags', 'Tags', sample.tags.join(', '), 'Comma separated.');
+  const mpp = field('mpp', 'Microns per pixel', sample.mpp === null ? '' : String(sample.mpp));
+  const formError = h('p', { id: 'edit-error', class: 'field-error', role: 'alert', hidden: true });
+  const saved = h('p', { role: 'status', class: 'note' });
+  const form = h(
+    'form',
+    { class: 'edit', 'aria-label': 'Edit sample' },
+    name.node,
+    tags.node,
+    mpp.node,
+    formError,
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save changes')),
+    saved,
+  );
+  const fields = { name, tags, mpp };
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    for (const part of [...Object.values(fields).map((f) => f.error), formError]) clearError(part);
+    saved.textContent = '';
+    const body: Record<string, unknown> = {};
+    if (name.input.value.trim() !== (sample.name ?? '')) body.name = name.input.value;
+    const tagList = tags.input.value
+      .split(',')
+      .map((tag) => tag.trim())
+      .filter(Boolean);
+    if (tagList.join(',') !== sample.tags.join(',')) body.fields = { tags: tagList };
+    const mppText = mpp.input.value.trim();
+    if (mppText !== (sample.mpp === null ? '' : String(sample.mpp))) {
+      // A number goes as a number; anything else goes as typed, for the service to judge.
+      body.mpp = mppText !== '' && Number.isFinite(Number(mppText)) ? Number(mppText) : mppText;
+    }
+    if (Object.keys(body).length === 0) {
+      saved.textContent = 'Nothing changed.';
+      return;
+    }
+    try {
+      const updated = await sps.samples.update(
+        sample.id,
+        body as Parameters<SpsClient['samples']['update']>[1],
+      );
+      saved.textContent = 'Saved.';
+      onSaved(updated as Sample);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      const named = (Object.keys(fields) as (keyof typeof fields)[]).find((key) =>
+        new RegExp(`\\b${key}\\b`).test(message),
+      );
+      const target = named ? fields[named] : undefined;
+      showError(err, target?.error ?? formError);
+      target?.input.setAttribute('aria-invalid', 'true');
+      target?.input.focus();
+    }
+  });
+  return form;
+}
+
+function jobHistory(sample: Sample): HTMLElement {
+  if (sample.jobs.length === 0) return h('p', { id: 'jobs' }, 'No prediction jobs yet.');
+  const table = h(
+    'table',
+    { id: 'jobs' },
+    h('caption', {}, `Prediction jobs (${sample.jobCount} in all, newest first)`),
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        ...['Status', 'Markers', 'Progress', 'Credits', 'Created', 'Completed'].map((label) =>
+          h('th', { scope: 'col' }, label),
+        ),
+      ),
+    ),
+    h(
+      'tbody',
+      {},
+      ...sample.jobs.map((job: Job) =>
+        h(
+          'tr',
+          {},
+          h('td', {}, badge(job.status)),
+          h('td', {}, job.markers.join(', ')),
+          h('td', {}, job.progress === null ? '—' : `${Math.round(job.progress * 100)} %`),
+          h('td', {}, job.reservedCredits === null ? '—' : String(job.reservedCredits)),
+          h('td', {}, when(job.createdAt)),
+          h('td', {}, when(job.completedAt)),
+        ),
+      ),
+    ),
+  );
+  return h('div', { class: 'table-wrap' }, table);
+}
+
+function trashControls(sps: SpsClient, sample: Sample, reload: () => void): HTMLElement {
+  const status = h('p', { role: 'alert', hidden: true, class: 'field-error' });
+  const act = (label: string, run: () => Promise<unknown>) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        onclick: async () => {
+          clearError(status);
+          try {
+            await run();
+            reload();
+          } catch (err) {
+            showError(err, status);
+          }
+        },
+      },
+      label,
+    );
+  return h(
+    'div',
+    { class: 'actions' },
+    sample.trashedAt
+      ? act('Restore from Trash', () => sps.samples.restore(sample.id))
+      : act('Move to Trash', () => sps.samples.trash(sample.id)),
+    status,
+  );
+}
+
+/** Markers from `/markers`, the dry-run price and balance, submit, then the job's live stream. */
+async function predictPanel(sps: SpsClient, sample: Sample, reload: () => void): Promise<HTMLElement> {
+  const panel = h(
+    'section',
+    { 'aria-labelledby': 'predict-title' },
+    h('h2', { id: 'predict-title' }, 'Predict'),
+  );
+  if (sample.status !== 'ready') {
+    panel.append(h('p', {}, 'Prediction needs a ready sample.'));
+    return panel;
+  }
+  const catalog = await sps.markers.list();
+  const status = h('p', { role: 'alert', hidden: true, class: 'field-error' });
+  const price = h('p', { id: 'price', role: 'status' });
+  const progress = h('progress', {
+    id: 'job-progress',
+    max: 1,
+    value: 0,
+    hidden: true,
+    'aria-label': 'Job progress',
+  });
+  const jobState = h('p', { id: 'job-state', role: 'status' });
+  const picker = h(
+    'fieldset',
+    { class: 'markers' },
+    h('legend', {}, `Markers (${catalog.count} available)`),
+    ...catalog.markers.map((marker) =>
+      h(
+        'label',
+        { class: 'check' },
+        h('input', { type: 'checkbox', name: 'marker', value: marker.name }),
+        ` ${marker.name}`,
+      ),
+    ),
+  );
+  const chosen = () =>
+    [...picker.querySelectorAll<HTMLInputElement>('input[name="marker"]:checked')].map(
+      (input) => input.value,
+    );
+  const guarded = (run: () => Promise<void>) => async () => {
+    clearError(status);
+    try {
+      await run();
+    } catch (err) {
+      showError(err, status);
+    }
+  };
+  const cancel = h('button', { type: 'button', hidden: true }, 'Cancel job');
+  const follow = async (jobId: string) => {
+    progress.hidden = false;
+    cancel.hidden = false;
+    cancel.onclick = guarded(async () => {
+      await sps.jobs.cancel(jobId);
+    });
+    for await (const event of streamJob(sps, jobId)) {
+      progress.value = event.progress ?? 0;
+      jobState.replaceChildren(
+        'Job ',
+        badge(event.status),
+        event.progress === null ? '' : ` ${Math.round(event.progress * 100)} %`,
+      );
+    }
+    cancel.hidden = true;
+    reload();
+  };
+  panel.append(
+    picker,
+    h(
+      'div',
+      { class: 'actions' },
+      h(
+        'button',
+        {
+          type: 'button',
+          onclick: guarded(async () => {
+            const estimate = await sps.predictions.estimate({ uploadId: sample.id, markers: chosen() });
+            price.textContent = `${estimate.estimatedCredits} credits for ${estimate.patchCount} patches × ${estimate.markerCount} markers; balance ${estimate.orgBalance} (${estimate.orgPending} pending).`;
+          }),
+        },
+        'Price',
+      ),
+      h(
+        'button',
+        {
+          type: 'button',
+          onclick: guarded(async () => {
+            const job = await sps.predictions.submit({ uploadId: sample.id, markers: chosen() });
+            jobState.textContent = `Job queued, ${job.reservedCredits} credits reserved.`;
+            await follow(job.jobId);
+          }),
+        },
+        'Submit prediction',
+      ),
+      cancel,
+    ),
+    price,
+    status,
+    progress,
+    jobState,
+  );
+  return panel;
+}
+
+async function render(sps: SpsClient, id: string): Promise<void> {
+  const content = h('div', { id: 'sample' });
+  const reload = () => void render(sps, id);
+  try {
+    const sample = await sps.samples.get(id);
+    document.title = `${sample.name ?? sample.filename} · Slide Prediction Service`;
+    main().querySelector('h1')!.textContent = sample.name ?? sample.filename;
+    const details = h(
+      'section',
+      { 'aria-labelledby': 'details-title' },
+      h('h2', { id: 'details-title' }, 'Details'),
+    );
+    const paint = (current: Sample) =>
+      details.replaceChildren(h('h2', { id: 'details-title' }, 'Details'), metadata(current));
+    paint(sample);
+    content.append(
+      details,
+      h(
+        'section',
+        { 'aria-labelledby': 'edit-title' },
+        h('h2', { id: 'edit-title' }, 'Edit'),
+        editForm(sps, sample, (updated) => {
+          paint(updated);
+          main().querySelector('h1')!.textContent = updated.name ?? updated.filename;
+        }),
+      ),
+      h(
+        'section',
+        { 'aria-labelledby': 'trash-title' },
+        h('h2', { id: 'trash-title' }, 'Trash'),
+        trashControls(sps, sample, reload),
+      ),
+      h(
+        'section',
+        { 'aria-labelledby': 'jobs-title' },
+        h('h2', { id: 'jobs-title' }, 'Job history'),
+        jobHistory(sample),
+      ),
+      await predictPanel(sps, sample, reload),
+    );
+    clearError();
+  } catch (err) {
+    showError(err);
+  }
+  main().querySelector('#sample')?.remove();
+  main().append(content);
+}
+
+const sps = client();
+if (sps) void render(sps, sampleId());
+else needKey();

@@ -1,0 +1,90 @@
+import type { SpsClient } from '../../sdk';
+import { bytes, clearError, h, main, needKey, showError, when } from './dom';
+import { client } from './session';
+
+type TrashItem = Awaited<ReturnType<SpsClient['samples']['listTrash']>>['items'][number];
+
+/** The Trash: samples that expired or were trashed, each restorable until its purge time. */
+function start(sps: SpsClient): void {
+  const results = h('tbody', {});
+  const summary = h('p', { id: 'trash-summary', role: 'status' });
+  const more = h('button', { type: 'button', hidden: true }, 'Load more');
+  let cursor: string | undefined;
+
+  const row = (item: TrashItem) => {
+    const error = h('span', { role: 'alert', class: 'field-error', hidden: true });
+    const restore = h(
+      'button',
+      {
+        type: 'button',
+        'aria-label': `Restore ${item.name ?? item.filename}`,
+        onclick: async () => {
+          clearError(error);
+          try {
+            await sps.samples.restore(item.id);
+            tr.remove();
+          } catch (err) {
+            showError(err, error);
+          }
+        },
+      },
+      'Restore',
+    );
+    const tr = h(
+      'tr',
+      { 'data-id': item.id },
+      h('td', {}, item.name ?? item.filename),
+      h('td', {}, bytes(Number(item.fileSize))),
+      h('td', {}, when(item.trashedAt)),
+      h('td', {}, when(item.purgeAt)),
+      h('td', {}, restore, error),
+    );
+    return tr;
+  };
+
+  async function load(append: boolean): Promise<void> {
+    clearError();
+    try {
+      const page = await sps.samples.listTrash({ cursor: append ? cursor : undefined });
+      if (!append) results.replaceChildren();
+      results.append(...page.items.map(row));
+      cursor = page.nextCursor ?? undefined;
+      more.hidden = !cursor;
+      summary.textContent = `${results.children.length} sample(s) in Trash.`;
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  more.addEventListener('click', () => void load(true));
+  main().append(
+    summary,
+    h(
+      'div',
+      { class: 'table-wrap' },
+      h(
+        'table',
+        {},
+        h('caption', {}, 'Trashed samples; each is deleted for good at its purge time'),
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            ...['Name', 'Size', 'Trashed', 'Purged at', 'Action'].map((label) =>
+              h('th', { scope: 'col' }, label),
+            ),
+          ),
+        ),
+        results,
+      ),
+    ),
+    more,
+  );
+  void load(false);
+}
+
+const sps = client();
+if (sps) start(sps);
+else needKey();
