@@ -1,5 +1,10 @@
-// Unit tests need no services; integration tests share one PostgreSQL, one Temporal dev
-// server and one MinIO started by test/support/global-setup.ts, and run serially.
+// Each folder of test/ is a Jest project, and a new test file joins the project of its folder:
+//   test/unit/         one function or module, no services (run in parallel);
+//   test/workflows/    workflow code on the time-skipping test server with stand-in activities;
+//   test/integration/  the real parts: PostgreSQL, the Temporal dev server, MinIO, HTTP, started
+//                      by `npm test` (cli/dev.ts); each file has its own database and queues.
+// The two workers share the machine's two cores: most of an integration file's time is spent
+// waiting on services, so another file runs meanwhile.
 const swc = [
   '@swc/jest',
   { jsc: { target: 'es2023', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } },
@@ -7,18 +12,34 @@ const swc = [
 
 const esmOnly = '(hyparquet(-writer)?|oidc-provider|jose|openid-client|oauth4webapi)';
 
-/** @type {import('jest').Config} */
-module.exports = {
+const shared = {
   testEnvironment: 'node',
   // These ship only ES modules; Jest's CommonJS runtime needs them compiled.
   transform: { '^.+\\.ts$': swc, [`/node_modules/${esmOnly}/.+\\.js$`]: swc },
   transformIgnorePatterns: [`/node_modules/(?!${esmOnly}/)`],
-  testMatch: ['<rootDir>/test/**/*.test.ts'],
-  globalSetup: '<rootDir>/test/support/global-setup.ts',
   // Worker threads that compute/ starts on TypeScript entries load them through swc.
   setupFiles: ['<rootDir>/test/support/ts-workers.ts'],
-  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+};
+
+/** @type {import('jest').Config} */
+module.exports = {
+  projects: [
+    { ...shared, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    {
+      ...shared,
+      displayName: 'workflows',
+      testMatch: ['<rootDir>/test/workflows/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/support/workflow-setup.ts',
+    },
+    {
+      ...shared,
+      displayName: 'integration',
+      testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+    },
+  ],
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
   testTimeout: 60_000,
-  maxWorkers: 1,
+  maxWorkers: 2,
 };

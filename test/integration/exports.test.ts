@@ -17,7 +17,6 @@ import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
 import { insertJob } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
 
 /**
  * Exports end to end on the real worker: a slide ingested, segmented and predicted, then each
@@ -32,15 +31,14 @@ let jobId: string;
 let resultRoot: string;
 const MARKERS = ['DAPI', 'CD3'];
 const run = promisify(execFile);
-const SLIDE = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
 
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({ sharedSlides: true });
   workers = await stack.startWorker();
   call = apiClient(stack.api, stack.tenant.apiKey);
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
-  sampleId = (await uploadFile(call, SLIDE, { autoSegment: true })).id;
-  await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
+  expect((await call('POST', `/samples/${sampleId}/segmentation`)).status).toBe(202);
   await stack.client.workflow.getHandle(workflowIds.segmentation(sampleId, 1)).result();
   const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: MARKERS });
   jobId = submitted.json.jobId as string;

@@ -15,7 +15,7 @@ let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true });
+  stack = await startStack({ worker: true, sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
 });
 afterAll(async () => {
@@ -24,10 +24,15 @@ afterAll(async () => {
 
 async function ingested(sampleId: string) {
   const result = await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+  return { result, ...(await ingestedRecords(sampleId)) };
+}
+
+/** What ingest left of a sample: its API detail and upload, and its slide row. */
+async function ingestedRecords(sampleId: string) {
   const detail = await call('GET', `/samples/${sampleId}`);
   const upload = await call('GET', `/uploads/${sampleId}`);
   const [slide] = await stack.sql`SELECT * FROM sample_slides WHERE sample_id = ${sampleId}`;
-  return { result, detail: detail.json, upload: upload.json, slide };
+  return { detail: detail.json, upload: upload.json, slide };
 }
 
 async function keysUnder(prefix: string): Promise<string[]> {
@@ -86,28 +91,27 @@ describe('ingest of every slide in ../shared/data/wsi', () => {
   });
 
   test('CMU-1: the tissue covers most of the slide and the patch count follows the mpp', async () => {
-    const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
-    const { slide } = await ingested(upload.id);
+    const sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
+    const { slide } = await ingestedRecords(sampleId);
     expect(slide!.tissue_fraction).toBeGreaterThan(0.3);
     // 2220 x 2967 px at 0.499 µm is 1108 x 1481 µm: 10 x 14 positions of 112 µm.
     expect(slide!.patch_count).toBeGreaterThan(40);
     expect(slide!.patch_count).toBeLessThanOrEqual(140);
     const before = slide!.patch_count as number;
 
-    const patched = await call('PATCH', `/samples/${upload.id}`, { mpp: 0.998 });
+    const patched = await call('PATCH', `/samples/${sampleId}`, { mpp: 0.998 });
     expect(patched.status).toBe(200);
-    const recount = await stack.client.workflow.getHandle(workflowIds.recount(upload.id)).result();
+    const recount = await stack.client.workflow.getHandle(workflowIds.recount(sampleId)).result();
     // Twice the microns per pixel: the same pixels cover four times the area.
     expect(recount.patchCount).toBeGreaterThan(before * 3);
     const [after] =
-      await stack.sql`SELECT patch_count, patch_count_mpp FROM sample_slides WHERE sample_id = ${upload.id}`;
+      await stack.sql`SELECT patch_count, patch_count_mpp FROM sample_slides WHERE sample_id = ${sampleId}`;
     expect(after).toEqual({ patch_count: recount.patchCount, patch_count_mpp: 0.998 });
   });
 
   test("zarr-python and ome-zarr-py read the stored pyramid with the slide's own pixels", async () => {
     const file = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
-    const upload = await uploadFile(call, file);
-    const { slide } = await ingested(upload.id);
+    const { slide } = await ingestedRecords(stack.sharedSample('CMU-1-Small-Region.svs'));
     const region = { level: 0, x: 1000, y: 1500, width: 64, height: 48 };
     const source = await fileSource(file);
     const expected = await (await openTiffSlide(source)).readRegion(region);
@@ -139,9 +143,8 @@ print(json.dumps({
   });
 
   test('the de-identified SVS keeps no identifying string and OpenSlide opens it with its MPP', async () => {
-    const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
-    await ingested(upload.id);
-    const key = `orgs/${stack.tenant.organizationId}/samples/${upload.id}/deidentified/CMU-1-Small-Region.svs`;
+    const sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
+    const key = `orgs/${stack.tenant.organizationId}/samples/${sampleId}/deidentified/CMU-1-Small-Region.svs`;
     const copy = Buffer.from((await stack.store.get(key))!);
     const original = await readFile(path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
     expect(original.includes('CMU-1')).toBe(true);

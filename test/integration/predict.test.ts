@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { startQueuedJobs } from '../../activities/prediction-reconciler';
 import { creditSummary } from '../../db/credits';
 import { markerCatalog } from '../../models/registry';
@@ -9,22 +8,19 @@ import { apiClient } from '../support/http';
 import { insertPricedSample, recordingEngine } from '../support/predictions';
 import { insertSample } from '../support/samples';
 import { createTenant, startStack, type Tenant, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
 const engine = recordingEngine();
-/** CMU-1-Small-Region.svs, uploaded and ingested to `ready` by the real worker. */
+/** CMU-1-Small-Region.svs, ingested to `ready` by the real worker (shared slides). */
 let slideId: string;
 let slidePatches: number;
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true, workflows: engine.wrap });
+  stack = await startStack({ worker: true, workflows: engine.wrap, sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
-  const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
-  const ingest = await stack.client.workflow.getHandle(workflowIds.ingest(upload.id)).result();
-  expect(ingest.status).toBe('ready');
-  slideId = upload.id;
+  slideId = stack.sharedSample('CMU-1-Small-Region.svs');
+  expect((await call('GET', `/samples/${slideId}`)).json.status).toBe('ready');
   const [slide] = await stack.sql<{ patchCount: number }[]>`
     SELECT patch_count AS "patchCount" FROM sample_slides WHERE sample_id = ${slideId}`;
   slidePatches = slide!.patchCount;

@@ -6,18 +6,15 @@ import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
 let sampleId: string;
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true });
+  stack = await startStack({ worker: true, sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
-  const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'));
-  sampleId = upload.id;
-  await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
 });
 afterAll(async () => {
   await stack?.close();

@@ -8,7 +8,6 @@ import { creditSummary, grantCredits } from '../../db/credits';
 import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -16,16 +15,10 @@ let sampleId: string;
 let markers: string[];
 
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({ sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
-  const workers = await stack.startWorker();
-  try {
-    sampleId = (await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).id;
-    await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
-  } finally {
-    await workers.shutdown();
-  }
+  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
   markers = ((await call('GET', '/markers')).json.markers as { name: string }[]).map((m) => m.name);
 });
 afterAll(async () => {

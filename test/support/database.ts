@@ -9,7 +9,7 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-async function admin<T>(work: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+export async function withAdminSql<T>(work: (sql: postgres.Sql) => Promise<T>): Promise<T> {
   const sql = postgres(testEnv().databaseUrl, { max: 1, onnotice: () => {} });
   try {
     return await work(sql);
@@ -18,13 +18,17 @@ async function admin<T>(work: (sql: postgres.Sql) => Promise<T>): Promise<T> {
   }
 }
 
-/** An isolated database for one test file: a clone of the migrated template, or empty. */
-export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
+/**
+ * An isolated database for one test file: a clone of the migrated template (or of `template`),
+ * or empty.
+ */
+export async function createTestDatabase(
+  options: { empty?: boolean; template?: string } = {},
+): Promise<TestDatabase> {
   const name = `test_${randomBytes(6).toString('hex')}`;
-  await admin((sql) =>
-    sql.unsafe(
-      options.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DATABASE}`,
-    ),
+  const template = options.template ?? TEMPLATE_DATABASE;
+  await withAdminSql((sql) =>
+    sql.unsafe(options.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${template}`),
   );
   const url = new URL(testEnv().databaseUrl);
   url.pathname = `/${name}`;
@@ -34,7 +38,7 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
     sql,
     async drop() {
       await sql.end({ timeout: 5 });
-      await admin((a) => a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      await withAdminSql((a) => a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
     },
   };
 }

@@ -1,13 +1,13 @@
-import { writeFile } from 'node:fs/promises';
-import path from 'node:path';
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import postgres from 'postgres';
 import { migrate } from '../../db/migrate';
 import { TEMPLATE_DATABASE, testEnv } from './env';
+import { resetSharedSlides } from './shared-slides';
+import { ensureWorkflowBundle } from './workflow-bundle';
 
 /**
  * Once per run: a migrated template database that each test file clones, and one workflow
- * bundle that every test worker loads. Skipped when run without services (unit tests only).
+ * bundle that every test worker loads (the shared slides are ingested later, by the first file
+ * that needs them). Skipped when run without services (unit tests only).
  */
 export default async function globalSetup(): Promise<void> {
   // `npx jest test/unit/...` needs no services; integration files then fail at testEnv().
@@ -17,6 +17,7 @@ export default async function globalSetup(): Promise<void> {
   try {
     await admin.unsafe(`DROP DATABASE IF EXISTS ${TEMPLATE_DATABASE}`);
     await admin.unsafe(`CREATE DATABASE ${TEMPLATE_DATABASE}`);
+    await resetSharedSlides(admin);
   } finally {
     await admin.end();
   }
@@ -28,11 +29,5 @@ export default async function globalSetup(): Promise<void> {
   } finally {
     await template.end();
   }
-  const bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../../workflows'),
-    logger: new DefaultLogger('WARN'),
-  });
-  const bundlePath = path.join(env.scratch, 'workflow-bundle.js');
-  await writeFile(bundlePath, bundle.code);
-  process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
+  await ensureWorkflowBundle();
 }

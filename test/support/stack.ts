@@ -13,6 +13,7 @@ import type { Sql } from '../../db';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { createTestDatabase, type TestDatabase } from './database';
 import { testEnv } from './env';
+import { cloneSharedSlides, type SharedSlideName } from './shared-slides';
 
 export interface Tenant {
   organizationId: string;
@@ -64,6 +65,8 @@ export interface TestStack {
    */
   startApi(options: { settings?: Partial<ApiSettings>; sql?: Sql }): Promise<ExtraApi>;
   tenant: Tenant;
+  /** The id of a shared slide's sample (`sharedSlides` stacks only). */
+  sharedSample(name: SharedSlideName): string;
   signingSecret: string;
   close(): Promise<void>;
 }
@@ -98,25 +101,40 @@ async function workflowBundle(): Promise<{ code: string }> {
   });
 }
 
+export interface StackOptions {
+  limits?: Partial<ApiSettings['limits']>;
+  worker?: boolean;
+  /** Replaces the workflow engine, given the real one (to make it fail, or to observe it). */
+  workflows?: (real: WorkflowEngine) => WorkflowEngine;
+  /**
+   * The stack's tenant owns every slide of SHARED_SLIDES, already ingested to `ready` (once per
+   * run, then cloned): `stack.sharedSample(name)` is its sample id.
+   */
+  sharedSlides?: boolean;
+}
+
 /**
  * The whole service for one test file, on real parts: its own PostgreSQL database, the
  * Temporal dev server (with task queues of its own), a filesystem store, real HTTP.
  */
-export async function startStack(
-  options: {
-    limits?: Partial<ApiSettings['limits']>;
-    worker?: boolean;
-    /** Replaces the workflow engine, given the real one (to make it fail, or to observe it). */
-    workflows?: (real: WorkflowEngine) => WorkflowEngine;
-  } = {},
+export async function startStack(options: StackOptions = {}): Promise<TestStack> {
+  const root = path.join(testEnv().scratch, `objects-${randomBytes(4).toString('hex')}`);
+  if (!options.sharedSlides) return openStack(await createTestDatabase(), root, options);
+  const shared = await cloneSharedSlides(root, (db, buildRoot) => openStack(db, buildRoot, { worker: true }));
+  return openStack(shared.db, root, options, shared);
+}
+
+async function openStack(
+  db: TestDatabase,
+  root: string,
+  options: StackOptions,
+  shared?: { tenant: Tenant; samples: Record<SharedSlideName, string> },
 ): Promise<TestStack> {
   const env = testEnv();
-  const db = await createTestDatabase();
   const server = createServer();
   const port = await listen(server);
   const baseUrl = `http://127.0.0.1:${port}`;
   const signingSecret = randomBytes(32).toString('hex');
-  const root = path.join(env.scratch, `objects-${randomBytes(4).toString('hex')}`);
   const store = createObjectStore({ backend: 'fs', fs: { root, publicBaseUrl: baseUrl, signingSecret } });
   const connection = await Connection.connect({ address: env.temporalAddress });
   const client = new Client({ connection });
@@ -176,7 +194,7 @@ export async function startStack(
       maxHeartbeatThrottleMs: 200,
     });
   const workers: RunningWorkers | undefined = options.worker ? await startWorker() : undefined;
-  const tenant = await createTenant(db.sql, { credits: 1000 });
+  const tenant = shared?.tenant ?? (await createTenant(db.sql, { credits: 1000 }));
   return {
     baseUrl,
     api: `${baseUrl}/api/v1`,
@@ -190,6 +208,10 @@ export async function startStack(
     startWorker,
     startApi,
     tenant,
+    sharedSample(name) {
+      if (!shared) throw new Error('sharedSample: start the stack with { sharedSlides: true }');
+      return shared.samples[name];
+    },
     signingSecret,
     async close() {
       await workers?.shutdown();

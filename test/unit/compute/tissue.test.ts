@@ -188,7 +188,8 @@ describe('detectTissue on drawn images', () => {
     expect(() => detectTissue(canvas(4, 4, white), { closeRadius: 1.5 })).toThrow(RangeError);
   });
 
-  test('a 4000 x 4000 image takes well under a second (bound loose for slow CI)', () => {
+  // Its speed is bench:ingest's to measure: a wall-clock bound fails whenever the machine is busy.
+  test('a 4000 x 4000 textured image: the disc is found to two decimals', () => {
     const image = canvas(4000, 4000, [242, 240, 244]);
     // A 1500 px disc of stain, drawn row by row (per-pixel callbacks would dwarf the detector).
     const row = new Uint8Array(4000 * 3);
@@ -200,11 +201,8 @@ describe('detectTissue on drawn images', () => {
     // Texture, so that the features and the regions are not trivially uniform.
     for (let i = 0; i < image.data.length; i += 7)
       image.data[i] = Math.max(0, (image.data[i] ?? 0) - ((i >> 3) % 23));
-    const started = performance.now();
     const d = detectTissue(image);
-    const ms = performance.now() - started;
     expect(d.tissueFraction).toBeCloseTo((Math.PI * 1500 ** 2) / 4000 ** 2, 2);
-    expect(ms).toBeLessThan(3000);
   });
 });
 

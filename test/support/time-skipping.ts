@@ -1,0 +1,88 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Context } from '@temporalio/activity';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import type { Activities } from '../../activities';
+import { taskQueueKinds, taskQueueName } from '../../schemas/temporal';
+
+/** The time-skipping test server that `npm test` provides (scripts/bootstrap.js). */
+function testServerBinary(): string {
+  const binary =
+    process.env.TEMPORAL_TEST_SERVER ??
+    path.join(os.homedir(), '.cache', 'sps', 'bin', 'temporal-test-server');
+  if (!existsSync(binary)) {
+    throw new Error(
+      `the Temporal test server is not at ${binary}: run \`npm test\` once, or set TEMPORAL_TEST_SERVER`,
+    );
+  }
+  return binary;
+}
+
+/**
+ * A Temporal test server of this file's own, whose clock jumps ahead whenever every workflow
+ * waits on a timer: retry backoffs and activity timeouts of hours pass in milliseconds.
+ */
+export function startTimeSkipping(): Promise<TestWorkflowEnvironment> {
+  return TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: testServerBinary() } },
+  });
+}
+
+/**
+ * An activity's body that works three minutes of the server's clock without a heartbeat: the
+ * server times it out (heartbeat timeout two minutes). Ends early if the worker cancels it.
+ * The server's clock sleep outlives the workflow and can hold the clock of a later run: a test
+ * that stalls runs on a server of its own (`withOwnServer`).
+ */
+export async function stallPastHeartbeatTimeout(env: TestWorkflowEnvironment): Promise<void> {
+  await Promise.race([env.sleep('3 minutes'), Context.current().cancelled]);
+}
+
+/** Runs `work` on a time-skipping test server of its own, stopped afterwards. */
+export async function withOwnServer<T>(work: (env: TestWorkflowEnvironment) => Promise<T>): Promise<T> {
+  const env = await startTimeSkipping();
+  try {
+    return await work(env);
+  } finally {
+    await env.teardown();
+  }
+}
+
+/**
+ * Runs `work` while workers on a fresh pair of queues (io and compute, as in production) run
+ * the real workflow code with `activities` standing in for the real ones; answers the io queue.
+ */
+export async function withWorkers<T>(
+  env: TestWorkflowEnvironment,
+  activities: Partial<Activities>,
+  work: (taskQueue: string) => Promise<T>,
+): Promise<T> {
+  const bundlePath = process.env.TEST_WORKFLOW_BUNDLE;
+  if (!bundlePath) throw new Error('TEST_WORKFLOW_BUNDLE is unset: run test/workflows through jest');
+  const workflowBundle = { code: await readFile(bundlePath, 'utf8') };
+  const prefix = `w${randomBytes(4).toString('hex')}`;
+  const workers = await Promise.all(
+    taskQueueKinds.map((kind) =>
+      Worker.create({
+        connection: env.nativeConnection,
+        taskQueue: taskQueueName(prefix, kind),
+        workflowBundle,
+        activities,
+        // A cancel reaches an activity with a heartbeat's answer: send them at once.
+        defaultHeartbeatThrottleInterval: 10,
+        maxHeartbeatThrottleInterval: 10,
+      }),
+    ),
+  );
+  const running = workers.map((worker) => worker.run());
+  try {
+    return await work(taskQueueName(prefix, 'io'));
+  } finally {
+    for (const worker of workers) worker.shutdown();
+    await Promise.all(running);
+  }
+}
