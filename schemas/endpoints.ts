@@ -939,7 +939,7 @@ export const endpoints = {
         schema: z.string(),
         contentType: 'text/event-stream',
         example:
-          'event: status\nid: 1\nretry: 5000\ndata: {"status":"queued","progress":null,"resultStoragePath":null}\n\nevent: heartbeat\nid: 1\ndata: {}\n\n',
+          'event: message\nid: 1\nretry: 5000\ndata: {"id":"0b7c9e52-8d4f-4e21-a3b6-5c1d2e3f4a5b","status":"queued","progress":null,"resultStoragePath":null,"resultGcsPath":null}\n\nevent: heartbeat\nid: 1\ndata: {}\n\n',
       },
       204: {
         description:
