@@ -259,10 +259,12 @@ function main() {
   const dev = path.join(ROOT, 'dist', 'cli', 'dev.js');
   if (mode === 'start') return handOver(process.execPath, [dev, 'start'], env);
   if (mode === 'test') {
-    if (!onPath('openslide-show-properties') || !onPath('vips') || !onPath('xmllint')) {
+    const tools = ['openslide-show-properties', 'vips', 'xmllint'];
+    if (!tools.every(onPath) || !(process.env.CHROMIUM_PATH || onPath('chromium'))) {
       throw new Error(
-        'the tests read slides with OpenSlide and libvips and validate OME-XML with xmllint: ' +
-          'install them first (Debian: apt-get install openslide-tools libvips-tools libxml2-utils)',
+        'the tests read slides with OpenSlide and libvips, validate OME-XML with xmllint and drive ' +
+          'the web app in Chromium: install them first (Debian: apt-get install openslide-tools ' +
+          'libvips-tools libxml2-utils chromium)',
       );
     }
     env.MINIO_BIN = ensureMinio();
