@@ -94,9 +94,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
    */
   async function readSlideHeader(input: { sampleId: string }): Promise<void> {
     const sample = await sampleOrFail(input.sampleId);
-    const source = await sourceOf(sample.storageKey);
-    const format = await detectSlideFormat(source);
-    const probe = format === 'dicom' ? (await openDicomSlide(source)).probe : await probeTiffSlide(source);
+    const { probe } = await headerOf(await sourceOf(sample.storageKey));
     const base = probe.levels[0];
     if (!base) return;
     await recordSlideHeader(sql, {
@@ -118,9 +116,8 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   /** The probe of the slide stored at `key`. */
   async function probeStored(key: string): Promise<SlideProbeRow> {
     const source = await sourceOf(key);
-    const format = await detectSlideFormat(source);
-    if (format === 'dicom') return probeRow(format, (await openDicomSlide(source)).probe);
-    const probe = await probeTiffSlide(source);
+    const { format, probe } = await headerOf(source);
+    if (format === 'dicom') return probeRow(format, probe);
     // Opening as an image applies the readers' size limits now, not halfway through the
     // pyramid; NDPI is opened after normalisation (see withSlideImage).
     if (probe.vendor !== 'hamamatsu') await openTiffSlide(source);
@@ -345,6 +342,14 @@ interface ProbeLike {
   mpp: { x: number; y: number } | null;
   effectiveMpp: number | null;
   metadata: Record<string, string>;
+}
+
+/** The format and the probe of a slide's header, as the readers see it. */
+async function headerOf(source: ByteSource) {
+  const format = await detectSlideFormat(source);
+  return format === 'dicom'
+    ? { format, probe: (await openDicomSlide(source)).probe }
+    : { format, probe: await probeTiffSlide(source) };
 }
 
 function probeRow(format: SlideFormat, probe: ProbeLike): SlideProbeRow {

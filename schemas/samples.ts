@@ -31,6 +31,7 @@ export const SampleJob = z
     resultsAvailable: z.boolean(),
   })
   .meta({ id: 'SampleJob' });
+export type SampleJob = z.infer<typeof SampleJob>;
 
 export const FieldValues = z.record(z.string(), z.unknown()).meta({
   description: 'Field values keyed by definition key; `tags` is a sorted string array, `public` a boolean',
@@ -220,21 +221,21 @@ const expirationFields = {
     .meta({ description: 'Return to the organization’s default retention' }),
   reason: z.string().max(1000).optional().meta({ description: 'Why, kept in the audit log' }),
 };
-/** The refinement below, as the OpenAPI document states it. */
-const exactlyOneExpirationSchema = {
-  oneOf: [{ required: ['expiresAt'] }, { required: ['neverExpire'] }, { required: ['useOrgDefault'] }],
-};
-const exactlyOneExpiration = [
-  (body: { expiresAt?: string; neverExpire?: true; useOrgDefault?: true }) =>
-    [body.expiresAt, body.neverExpire, body.useOrgDefault].filter((value) => value !== undefined).length ===
-    1,
-  { message: 'exactly one of expiresAt, neverExpire, useOrgDefault is required' },
-] as const;
+/** A body that holds exactly one of `keys`: the refinement, and the same rule as OpenAPI states it. */
+function exactlyOneOf<K extends string>(keys: readonly K[]) {
+  const check = (body: Partial<Record<K, unknown>>) =>
+    keys.filter((key) => body[key] !== undefined).length === 1;
+  return {
+    refinement: [check, { message: `exactly one of ${keys.join(', ')} is required` }] as const,
+    schema: { oneOf: keys.map((key) => ({ required: [key] })) },
+  };
+}
+const exactlyOneExpiration = exactlyOneOf(['expiresAt', 'neverExpire', 'useOrgDefault']);
 
 export const ExpirationChange = z
   .strictObject(expirationFields)
-  .refine(...exactlyOneExpiration)
-  .meta({ id: 'ExpirationChange', ...exactlyOneExpirationSchema });
+  .refine(...exactlyOneExpiration.refinement)
+  .meta({ id: 'ExpirationChange', ...exactlyOneExpiration.schema });
 export type ExpirationChange = z.infer<typeof ExpirationChange>;
 
 const bulkSampleIds = z
@@ -248,8 +249,8 @@ export const BulkExpirationChange = z
     sampleIds: bulkSampleIds,
     ...expirationFields,
   })
-  .refine(...exactlyOneExpiration)
-  .meta({ id: 'BulkExpirationChange', ...exactlyOneExpirationSchema });
+  .refine(...exactlyOneExpiration.refinement)
+  .meta({ id: 'BulkExpirationChange', ...exactlyOneExpiration.schema });
 export type BulkExpirationChange = z.infer<typeof BulkExpirationChange>;
 
 /**
@@ -262,23 +263,16 @@ const retentionFields = {
   useOrgDefault: expirationFields.useOrgDefault,
   reason: expirationFields.reason,
 };
-const exactlyOneRetention = [
-  (body: { expiresAt?: string; pin?: true; useOrgDefault?: true }) =>
-    [body.expiresAt, body.pin, body.useOrgDefault].filter((value) => value !== undefined).length === 1,
-  { message: 'exactly one of expiresAt, pin, useOrgDefault is required' },
-] as const;
-const exactlyOneRetentionSchema = {
-  oneOf: [{ required: ['expiresAt'] }, { required: ['pin'] }, { required: ['useOrgDefault'] }],
-};
+const exactlyOneRetention = exactlyOneOf(['expiresAt', 'pin', 'useOrgDefault']);
 
 export const RetentionChange = z
   .strictObject(retentionFields)
-  .refine(...exactlyOneRetention)
-  .meta({ id: 'RetentionChange', ...exactlyOneRetentionSchema });
+  .refine(...exactlyOneRetention.refinement)
+  .meta({ id: 'RetentionChange', ...exactlyOneRetention.schema });
 export const BulkRetentionChange = z
   .strictObject({ sampleIds: bulkSampleIds, ...retentionFields })
-  .refine(...exactlyOneRetention)
-  .meta({ id: 'BulkRetentionChange', ...exactlyOneRetentionSchema });
+  .refine(...exactlyOneRetention.refinement)
+  .meta({ id: 'BulkRetentionChange', ...exactlyOneRetention.schema });
 
 /** A retention body as the expiration change it names. */
 export function expirationOfRetention<T extends { pin?: true }>({

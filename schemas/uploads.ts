@@ -9,6 +9,10 @@ import {
   PageLimit,
   Uuid,
 } from './common';
+
+/** Every upload chunk but the last is a multiple of this (DECISIONS.md, `PUT {uploadUrl}`). */
+export const UPLOAD_CHUNK_GRANULARITY = 256 * 1024;
+
 import { SampleStatus } from './enums';
 
 export const CreateUploadRequest = z

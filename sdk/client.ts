@@ -1,3 +1,4 @@
+import type { PredictionDryRun, PredictionSubmitted } from '../schemas/jobs';
 import { type CallOptions, call, callRaw, type EndpointInput, type EndpointOutput } from './endpoint';
 import { createTransport, type Transport, type TransportOptions } from './transport';
 
@@ -63,10 +64,10 @@ export function createClient(options: ClientOptions) {
     predictions: {
       /** The exact price, nothing reserved (a dry run). */
       estimate: (body: Omit<Body<'predict'>, 'dryRun'>, opts?: CallOptions) =>
-        json('predict', { body: { ...body, dryRun: true } }, opts) as Promise<PredictionDryRunOut>,
+        json('predict', { body: { ...body, dryRun: true } }, opts) as Promise<PredictionDryRun>,
       /** Reserves the credits and queues the job. */
       submit: (body: Omit<Body<'predict'>, 'dryRun'>, opts?: CallOptions) =>
-        json('predict', { body: { ...body, dryRun: false } }, opts) as Promise<PredictionSubmittedOut>,
+        json('predict', { body: { ...body, dryRun: false } }, opts) as Promise<PredictionSubmitted>,
     },
     jobs: {
       get: (id: string, opts?: CallOptions) => json('getJob', { params: { id } }, opts),
@@ -91,10 +92,6 @@ export function createClient(options: ClientOptions) {
     },
   };
 }
-
-type PredictOut = EndpointOutput<'predict'>;
-type PredictionDryRunOut = Extract<PredictOut, { dryRun: true }>;
-type PredictionSubmittedOut = Exclude<PredictOut, { dryRun: true }>;
 
 export type SpsClient = ReturnType<typeof createClient>;
 export type { Transport };

@@ -1,11 +1,10 @@
-import type { Upload } from '../schemas/uploads';
+import { UPLOAD_CHUNK_GRANULARITY, type Upload } from '../schemas/uploads';
 import type { SpsClient } from './client';
 import { validated } from './endpoint';
 import { isSpsError, SpsError } from './errors';
 import { sleep } from './transport';
 
-/** Every chunk but the last is a multiple of this (DECISIONS.md, `PUT {uploadUrl}`). */
-export const UPLOAD_GRANULE = 256 * 1024;
+export const UPLOAD_GRANULE = UPLOAD_CHUNK_GRANULARITY;
 const DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024;
 
 /** A request body fetch can send: a Blob slice or a stream go out without being held in memory. */

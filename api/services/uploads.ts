@@ -5,7 +5,12 @@ import type { Logger } from 'pino';
 import type { Sql } from '../../db';
 import type { PagePosition, UploadRecord } from '../../db/samples';
 import * as samples from '../../db/samples';
-import type { CreatedUpload, CreateUploadRequest, Upload } from '../../schemas/uploads';
+import {
+  type CreatedUpload,
+  type CreateUploadRequest,
+  UPLOAD_CHUNK_GRANULARITY,
+  type Upload,
+} from '../../schemas/uploads';
 import { isStorageError, type ObjectStore, signToken, verifyToken } from '../../storage';
 import { objectKeys } from '../../storage/locator';
 import type { Principal } from '../auth';
@@ -14,7 +19,6 @@ import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
 
 /** Intermediate chunks are multiples of this (the cloud-storage resumable convention). */
-export const CHUNK_GRANULARITY = 256 * 1024;
 
 export interface UploadServiceDeps {
   sql: Sql;
@@ -32,6 +36,7 @@ export interface UploadServiceDeps {
 /** How long `complete` waits for the header's size; ingest reads it seconds after the last byte. */
 const HEADER_WAIT_MS = 30_000;
 const HEADER_POLL_MS = 200;
+const HEADER_POLL_MAX_MS = 2000;
 
 /** Every byte is in and the file is being prepared, but its header has not been read yet. */
 function awaitingHeader(record: UploadRecord): boolean {
@@ -161,8 +166,9 @@ export function createUploadService(deps: UploadServiceDeps) {
     if (!record) throw notFound('upload');
     await ensureIngestStarted(record);
     const deadline = Date.now() + (deps.headerWaitMs ?? HEADER_WAIT_MS);
-    while (awaitingHeader(record) && Date.now() < deadline) {
-      await sleep(HEADER_POLL_MS);
+    // The header is read seconds after the last byte: look often at first, then less.
+    for (let pause = HEADER_POLL_MS; awaitingHeader(record) && Date.now() < deadline; pause *= 2) {
+      await sleep(Math.min(pause, HEADER_POLL_MAX_MS));
       record = (await samples.findUpload(sql, principal.organizationId, id)) ?? record;
     }
     return toUpload(record);
@@ -263,10 +269,10 @@ export function createUploadService(deps: UploadServiceDeps) {
     if (range.kind === 'query' || range.start !== storedBytes) return { done: false, storedBytes };
     const length = range.end - range.start + 1;
     const isLast = range.end + 1 === range.total;
-    if (!isLast && length % CHUNK_GRANULARITY !== 0) {
+    if (!isLast && length % UPLOAD_CHUNK_GRANULARITY !== 0) {
       throw new AppError(
         'invalid_request',
-        `a chunk other than the last must be a multiple of ${CHUNK_GRANULARITY} bytes`,
+        `a chunk other than the last must be a multiple of ${UPLOAD_CHUNK_GRANULARITY} bytes`,
       );
     }
     if (length > deps.limits.uploadChunkMaxBytes) {

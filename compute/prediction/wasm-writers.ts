@@ -65,7 +65,7 @@ type Request = WithoutId<WriterRequest>;
 
 /** Whether these writers run here: shared WebAssembly memory, and plane.wasm built. */
 export function webAssemblyRuns(): boolean {
-  return typeof SharedArrayBuffer === 'function' && PlaneMemory.supported() && planeWasmFound();
+  return PlaneMemory.supported() && planeWasmFound();
 }
 
 export function wasmWriters(options: PlaneWritersOptions): PlaneWriters {

@@ -1,11 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CHUNK_GRANULARITY } from '../../api/services/uploads';
 import { workflowIds } from '../../schemas/temporal';
+import { UPLOAD_CHUNK_GRANULARITY } from '../../schemas/uploads';
 import { apiClient, interruptedPut } from '../support/http';
 import { createTenant, startStack, type TestStack } from '../support/stack';
 
-const KiB256 = CHUNK_GRANULARITY;
+const KiB256 = UPLOAD_CHUNK_GRANULARITY;
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
 

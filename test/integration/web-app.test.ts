@@ -152,6 +152,8 @@ test('the sample page prices a prediction, submits it, follows its stream and ca
   );
   await page.getByRole('button', { name: 'Submit prediction' }).click();
   await page.locator('#job-state .badge').waitFor();
+  // The submitted job is in the history while it runs, not only once it ends.
+  await page.locator('#jobs tbody tr').first().waitFor();
   await shoot('sample-predicting');
   await page.getByRole('button', { name: 'Cancel job' }).click();
   // The stream ends on the terminal status and the page reloads the job history.

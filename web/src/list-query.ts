@@ -1,4 +1,4 @@
-import { listStatuses, workflowFacets } from '../../schemas/samples';
+import type { listStatuses, workflowFacets } from '../../schemas/samples';
 
 /**
  * The list page's query string is the API's facet parameters, in the order the service writes
@@ -15,9 +15,6 @@ export interface ListFacets {
   marker: string[];
   field: string[];
 }
-
-export const statusChoices = listStatuses;
-export const workflowChoices = workflowFacets;
 
 export function facetsFromSearch(search: string): ListFacets {
   const params = new URLSearchParams(search);

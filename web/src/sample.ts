@@ -175,7 +175,12 @@ function trashControls(sps: SpsClient, sample: Sample, reload: () => void): HTML
 }
 
 /** Markers from `/markers`, the dry-run price and balance, submit, then the job's live stream. */
-async function predictPanel(sps: SpsClient, sample: Sample, reload: () => void): Promise<HTMLElement> {
+async function predictPanel(
+  sps: SpsClient,
+  sample: Sample,
+  reload: () => void,
+  refreshJobs: () => Promise<void>,
+): Promise<HTMLElement> {
   const panel = h(
     'section',
     { 'aria-labelledby': 'predict-title' },
@@ -262,6 +267,8 @@ async function predictPanel(sps: SpsClient, sample: Sample, reload: () => void):
           onclick: guarded(async () => {
             const job = await sps.predictions.submit({ uploadId: sample.id, markers: chosen() });
             jobState.textContent = `Job queued, ${job.reservedCredits} credits reserved.`;
+            // The new job belongs in the history now, not only once it ends.
+            await refreshJobs();
             await follow(job.jobId);
           }),
         },
@@ -292,6 +299,10 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     const paint = (current: Sample) =>
       details.replaceChildren(h('h2', { id: 'details-title' }, 'Details'), metadata(current));
     paint(sample);
+    const jobs = h('section', { 'aria-labelledby': 'jobs-title' });
+    const paintJobs = (current: Sample) =>
+      jobs.replaceChildren(h('h2', { id: 'jobs-title' }, 'Job history'), jobHistory(current));
+    paintJobs(sample);
     content.append(
       details,
       h(
@@ -309,13 +320,8 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'trash-title' }, 'Trash'),
         trashControls(sps, sample, reload),
       ),
-      h(
-        'section',
-        { 'aria-labelledby': 'jobs-title' },
-        h('h2', { id: 'jobs-title' }, 'Job history'),
-        jobHistory(sample),
-      ),
-      await predictPanel(sps, sample, reload),
+      jobs,
+      await predictPanel(sps, sample, reload, async () => paintJobs(await sps.samples.get(id))),
     );
     clearError();
   } catch (err) {

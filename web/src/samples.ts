@@ -1,13 +1,7 @@
+import { listStatuses, workflowFacets } from '../../schemas/samples';
 import type { SpsClient } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
-import {
-  apiQueryOf,
-  facetsFromSearch,
-  type ListFacets,
-  searchOf,
-  statusChoices,
-  workflowChoices,
-} from './list-query';
+import { apiQueryOf, facetsFromSearch, type ListFacets, searchOf } from './list-query';
 import { client } from './session';
 
 type Page = Awaited<ReturnType<SpsClient['samples']['list']>>;
@@ -57,8 +51,8 @@ function filterForm(facets: ListFacets, onChange: (facets: ListFacets) => void):
         ),
       ),
     ),
-    checkboxes('Status', 'status', statusChoices, facets.status),
-    checkboxes('Workflow', 'workflow', workflowChoices, facets.workflow),
+    checkboxes('Status', 'status', listStatuses, facets.status),
+    checkboxes('Workflow', 'workflow', workflowFacets, facets.workflow),
     text('uploaded_from', 'Uploaded from', facets.uploaded_from, 'date'),
     text('uploaded_to', 'Uploaded to', facets.uploaded_to, 'date'),
     text('marker', 'Markers (NAME:requested or NAME:completed, comma separated)', facets.marker.join(', ')),

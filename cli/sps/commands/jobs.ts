@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { JobStatusBody } from '../../../schemas/jobs';
+import type { SampleJob } from '../../../schemas/samples';
 import { type SpsClient, waitForJob } from '../../../sdk';
 import type { Context } from '../context';
 import { exitCodes } from '../exit-codes';
@@ -27,11 +28,21 @@ export async function watchJob(ctx: Context, client: SpsClient, jobId: string): 
   return job;
 }
 
+const percent = (progress: number | null) => (progress === null ? null : `${Math.round(progress * 100)}%`);
+
 function jobRecord(job: JobStatusBody) {
+  return { ...job, progress: percent(job.progress), markers: job.markers.join(',') };
+}
+
+/** One row of a sample's job table (`sps jobs ls`, `sps samples show`). */
+export function jobRow(job: SampleJob) {
   return {
-    ...job,
-    progress: job.progress === null ? null : `${Math.round(job.progress * 100)}%`,
+    job: job.id,
+    status: job.status,
+    progress: percent(job.progress),
     markers: job.markers.join(','),
+    credits: job.reservedCredits,
+    created: job.createdAt?.slice(0, 19).replace('T', ' '),
   };
 }
 
@@ -50,16 +61,7 @@ export function registerJobs(program: Command, context: () => Context): void {
       const sample = await client.samples.get(flags.sample, { signal: ctx.signal });
       ctx.print(
         () =>
-          formatTable(
-            sample.jobs.map((job) => ({
-              job: job.id,
-              status: job.status,
-              progress: job.progress === null ? null : `${Math.round(job.progress * 100)}%`,
-              markers: job.markers.join(','),
-              credits: job.reservedCredits,
-              created: job.createdAt?.slice(0, 19).replace('T', ' '),
-            })),
-          ) +
+          formatTable(sample.jobs.map(jobRow)) +
           (sample.jobCount > sample.jobs.length
             ? `\n(${sample.jobCount - sample.jobs.length} older not shown)`
             : ''),

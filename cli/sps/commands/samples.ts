@@ -3,6 +3,7 @@ import { listStatuses, workflowFacets } from '../../../schemas/samples';
 import { UsageError } from '../config';
 import type { Context } from '../context';
 import { formatBytes, formatRecord, formatTable } from '../output';
+import { jobRow } from './jobs';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -131,15 +132,7 @@ export function registerSamples(program: Command, context: () => Context): void 
       ctx.print(() => {
         const { jobs, segmentation, fields, ...rest } = sample;
         const head = formatRecord({ ...rest, fields, segmentation: segmentation.status });
-        const jobRows = jobs.map((job) => ({
-          job: job.id,
-          status: job.status,
-          progress: job.progress === null ? null : `${Math.round(job.progress * 100)}%`,
-          markers: job.markers.join(','),
-          credits: job.reservedCredits,
-          created: job.createdAt?.slice(0, 19).replace('T', ' '),
-        }));
-        return `${head}\n\nJobs (${sample.jobCount}):\n${formatTable(jobRows)}`;
+        return `${head}\n\nJobs (${sample.jobCount}):\n${formatTable(jobs.map(jobRow))}`;
       }, sample);
     });
 
