@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import {
+  DEFAULT_JPEG_QUALITY,
+  fromLevelOfSize,
   heTiffImage,
+  labelTiffImage,
   type OmeTiffImage,
   planPredictionArchive,
   predictionTiffImage,
@@ -27,7 +30,12 @@ import { objectKeys, segmentationLayerFiles } from '../storage/locator';
  * folder, checked, then stored whole under a key of this attempt. A retry starts the file over;
  * the row turns `ready` only after this returns, so no reader ever sees a partial artifact.
  */
-export function createExportBuildActivities(deps: { sql: Sql; store: ObjectStore }) {
+export function createExportBuildActivities(deps: {
+  sql: Sql;
+  store: ObjectStore;
+  /** JPEG quality of the OME-TIFF's H&E (1 to 100); default `DEFAULT_JPEG_QUALITY`. */
+  exportJpegQuality?: number;
+}) {
   const { sql, store } = deps;
 
   async function buildExport(input: {
@@ -49,12 +57,9 @@ export function createExportBuildActivities(deps: { sql: Sql; store: ObjectStore
       const signal = Context.current().cancellationSignal;
       const onProgress = (progress: object) => heartbeat(progress);
       if (row.format === 'ome-tiff') {
-        const images: OmeTiffImage[] = [
-          await predictionTiffImage(sources.prediction, { name: 'prediction', signal }),
-        ];
-        if (sources.he) images.push(await heTiffImage(sources.he, { name: 'H&E', signal }));
-        const written = await writeOmeTiff(path, images, {
+        const written = await writeOmeTiff(path, await tiffImages(sources, signal), {
           compression: 'deflate',
+          jpegQuality: deps.exportJpegQuality ?? DEFAULT_JPEG_QUALITY,
           creator: 'Slide Prediction Service',
           signal,
           onProgress,
@@ -71,6 +76,29 @@ export function createExportBuildActivities(deps: { sql: Sql; store: ObjectStore
     } finally {
       await rm(folder, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * The OME-TIFF's series, all on the prediction's grid so they overlay pixel for pixel: the
+   * prediction (deflate), the H&E from its level on that grid (JPEG, as scanners store it), the
+   * segmentation's cell label mask likewise (uint32, deflate: labels must stay exact).
+   */
+  async function tiffImages(
+    sources: Awaited<ReturnType<typeof sourcesOf>>,
+    signal: AbortSignal,
+  ): Promise<OmeTiffImage[]> {
+    const prediction = await predictionTiffImage(sources.prediction, { name: 'prediction', signal });
+    const { width, height } = prediction.levels[0]!;
+    const images = [prediction];
+    if (sources.he) {
+      const he = await heTiffImage(sources.he, { name: 'H&E', signal });
+      images.push({ ...fromLevelOfSize(he, width, height), compression: 'jpeg' });
+    }
+    if (sources.labels) {
+      const labels = await labelTiffImage(sources.labels, { name: 'segmentation', signal });
+      images.push(fromLevelOfSize(labels, width, height));
+    }
+    return images;
   }
 
   /** The stores the selection names, as compute sinks; what a format cannot hold was refused at request. */

@@ -14,6 +14,8 @@ import { createUploadActivities } from './uploads';
 export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps {
   sql: Sql;
   store: ObjectStore;
+  /** JPEG quality of the H&E in OME-TIFF exports; default 90. */
+  exportJpegQuality?: number;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
 }

@@ -50,6 +50,7 @@ const EnvSchema = z.object({
   JOB_STREAM_HEARTBEAT_SECONDS: positiveInt.default(15),
   JOB_STREAM_RETRY_MS: positiveInt.default(5000),
   SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
+  EXPORT_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
   OAUTH_ISSUER: optionalUrl,
   OAUTH_JWKS_URL: optionalUrl,
   OAUTH_ACCESS_TOKEN_TTL_SECONDS: positiveInt.default(3600),
@@ -104,6 +105,8 @@ export interface Config {
     streamRetryMs: number;
     segmentationRetryCooldownSeconds: number;
   };
+  /** JPEG quality of the H&E in OME-TIFF exports. */
+  exportJpegQuality: number;
 }
 
 export class ConfigError extends Error {}
@@ -182,6 +185,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       streamRetryMs: e.JOB_STREAM_RETRY_MS,
       segmentationRetryCooldownSeconds: e.SEGMENTATION_RETRY_COOLDOWN_SECONDS,
     },
+    exportJpegQuality: e.EXPORT_JPEG_QUALITY,
   };
 }
 

@@ -113,6 +113,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     store,
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
     logger,
+    exportJpegQuality: config.exportJpegQuality,
   });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });

@@ -148,6 +148,8 @@ export async function startWorkers(options: {
   store: ObjectStore;
   workflowBundle: { code: string };
   logger: Logger;
+  /** JPEG quality of the H&E in OME-TIFF exports (EXPORT_JPEG_QUALITY); default 90. */
+  exportJpegQuality?: number;
   /**
    * The longest an activity's heartbeat waits to be sent (default 5 s): what a crash can lose.
    * Tests that stop a worker at a heartbeat use less, as their slides are done in seconds.
@@ -171,6 +173,7 @@ export async function startWorkers(options: {
     startSegmentation: engine.startSegmentation,
     startSegmentationMarkers: engine.startSegmentationMarkers,
     startExport: engine.startExport,
+    exportJpegQuality: options.exportJpegQuality,
   });
   const workers = await Promise.all(
     taskQueueKinds.map((kind) =>

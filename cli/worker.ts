@@ -29,6 +29,7 @@ runMain(async () => {
     store,
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
     logger,
+    exportJpegQuality: config.exportJpegQuality,
   });
   await ensureSchedules(client, config.temporal.taskQueuePrefix);
   await client.connection.close();

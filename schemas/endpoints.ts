@@ -872,7 +872,7 @@ export const endpoints = {
       ),
       422: error(
         ['validation_failed'],
-        'The format cannot hold the selection: `ome-tiff` with segmentation (`validation_failed`)',
+        'The format cannot hold the selection: a segmentation job as anything but `ome-zarr` (`validation_failed`)',
       ),
       ...bearerErrors,
     },

@@ -92,9 +92,9 @@ export function createExportService(deps: ExportServiceDeps) {
   }
 
   /**
-   * Segmentation jobs always include segmentation. OME-TIFF holds image planes, not a label
-   * layer with its tables; zip and TIFF are conversions of a prediction, so a segmentation job
-   * exports natively (its layer's files).
+   * Segmentation jobs always include segmentation. Zip and TIFF are conversions of a prediction,
+   * so a segmentation job exports natively (its layer's files); an OME-TIFF of a prediction
+   * holds the layer's label image as a series (its tables stay behind the manifest's links).
    */
   function selectionOf(request: ExportRequest, isSegmentationJob: boolean): ExportSelection {
     const selection = {
@@ -102,12 +102,6 @@ export function createExportService(deps: ExportServiceDeps) {
       includeSegmentation: isSegmentationJob || (request.includeSegmentation ?? false),
       includeOriginalUpload: request.includeOriginalUpload ?? false,
     };
-    if (request.format === 'ome-tiff' && selection.includeSegmentation) {
-      throw new AppError(
-        'validation_failed',
-        'ome-tiff cannot hold a segmentation layer (label image and tables): use ome-zarr or ome-zarr-zip',
-      );
-    }
     if (isSegmentationJob && request.format !== 'ome-zarr') {
       throw new AppError(
         'validation_failed',

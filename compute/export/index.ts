@@ -1,5 +1,6 @@
 export {
   cachingSink,
+  fromLevelOfSize,
   heTiffImage,
   labelTiffImage,
   type NgffImageOptions,
@@ -7,6 +8,7 @@ export {
   predictionTiffImage,
 } from './ngff-tiff';
 export {
+  DEFAULT_JPEG_QUALITY,
   type OmeTiffImage,
   type OmeTiffLevel,
   type OmeTiffProgress,

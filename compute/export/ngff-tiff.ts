@@ -30,6 +30,8 @@ export interface NgffMultiscale {
   name: string | undefined;
   paths: string[];
   physicalSizeUm: { x: number; y: number } | null;
+  /** Each dataset's x scale over dataset 0's, when every dataset has one; else `null`. */
+  downsamples: number[] | null;
 }
 
 const micronsPer: Record<string, number> = {
@@ -74,7 +76,14 @@ export function parseMultiscale(ome: Record<string, unknown>, index: number, whe
   const axes = doc.axes ?? [];
   const yAxis = axes.findIndex((a) => a.name === 'y');
   const xAxis = axes.findIndex((a) => a.name === 'x');
-  const scale = doc.datasets?.[0]?.coordinateTransformations?.find((t) => t.type === 'scale')?.scale;
+  const scales = (doc.datasets ?? []).map(
+    (d) => d.coordinateTransformations?.find((t) => t.type === 'scale')?.scale,
+  );
+  const scale = scales[0];
+  const xScales = scales.map((s) => (Array.isArray(s) ? s[xAxis] : undefined));
+  const downsamples = xScales.every((x): x is number => typeof x === 'number' && x > 0)
+    ? xScales.map((x) => x / xScales[0]!)
+    : null;
   const factor = micronsPer[String(axes[xAxis]?.unit)];
   let physicalSizeUm: NgffMultiscale['physicalSizeUm'] = null;
   if (
@@ -86,7 +95,7 @@ export function parseMultiscale(ome: Record<string, unknown>, index: number, whe
   ) {
     physicalSizeUm = { x: scale[xAxis] * factor, y: scale[yAxis] * factor };
   }
-  return { name: typeof doc.name === 'string' ? doc.name : undefined, paths, physicalSizeUm };
+  return { name: typeof doc.name === 'string' ? doc.name : undefined, paths, physicalSizeUm, downsamples };
 }
 
 function join(prefix: string, path: string): string {
@@ -109,7 +118,11 @@ async function openLevels(
  * Levels whose plane `p` comes from `planes[p][level]`: every plane's arrays have the same
  * shapes (checked), and each `[C, H, W]` array gives one plane (C = 1) or one RGB plane (C = 3).
  */
-function levelsOf(sink: KeyValueStore, planes: readonly ShardedArray[][]): OmeTiffLevel[] {
+function levelsOf(
+  sink: KeyValueStore,
+  planes: readonly ShardedArray[][],
+  downsamples: readonly number[] | null,
+): OmeTiffLevel[] {
   const first = planes[0]!;
   for (const arrays of planes) {
     if (arrays.length !== first.length) {
@@ -129,6 +142,7 @@ function levelsOf(sink: KeyValueStore, planes: readonly ShardedArray[][]): OmeTi
   return first.map((array, l) => ({
     width: array.spec.shape[2],
     height: array.spec.shape[1],
+    downsample: downsamples?.[l],
     readTile: (plane, x, y, width, height, signal) => {
       const source = planes[plane]?.[l];
       if (!source) throw new RangeError(`no plane ${plane}`);
@@ -167,7 +181,7 @@ export async function heTiffImage(
     rgb: true,
     channels: [{ name: 'RGB' }],
     physicalSizeUm: multiscale.physicalSizeUm,
-    levels: levelsOf(cached, [arrays]),
+    levels: levelsOf(cached, [arrays], multiscale.downsamples),
     tileBlock: tileBlockOf(arrays[0]!, options.tileSize ?? 512),
   };
 }
@@ -190,7 +204,7 @@ export async function labelTiffImage(
     pixelType: 'uint32',
     channels: [{ name }],
     physicalSizeUm: multiscale.physicalSizeUm,
-    levels: levelsOf(cached, [arrays]),
+    levels: levelsOf(cached, [arrays], multiscale.downsamples),
     tileBlock: tileBlockOf(arrays[0]!, options.tileSize ?? 512),
   };
 }
@@ -232,12 +246,13 @@ export async function predictionTiffImage(
     channels.push({ name: marker, color: await markerColor(cached, multiscale, signal) });
   }
   if (planes.length === 0) throw new ComputeError('UnsupportedZarr', 'no markers to export');
+  const first = multiscales.find((m) => m.name === wanted[0])!;
   return {
     name: options.name ?? 'prediction',
     pixelType: 'uint16',
     channels,
-    physicalSizeUm: multiscales.find((m) => m.name === wanted[0])!.physicalSizeUm,
-    levels: levelsOf(cached, planes),
+    physicalSizeUm: first.physicalSizeUm,
+    levels: levelsOf(cached, planes, first.downsamples),
     tileBlock: tileBlockOf(planes[0]![0]!, options.tileSize ?? 512),
   };
 }
@@ -257,4 +272,26 @@ async function markerColor(
     | undefined;
   const color = attributes?.ome?.omero?.channels?.[0]?.color;
   return typeof color === 'string' && /^[0-9a-fA-F]{6}$/.test(color) ? omeColor(color) : undefined;
+}
+
+/**
+ * The image from its level of `width` x `height` down: that level becomes the full resolution
+ * (its pixel size the image's), the finer ones are left out. The stores' pyramids all halve
+ * level 0 rounding down and the prediction's level 0 is an H&E level, so the H&E and the mask
+ * have a level on the prediction's grid: taken from there, every series of the file shares one
+ * size and pixel size and overlays pixel for pixel, with no pixel resampled.
+ */
+export function fromLevelOfSize(image: OmeTiffImage, width: number, height: number): OmeTiffImage {
+  const first = image.levels.findIndex((l) => l.width === width && l.height === height);
+  if (first < 0) {
+    throw new ComputeError('UnsupportedZarr', `${image.name} has no level of ${width} x ${height}`);
+  }
+  const downsampleOf = (level: OmeTiffLevel) => level.downsample ?? image.levels[0]!.width / level.width;
+  const base = downsampleOf(image.levels[first]!);
+  const size = image.physicalSizeUm;
+  return {
+    ...image,
+    physicalSizeUm: size && { x: size.x * base, y: size.y * base },
+    levels: image.levels.slice(first).map((level) => ({ ...level, downsample: downsampleOf(level) / base })),
+  };
 }

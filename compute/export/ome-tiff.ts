@@ -2,6 +2,7 @@ import { open } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { constants, deflate, zstdCompress } from 'node:zlib';
 import type { TypedArray } from '../zarr';
+import { encodeJpegTile, JPEG_CHROMA_SUBSAMPLING, sameBytes, splitJpegTables } from './jpeg-tile';
 import { type OmePixelType, type OmeXmlChannel, type OmeXmlImage, omeXml } from './ome-xml';
 import {
   asciiValue,
@@ -11,24 +12,34 @@ import {
   FieldType,
   FileAppender,
   type IfdEntry,
+  rationalValue,
 } from './tiff-writer';
 
 const deflateAsync = promisify(deflate);
 const zstdAsync = promisify(zstdCompress);
 
 /**
- * Lossless tile compressions. Deflate (Adobe, 8) is read by every OME-TIFF reader (libtiff and
- * so libvips, tifffile, Bio-Formats and so QuPath); zstd (50000) is smaller and faster but
- * Bio-Formats and libtiff builds without it cannot open the file.
+ * Tile compressions. Deflate (Adobe, 8) is read by every OME-TIFF reader (libtiff and so
+ * libvips, tifffile, Bio-Formats and so QuPath); zstd (50000) is smaller and faster but
+ * Bio-Formats and libtiff builds without it cannot open the file. JPEG (7, lossy) is for RGB
+ * uint8 images only: the H&E, as scanners store it.
  */
-export type TiffCompression = 'deflate' | 'zstd' | 'none';
+export type TiffCompression = 'deflate' | 'zstd' | 'jpeg' | 'none';
 
-const compressionCode: Record<TiffCompression, number> = { none: 1, deflate: 8, zstd: 50000 };
+/** JPEG quality of `jpeg` images unless asked otherwise. */
+export const DEFAULT_JPEG_QUALITY = 90;
+
+const compressionCode: Record<TiffCompression, number> = { none: 1, deflate: 8, zstd: 50000, jpeg: 7 };
 
 /** One resolution of an image: its size and where its pixels come from. */
 export interface OmeTiffLevel {
   width: number;
   height: number;
+  /**
+   * Full-resolution pixels per pixel of this level a side (its pixel size over the first
+   * level's); default the first level's width over this one's.
+   */
+  downsample?: number;
   /**
    * The pixels of plane `plane` (a channel; the only plane of an RGB image) in the rectangle,
    * planar: `[height, width]`, or `[3, height, width]` for an RGB image. The rectangle lies
@@ -51,8 +62,13 @@ export interface OmeTiffImage {
   /** One plane of 3 interleaved samples (an RGB image such as the H&E) with one channel entry. */
   rgb?: boolean;
   channels: readonly OmeXmlChannel[];
-  /** Microns per full-resolution pixel; `null` when the image is not calibrated. */
+  /**
+   * Microns per full-resolution pixel; `null` when the image is not calibrated. Written to the
+   * OME-XML and, scaled by each level's downsample, to every IFD's resolution tags.
+   */
   physicalSizeUm: { x: number; y: number } | null;
+  /** Overrides the file's compression for this image (`jpeg` needs an RGB uint8 image). */
+  compression?: TiffCompression;
   /** Full resolution first, each next one smaller; all but the first go into SubIFDs. */
   levels: readonly OmeTiffLevel[];
   /**
@@ -71,6 +87,8 @@ export interface WriteOmeTiffOptions {
   compression?: TiffCompression;
   /** Deflate level (1 to 9) or zstd level. Default 6 for deflate (libvips' and zlib's), 3 for zstd. */
   compressionLevel?: number;
+  /** JPEG quality (1 to 100) of images compressed with `jpeg`. Default `DEFAULT_JPEG_QUALITY`. */
+  jpegQuality?: number;
   /** Tile edge, a multiple of 16. Default 512. */
   tileSize?: number;
   /** Tiles read and compressed at once (zlib runs them on the libuv pool). Default 4. */
@@ -110,9 +128,12 @@ export async function writeOmeTiff(
   options: WriteOmeTiffOptions = {},
 ): Promise<OmeTiffResult> {
   const tileSize = options.tileSize ?? 512;
-  checkImages(images, tileSize);
   const compression = options.compression ?? 'deflate';
-  const encoder = tileEncoder(compression, options.compressionLevel);
+  checkImages(images, tileSize, compression);
+  const jpegQuality = options.jpegQuality ?? DEFAULT_JPEG_QUALITY;
+  if (!Number.isInteger(jpegQuality) || jpegQuality < 1 || jpegQuality > 100) {
+    throw new RangeError(`JPEG quality ${jpegQuality}: an integer from 1 to 100`);
+  }
   const xml = omeXml(describe(images), options.creator ?? 'Slide Prediction Service');
   const progress = { tilesDone: 0, tilesTotal: countTiles(images, tileSize) };
   const file = await open(path, 'w');
@@ -124,26 +145,35 @@ export async function writeOmeTiff(
     let planes = 0;
     let subIfds = 0;
     for (const image of images) {
+      const imageCompression = image.compression ?? compression;
+      const encoder = tileEncoder(imageCompression, { ...options, tileSize, jpegQuality });
       for (let plane = 0; plane < planeCount(image); plane++) {
         const levelTiles = [];
         for (const level of image.levels) {
           levelTiles.push(
-            await writeLevelTiles(out, image, level, plane, { ...options, tileSize, encoder }, progress),
+            await writeLevelTiles(
+              out,
+              image,
+              level,
+              plane,
+              { ...options, tileSize, encoder, jpeg: imageCompression === 'jpeg' },
+              progress,
+            ),
           );
         }
         const subOffsets: number[] = [];
         for (let l = 1; l < image.levels.length; l++) {
-          const entries = ifdEntries(image, image.levels[l]!, levelTiles[l]!, {
+          const entries = ifdEntries(image, l, levelTiles[l]!, {
             tileSize,
-            compression,
+            compression: imageCompression,
             reduced: true,
           });
           subOffsets.push((await appendIfd(out, entries)).at);
           subIfds++;
         }
-        const entries = ifdEntries(image, image.levels[0]!, levelTiles[0]!, {
+        const entries = ifdEntries(image, 0, levelTiles[0]!, {
           tileSize,
-          compression,
+          compression: imageCompression,
           reduced: false,
           description: planes === 0 ? xml : undefined,
           subIfds: subOffsets,
@@ -168,7 +198,7 @@ function samplesOf(image: OmeTiffImage): number {
   return image.rgb ? 3 : 1;
 }
 
-function checkImages(images: readonly OmeTiffImage[], tileSize: number): void {
+function checkImages(images: readonly OmeTiffImage[], tileSize: number, compression: TiffCompression): void {
   if (!Number.isSafeInteger(tileSize) || tileSize < 16 || tileSize % 16 !== 0) {
     throw new RangeError(`tile size ${tileSize}: a multiple of 16`);
   }
@@ -178,6 +208,9 @@ function checkImages(images: readonly OmeTiffImage[], tileSize: number): void {
     if (image.channels.length === 0) throw new RangeError(`${what} has no channels`);
     if (image.rgb && (image.channels.length !== 1 || image.pixelType !== 'uint8')) {
       throw new RangeError(`${what}: an RGB image is uint8 with one channel entry`);
+    }
+    if ((image.compression ?? compression) === 'jpeg' && !image.rgb) {
+      throw new RangeError(`${what}: JPEG is for RGB uint8 images`);
     }
     if (image.levels.length === 0) throw new RangeError(`${what} has no levels`);
     image.levels.forEach((level, l) => {
@@ -239,14 +272,22 @@ export function* blockOrder(cols: number, rows: number, block: number): Generato
 interface LevelTiles {
   offsets: number[];
   byteCounts: number[];
+  /** A JPEG level's JPEGTables: the tables of its first tile encoded. */
+  jpegTables?: Uint8Array;
 }
 
 type TileEncoder = (tile: Buffer, pixelType: OmePixelType) => Promise<Uint8Array>;
 
-function tileEncoder(compression: TiffCompression, level?: number): TileEncoder {
+function tileEncoder(
+  compression: TiffCompression,
+  options: { compressionLevel?: number; jpegQuality: number; tileSize: number },
+): TileEncoder {
+  const level = options.compressionLevel;
   switch (compression) {
     case 'none':
       return async (tile) => tile;
+    case 'jpeg':
+      return (tile) => encodeJpegTile(tile, options.tileSize, options.jpegQuality);
     // One output chunk as large as the tile: with zlib's default 16 KiB, a tile goes back and
     // forth between the pool and the main thread dozens of times, and two cores sit half idle.
     // Float tiles use the run-length strategy: their low mantissa bytes never repeat, so the
@@ -275,20 +316,22 @@ function outputChunk(tile: Buffer): number {
 /**
  * Every tile of one plane of one level: `concurrency` workers take the next tile in block
  * order, read, pad, compress, and append it wherever the file ends (TileOffsets may list tiles
- * in any file order).
+ * in any file order). A JPEG tile whose tables are the level's JPEGTables is stored without
+ * them; one with other tables (none are expected) keeps them, which readers honour.
  */
 async function writeLevelTiles(
   out: FileAppender,
   image: OmeTiffImage,
   level: OmeTiffLevel,
   plane: number,
-  options: WriteOmeTiffOptions & { tileSize: number; encoder: TileEncoder },
+  options: WriteOmeTiffOptions & { tileSize: number; encoder: TileEncoder; jpeg: boolean },
   progress: OmeTiffProgress,
 ): Promise<LevelTiles> {
   const { tileSize, encoder, signal } = options;
   const { cols, rows } = tilesOf(level, tileSize);
   const offsets = new Array<number>(cols * rows).fill(0);
   const byteCounts = new Array<number>(cols * rows).fill(0);
+  const result: LevelTiles = { offsets, byteCounts };
   const order = blockOrder(cols, rows, Math.max(1, image.tileBlock ?? 1));
   const bytesPerSample = bitsOf[image.pixelType] / 8;
   const samples = samplesOf(image);
@@ -306,7 +349,12 @@ async function writeLevelTiles(
         throw new RangeError(`${image.name}: a tile read ${pixels.length} values, not ${expected}`);
       }
       const tile = packTile(pixels, width, height, tileSize, samples, bytesPerSample);
-      const encoded = await encoder(tile, image.pixelType);
+      let encoded = await encoder(tile, image.pixelType);
+      if (options.jpeg) {
+        const split = splitJpegTables(encoded);
+        result.jpegTables ??= split.tables;
+        if (sameBytes(split.tables, result.jpegTables)) encoded = split.abbreviated;
+      }
       const at = out.reserve(encoded.length);
       await out.writeAt(at, encoded);
       offsets[index] = at;
@@ -317,7 +365,7 @@ async function writeLevelTiles(
   };
   const workers = Math.max(1, options.concurrency ?? 4);
   await Promise.all(Array.from({ length: workers }, worker));
-  return { offsets, byteCounts };
+  return result;
 }
 
 /**
@@ -352,9 +400,14 @@ export function packTile(
   return tile;
 }
 
+/** TIFF ResolutionUnit 3: centimetre; resolutions are pixels per centimetre. */
+const CENTIMETER = 3;
+/** ReferenceBlackWhite of full-range YCbCr (JFIF), as libtiff writes it with JPEG. */
+const YCBCR_REFERENCE = [0, 255, 128, 255, 128, 255];
+
 function ifdEntries(
   image: OmeTiffImage,
-  level: OmeTiffLevel,
+  levelIndex: number,
   tiles: LevelTiles,
   options: {
     tileSize: number;
@@ -364,16 +417,18 @@ function ifdEntries(
     subIfds?: readonly number[];
   },
 ): IfdEntry[] {
+  const level = image.levels[levelIndex]!;
   const samples = samplesOf(image);
   const repeat = (value: number) => Array.from({ length: samples }, () => value);
+  const jpeg = options.compression === 'jpeg';
   const entries: IfdEntry[] = [
     { tag: 254, type: FieldType.LONG, values: [options.reduced ? 1 : 0] },
     { tag: 256, type: FieldType.LONG, values: [level.width] },
     { tag: 257, type: FieldType.LONG, values: [level.height] },
     { tag: 258, type: FieldType.SHORT, values: repeat(bitsOf[image.pixelType]) },
     { tag: 259, type: FieldType.SHORT, values: [compressionCode[options.compression]] },
-    // RGB, or BlackIsZero: a marker's intensity reads as brightness.
-    { tag: 262, type: FieldType.SHORT, values: [image.rgb ? 2 : 1] },
+    // YCbCr (what the JPEG holds), RGB, or BlackIsZero: a marker's intensity reads as brightness.
+    { tag: 262, type: FieldType.SHORT, values: [jpeg ? 6 : image.rgb ? 2 : 1] },
     { tag: 277, type: FieldType.SHORT, values: [samples] },
     { tag: 284, type: FieldType.SHORT, values: [1] },
     { tag: 322, type: FieldType.LONG, values: [options.tileSize] },
@@ -382,6 +437,16 @@ function ifdEntries(
     { tag: 325, type: FieldType.LONG8, values: tiles.byteCounts },
     { tag: 339, type: FieldType.SHORT, values: repeat(sampleFormatOf[image.pixelType]) },
   ];
+  entries.push(...resolutionEntries(image, levelIndex));
+  if (jpeg) {
+    if (tiles.jpegTables) {
+      entries.push({ tag: 347, type: FieldType.UNDEFINED, values: tiles.jpegTables });
+    }
+    entries.push(
+      { tag: 530, type: FieldType.SHORT, values: [...JPEG_CHROMA_SUBSAMPLING] },
+      { tag: 532, type: FieldType.RATIONAL, values: YCBCR_REFERENCE.flatMap((v) => [v, 1]) },
+    );
+  }
   if (options.description !== undefined) {
     entries.push({ tag: 270, type: FieldType.ASCII, values: asciiValue(options.description) });
   }
@@ -389,6 +454,23 @@ function ifdEntries(
     entries.push({ tag: 330, type: FieldType.IFD8, values: options.subIfds });
   }
   return entries;
+}
+
+/**
+ * XResolution, YResolution and ResolutionUnit of a level of a calibrated image: pixels per
+ * centimetre of that level, so TIFF readers that ignore the OME-XML (libvips, OpenSlide, ImageJ)
+ * see its physical size.
+ */
+function resolutionEntries(image: OmeTiffImage, levelIndex: number): IfdEntry[] {
+  if (!image.physicalSizeUm) return [];
+  const level = image.levels[levelIndex]!;
+  const downsample = level.downsample ?? image.levels[0]!.width / level.width;
+  const perCm = (um: number) => rationalValue(10_000 / (um * downsample));
+  return [
+    { tag: 282, type: FieldType.RATIONAL, values: perCm(image.physicalSizeUm.x) },
+    { tag: 283, type: FieldType.RATIONAL, values: perCm(image.physicalSizeUm.y) },
+    { tag: 296, type: FieldType.SHORT, values: [CENTIMETER] },
+  ];
 }
 
 async function appendIfd(

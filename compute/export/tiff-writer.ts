@@ -1,12 +1,23 @@
 import type { FileHandle } from 'node:fs/promises';
 
 /** TIFF field types this writer emits (TIFF 6.0 and the BigTIFF additions). */
-export const FieldType = { ASCII: 2, SHORT: 3, LONG: 4, LONG8: 16, IFD8: 18 } as const;
+export const FieldType = {
+  ASCII: 2,
+  SHORT: 3,
+  LONG: 4,
+  RATIONAL: 5,
+  UNDEFINED: 7,
+  LONG8: 16,
+  IFD8: 18,
+} as const;
 type FieldTypeCode = (typeof FieldType)[keyof typeof FieldType];
 
-const typeSize: Record<FieldTypeCode, number> = { 2: 1, 3: 2, 4: 4, 16: 8, 18: 8 };
+const typeSize: Record<FieldTypeCode, number> = { 2: 1, 3: 2, 4: 4, 5: 8, 7: 1, 16: 8, 18: 8 };
 
-/** One IFD entry; numeric values as numbers (offsets past 2^53 do not occur in files we write). */
+/**
+ * One IFD entry; numeric values as numbers (offsets past 2^53 do not occur in files we write).
+ * A RATIONAL's values are numerator, denominator pairs, flattened: its count is half their number.
+ */
 export interface IfdEntry {
   tag: number;
   type: FieldTypeCode;
@@ -56,7 +67,7 @@ export function encodeIfd(offset: number, entries: readonly IfdEntry[]): Encoded
     const at = 8 + i * ENTRY_BYTES;
     buffer.writeUInt16LE(entry.tag, at);
     buffer.writeUInt16LE(entry.type, at + 2);
-    buffer.writeBigUInt64LE(BigInt(entry.values.length), at + 4);
+    buffer.writeBigUInt64LE(BigInt(countOf(entry)), at + 4);
     const size = valueBytes(entry);
     if (size <= 8) {
       writeValues(buffer, at + 12, entry);
@@ -69,8 +80,12 @@ export function encodeIfd(offset: number, entries: readonly IfdEntry[]): Encoded
   return { bytes: buffer, nextPointer: offset + 8 + sorted.length * ENTRY_BYTES };
 }
 
+function countOf(entry: IfdEntry): number {
+  return entry.type === FieldType.RATIONAL ? entry.values.length / 2 : entry.values.length;
+}
+
 function valueBytes(entry: IfdEntry): number {
-  return entry.values.length * typeSize[entry.type];
+  return countOf(entry) * typeSize[entry.type];
 }
 
 function align8(n: number): number {
@@ -83,12 +98,14 @@ function writeValues(buffer: Buffer, at: number, entry: IfdEntry): void {
     const v = values[i]!;
     switch (entry.type) {
       case FieldType.ASCII:
+      case FieldType.UNDEFINED:
         buffer.writeUInt8(v, at + i);
         break;
       case FieldType.SHORT:
         buffer.writeUInt16LE(v, at + 2 * i);
         break;
       case FieldType.LONG:
+      case FieldType.RATIONAL:
         buffer.writeUInt32LE(v, at + 4 * i);
         break;
       default:
@@ -103,6 +120,18 @@ export function asciiValue(text: string): Uint8Array {
   const out = new Uint8Array(bytes.length + 1);
   out.set(bytes);
   return out;
+}
+
+/**
+ * A positive value as a RATIONAL's numerator and denominator: the denominator a power of ten
+ * as large as keeps the numerator within 32 bits (at most 10^6), so 10^4 / 0.2527 µm reads back
+ * to seven significant digits.
+ */
+export function rationalValue(value: number): [number, number] {
+  if (!(value > 0) || value >= 2 ** 32) throw new RangeError(`${value} is not a positive 32-bit rational`);
+  let denominator = 1_000_000;
+  while (denominator > 1 && Math.round(value * denominator) >= 2 ** 32) denominator /= 10;
+  return [Math.round(value * denominator), denominator];
 }
 
 /**
