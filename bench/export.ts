@@ -2,11 +2,21 @@ import { execFile } from 'node:child_process';
 import { mkdir, open, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { planPredictionArchive, predictionTiffImage, writeOmeTiff, writeZarrZip } from '../compute/export';
+import {
+  heTiffImage,
+  planPredictionArchive,
+  predictionTiffImage,
+  writeOmeTiff,
+  writeZarrZip,
+} from '../compute/export';
 import { toStored } from '../compute/prediction/kernels';
 import { finishPredictionStore, markerArray, type PredictionStoreLayout } from '../compute/prediction/store';
+import { buildHePyramid } from '../compute/pyramid';
+import { openTiffSlide } from '../compute/slide';
 import { systemVipsEnv } from '../compute/slide/normalize';
-import { folderStore } from '../compute/zarr';
+import { fileSource } from '../compute/source';
+import { folderStore, openArray } from '../compute/zarr';
+import { writeSyntheticSvs } from './synthetic-svs';
 
 /**
  * Export throughput: a synthetic prediction store (`--markers` uint16 markers of smooth values
@@ -20,6 +30,13 @@ import { folderStore } from '../compute/zarr';
  * (512 tiles) is timed per marker, summed; vips builds its levels itself where we copy
  * the store's. The same without compression is printed too.
  *
+ * The H&E as the OME-TIFF export stores it (JPEG, YCbCr 4:2:0): an H&E pyramid built by
+ * ingest's `buildHePyramid` from a synthetic SVS (CMU-1's tiles repeated), exported as one JPEG
+ * image, against `vips tiffsave --compression jpeg --Q q` (libtiff's YCbCr 2x2, 512 tiles,
+ * pyramid in SubIFDs) of its level 0, written out raw and loaded into a `.v` (not timed), at
+ * `--jpeg-quality` (default 85). Not at the export's 90: from Q 90 up libvips 8.14 writes RGB
+ * JPEG without chroma subsampling, another encoding (2.4x the bytes on this H&E).
+ *
  *   npm run bench:export [-- --sizes 8000,16000 --markers 8]
  */
 const run = promisify(execFile);
@@ -28,6 +45,7 @@ const { values } = parseArgs({
     sizes: { type: 'string', default: '8000,16000' },
     markers: { type: 'string', default: '8' },
     keep: { type: 'boolean', default: false },
+    'jpeg-quality': { type: 'string', default: '85' },
     // Internal: one phase of one size, in a child process of its own.
     phase: { type: 'string' },
     size: { type: 'string' },
@@ -155,6 +173,14 @@ async function phase(name: string, side: number, markers: number): Promise<void>
   } else if (name === 'tiff') {
     const image = await predictionTiffImage(folderStore(path.join(dir, 'prediction')));
     bytes = (await writeOmeTiff(path.join(dir, 'export.ome.tif'), [image], { compressionLevel: 6 })).bytes;
+  } else if (name === 'he-make') {
+    await makeHeStore(dir, side);
+  } else if (name === 'he-tiff') {
+    const image = await heTiffImage(folderStore(path.join(dir, 'he')), { name: 'H&E' });
+    const written = await writeOmeTiff(path.join(dir, 'he.ome.tif'), [{ ...image, compression: 'jpeg' }], {
+      jpegQuality: jpegQuality(),
+    });
+    bytes = written.bytes;
   } else if (name === 'zip') {
     const entries = await planPredictionArchive({ prediction: folderStore(path.join(dir, 'prediction')) });
     bytes = (await writeZarrZip(path.join(dir, 'export.ome.zarr.zip'), entries)).bytes;
@@ -172,7 +198,17 @@ function memory(r: PhaseResult): string {
 async function child(name: string, side: number, markers: number): Promise<PhaseResult> {
   const { stdout } = await run(
     process.execPath,
-    [__filename, '--phase', name, '--size', String(side), '--markers', String(markers)],
+    [
+      __filename,
+      '--phase',
+      name,
+      '--size',
+      String(side),
+      '--markers',
+      String(markers),
+      '--jpeg-quality',
+      values['jpeg-quality'],
+    ],
     { maxBuffer: 1 << 20 },
   );
   return JSON.parse(stdout) as PhaseResult;
@@ -229,6 +265,110 @@ async function vipsReference(dir: string, layout: PredictionStoreLayout, compres
   return { seconds: total, bytes, peakMiB: Math.round(peak) };
 }
 
+const jpegQuality = () => Number(values['jpeg-quality']);
+const sharedSlide = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'wsi', 'CMU-1-Small-Region.svs');
+
+/** The H&E store as ingest builds it, and its level 0 as a raw interleaved RGB file. */
+async function makeHeStore(dir: string, side: number): Promise<void> {
+  const slidePath = path.join(dir, 'synthetic.svs');
+  await writeSyntheticSvs({
+    source: sharedSlide,
+    out: slidePath,
+    width: side,
+    height: side,
+    lowerLevels: [],
+  });
+  const source = await fileSource(slidePath);
+  try {
+    const image = await openTiffSlide(source);
+    await buildHePyramid({ image, sink: folderStore(path.join(dir, 'he')), mpp: 0.499, name: 'H&E' });
+  } finally {
+    await source.close();
+  }
+  await rm(slidePath);
+  const sink = folderStore(path.join(dir, 'he'));
+  const level0 = await openArray(sink, '0');
+  const file = await open(path.join(dir, 'he.raw'), 'w');
+  try {
+    const band = 512;
+    for (let y = 0; y < side; y += band) {
+      const height = Math.min(band, side - y);
+      const planar = await level0.readRegion(sink, { x: 0, y, width: side, height });
+      const plane = side * height;
+      const rgb = Buffer.alloc(plane * 3);
+      for (let i = 0; i < plane; i++) {
+        rgb[3 * i] = Number(planar[i]);
+        rgb[3 * i + 1] = Number(planar[plane + i]);
+        rgb[3 * i + 2] = Number(planar[2 * plane + i]);
+      }
+      await file.write(rgb);
+    }
+  } finally {
+    await file.close();
+  }
+}
+
+/** `vips tiffsave` of the H&E level 0 as a JPEG pyramid; answers seconds, bytes, peak RSS. */
+async function vipsHeReference(dir: string, side: number) {
+  const loaded = path.join(dir, 'he.v');
+  await run('vips', ['rawload', path.join(dir, 'he.raw'), loaded, String(side), String(side), '3'], {
+    env: systemVipsEnv(),
+  });
+  const out = path.join(dir, 'he.vips.tif');
+  const started = performance.now();
+  const { stderr } = await run(
+    '/usr/bin/time',
+    [
+      '-f',
+      'maxrss=%M',
+      'vips',
+      'tiffsave',
+      loaded,
+      out,
+      '--tile',
+      '--tile-width',
+      '512',
+      '--tile-height',
+      '512',
+      '--pyramid',
+      '--subifd',
+      '--bigtiff',
+      '--compression',
+      'jpeg',
+      '--Q',
+      String(jpegQuality()),
+    ],
+    { env: systemVipsEnv() },
+  );
+  const result = {
+    seconds: seconds(started),
+    bytes: (await stat(out)).size,
+    peakMiB: Math.round(Number(/maxrss=(\d+)/.exec(stderr)?.[1] ?? 0) / 1024),
+  };
+  await rm(out);
+  await rm(loaded);
+  return result;
+}
+
+/** The H&E JPEG comparison at one size: one printed line. */
+async function heJpegComparison(side: number): Promise<string> {
+  const dir = path.join(scratch, String(side));
+  await mkdir(dir, { recursive: true });
+  process.stdout.write(`${side} x ${side} H&E: making the store... `);
+  const made = await child('he-make', side, 0);
+  process.stdout.write(`${made.seconds.toFixed(1)} s\n`);
+  const ours = await child('he-tiff', side, 0);
+  const vips = await vipsHeReference(dir, side);
+  const line = [
+    `${side / 1000}k x ${side / 1000}k H&E, JPEG Q${jpegQuality()} 4:2:0 (${mib(side * side * 3).toFixed(0)} MiB level 0)`,
+    `OME-TIFF ${ours.seconds.toFixed(1)} s, ${mib(ours.bytes).toFixed(1)} MiB, ${memory(ours)}`,
+    `vips jpeg ${vips.seconds.toFixed(1)} s, ${mib(vips.bytes).toFixed(1)} MiB, peak ${vips.peakMiB} MiB`,
+    `OME-TIFF / vips jpeg: time ${(ours.seconds / vips.seconds).toFixed(2)}x, size ${(ours.bytes / vips.bytes).toFixed(3)}x`,
+  ].join('\n  ');
+  console.log(`  ${line}`);
+  return line;
+}
+
 async function main(): Promise<void> {
   const markers = Number(values.markers);
   if (values.phase) return phase(values.phase, Number(values.size), markers);
@@ -257,6 +397,7 @@ async function main(): Promise<void> {
     ].join('\n  ');
     console.log(`  ${line}`);
     rows.push(line);
+    rows.push(await heJpegComparison(side));
     if (!values.keep) await rm(dir, { recursive: true, force: true });
   }
   console.log(`\n${rows.join('\n')}`);
