@@ -20,7 +20,8 @@ import { SHARED_WSI, uploadFile } from '../support/uploads';
  * the model reads its level 1, 550 px at 0.454 µm), with the H&E and the segmentation selected,
  * on the real worker: every series on the prediction's grid (one size, one pixel size), the H&E
  * as JPEG, the labels exact; read by tifffile, Bio-Formats (QuPath's reader), libvips and
- * OpenSlide.
+ * OpenSlide. And the standard case, a slide at the model's resolution (CMU-1, 0.499 µm), where
+ * the H&E keeps its full resolution.
  */
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -28,12 +29,19 @@ let sampleId: string;
 let jobId: string;
 let layerPrefix: string;
 let instanceCount: number;
+let cmuJobId: string;
 const run = promisify(execFile);
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true });
+  stack = await startStack({ worker: true, sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
+  const cmu = await call('POST', '/predict', {
+    uploadId: stack.sharedSample('CMU-1-Small-Region.svs'),
+    markers: ['DAPI'],
+  });
+  expect(cmu.status).toBe(202);
+  cmuJobId = cmu.json.jobId as string;
   sampleId = (await uploadFile(call, path.join(SHARED_WSI, 'OS-1-detail.ome.tif'))).id;
   await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
   expect((await call('POST', `/samples/${sampleId}/segmentation`)).status).toBe(202);
@@ -48,29 +56,34 @@ beforeAll(async () => {
     SELECT layer_prefix FROM segmentation_runs WHERE layer_id = ${layer.id}`;
   layerPrefix = row!.layer_prefix;
   instanceCount = layer.instanceCount;
+  await stack.client.workflow.getHandle(workflowIds.prediction(cmuJobId)).result();
 }, 400_000);
 afterAll(async () => {
   await stack?.close();
 });
 
-async function exportOf(chosen: ExportSelection): Promise<string> {
-  const answer = await call('POST', `/jobs/${jobId}/exports`, { format: 'ome-tiff', ...chosen });
+async function exportOf(job: string, chosen: ExportSelection): Promise<string> {
+  const answer = await call('POST', `/jobs/${job}/exports`, { format: 'ome-tiff', ...chosen });
   expect(answer.status).toBe(202);
-  await stack.client.workflow.getHandle(workflowIds.export(jobId, 'ome-tiff', selectionKey(chosen))).result();
+  await stack.client.workflow.getHandle(workflowIds.export(job, 'ome-tiff', selectionKey(chosen))).result();
   const query = new URLSearchParams(
     Object.fromEntries([['format', 'ome-tiff'], ...Object.entries(chosen).map(([k, v]) => [k, String(v)])]),
   );
-  const manifest = ExportManifest.parse((await call('GET', `/jobs/${jobId}/exports?${query}`)).json);
+  const manifest = ExportManifest.parse((await call('GET', `/jobs/${job}/exports?${query}`)).json);
   expect(manifest).toMatchObject({ status: 'ready', selection: chosen });
   const response = await fetch(manifest.artifacts.prediction!.downloadUrl);
   expect(response.status).toBe(200);
-  const file = path.join(testEnv().scratch, `${jobId}-overlay.ome.tiff`);
+  const file = path.join(testEnv().scratch, `${job}-overlay.ome.tiff`);
   await writeFile(file, new Uint8Array(await response.arrayBuffer()));
   return file;
 }
 
 test('H&E and segmentation selected: three series that overlay, JPEG H&E, exact labels, pixel size in every reader', async () => {
-  const file = await exportOf({ includeHe: true, includeSegmentation: true, includeOriginalUpload: false });
+  const file = await exportOf(jobId, {
+    includeHe: true,
+    includeSegmentation: true,
+    includeOriginalUpload: false,
+  });
   const he = path.join(stack.fsRoot, `orgs/${stack.tenant.organizationId}/samples/${sampleId}/he`);
   const mask = path.join(stack.fsRoot, layerPrefix, 'mask');
   const read = await runPythonJson<{
@@ -140,4 +153,41 @@ print(json.dumps(out))
   const openslide = (await run('openslide-show-properties', [file])).stdout;
   expect(Number(/tiff\.XResolution: '([0-9.]+)'/.exec(openslide)?.[1])).toBeCloseTo(10_000 / mpp, 1);
   expect(openslide).toMatch(/tiff\.ResolutionUnit: 'centimeter'/);
+});
+
+test('a slide at the model resolution: the H&E keeps its level 0, on the prediction grid, as JPEG', async () => {
+  const file = await exportOf(cmuJobId, {
+    includeHe: true,
+    includeSegmentation: false,
+    includeOriginalUpload: false,
+  });
+  const read = await runPythonJson<{
+    series: { name: string; yx: number[]; physical: number[]; levels: number }[];
+    compression: number;
+    units: number[];
+  }>(
+    `
+import json, sys, tifffile
+with tifffile.TiffFile(sys.argv[1]) as t:
+    images = tifffile.xml2dict(t.ome_metadata)['OME']['Image']
+    series = [{'name': s.name, 'levels': len(s.levels),
+               'yx': [s.levels[0].shape[k] for k, a in enumerate(s.axes) if a in 'YX'],
+               'physical': [images[i]['Pixels']['PhysicalSizeX'], images[i]['Pixels']['PhysicalSizeY']]}
+              for i, s in enumerate(t.series)]
+    units = [int(l.keyframe.tags['ResolutionUnit'].value) for s in t.series for l in s.levels]
+    print(json.dumps({'series': series, 'compression': int(t.series[1].levels[0].keyframe.compression), 'units': units}))
+`,
+    [file],
+  );
+  expect(read.series.map((s) => s.name)).toEqual(['prediction', 'H&E']);
+  // CMU-1's own level 0: the model reads it at 0.499 µm.
+  expect(read.series[0]!.yx).toEqual([2967, 2220]);
+  expect(read.series[1]!.yx).toEqual([2967, 2220]);
+  expect(read.series[1]!.physical).toEqual(read.series[0]!.physical);
+  expect(read.series[0]!.physical[0]).toBeCloseTo(0.499, 3);
+  expect(read.series[1]!.levels).toBeGreaterThan(1);
+  expect(read.compression).toBe(7);
+  expect(new Set(read.units)).toEqual(new Set([3]));
+  const info = await showinf(file, ['-noflat']);
+  expect(info).toContain('No validation errors found.');
 });
