@@ -64,6 +64,37 @@ describe('JPEG tiles and TIFF values', () => {
   });
 });
 
+describe('fromLevelOfSize', () => {
+  const level = (width: number, height: number, downsample?: number) => ({
+    width,
+    height,
+    downsample,
+    readTile: async () => new Uint8Array(0),
+  });
+  const image: OmeTiffImage = {
+    name: 'H&E',
+    pixelType: 'uint8',
+    rgb: true,
+    channels: [{ name: 'RGB' }],
+    physicalSizeUm: { x: 0.25, y: 0.26 },
+    levels: [level(1101, 1101, 1), level(550, 550, 2), level(275, 275, 4)],
+  };
+
+  it('starts the image at the level of that size, its pixel size and downsamples rebased', () => {
+    const aligned = fromLevelOfSize(image, 550, 550);
+    expect(aligned.physicalSizeUm).toEqual({ x: 0.5, y: 0.52 });
+    expect(aligned.levels.map((l) => [l.width, l.downsample])).toEqual([
+      [550, 1],
+      [275, 2],
+    ]);
+    expect(fromLevelOfSize(image, 1101, 1101)).toEqual({ ...image, levels: image.levels });
+  });
+
+  it('refuses a size that is no level (another grid)', () => {
+    expect(() => fromLevelOfSize(image, 551, 550)).toThrow(/no level of 551 x 550/);
+  });
+});
+
 /**
  * The overlay case: a slide finer than the model (CMU-1 small region at 0.499 µm, the prediction
  * on its level 1 at 0.998 µm), exported as the export activity does: prediction, H&E from its
