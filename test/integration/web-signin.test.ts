@@ -134,6 +134,14 @@ describe('a signed-in tab', () => {
     expect(authorize.get('code_challenge')).toMatch(/^[\w-]{43}$/);
     await page.waitForURL('**/oauth2/interaction/**');
     await page.getByLabel('Email').waitFor();
+    // The server's sign-in page: no script, no framing.
+    const signInPage = await fetch(page.url(), {
+      headers: { cookie: (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ') },
+    });
+    expect(signInPage.status).toBe(200);
+    expect(signInPage.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(signInPage.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(signInPage.headers.get('x-content-type-options')).toBe('nosniff');
     await page.screenshot({ path: path.join(screenshots, 'signin.png'), fullPage: true });
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(user.password);
