@@ -118,7 +118,7 @@ describe('a signed-in tab', () => {
 
   test('signs in through the OAuth pages with consent for the organization; the list loads with the bearer token', async () => {
     await page.goto(at('/samples'));
-    await expect(page.locator('#status').textContent()).resolves.toContain('nobody is signed in');
+    await expect(page.locator('#status').textContent()).resolves.toContain('this tab is not signed in');
     const [request] = await Promise.all([
       page.waitForRequest((candidate) => new URL(candidate.url()).pathname === '/oauth2/auth'),
       page.getByRole('button', { name: 'Sign in' }).click(),

@@ -48,7 +48,7 @@ export function clearError(where: HTMLElement = document.getElementById('status'
 export function needKey(): void {
   const status = document.getElementById('status')!;
   status.replaceChildren(
-    'No API key is set and nobody is signed in in this tab. Sign in (top of the page), or ',
+    'No API key is set and this tab is not signed in. Sign in (top of the page), or ',
     h('a', { href: 'settings' }, 'set an API key in Settings'),
     '.',
   );
