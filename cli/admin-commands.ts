@@ -6,12 +6,13 @@ import { hashPassword } from '../api/oauth/passwords';
 import type { Sql } from '../db';
 import { insertApiKey, revokeApiKey } from '../db/api-keys';
 import { grantCredits } from '../db/credits';
-import { insertOAuthClient, revokeOAuthClient, setUserPasswordHash } from '../db/oauth';
+import { insertOAuthClient, revokeOAuthClient, setUserPasswordHash, upsertOAuthClient } from '../db/oauth';
 import { insertOrganization } from '../db/organizations';
 import { PublishRefused, publishSample, unpublishSample } from '../db/public-samples';
 import { insertFieldDefinition, retireFieldDefinition } from '../db/sample-fields';
 import { upsertMembership, upsertUser } from '../db/users';
 import { Role } from '../schemas/enums';
+import { WEB_APP_CALLBACK_PATH, WEB_APP_CLIENT_ID } from '../schemas/oauth';
 import { rerunSteps } from '../schemas/temporal';
 import { type RerunDeps, rerunStep } from './rerun';
 
@@ -29,7 +30,8 @@ export const ADMIN_USAGE = `Usage: npm run admin -- <command> [options]
   sample unpublish --sample SAMPLE_ID
   user password  --email EMAIL [--password PASSWORD]      (sign-in on the OAuth pages; generated and printed once if omitted)
   oauth-client create --name NAME --redirect-uri URI [--redirect-uri URI ...] [--confidential]
-  oauth-client revoke --id CLIENT_ID`;
+  oauth-client revoke --id CLIENT_ID
+  oauth-client web-app --app-url APP_URL    (registers the web app's public client; npm start does it)`;
 
 const options = {
   name: { type: 'string' },
@@ -55,9 +57,17 @@ const options = {
   password: { type: 'string' },
   'redirect-uri': { type: 'string', multiple: true },
   confidential: { type: 'boolean' },
+  'app-url': { type: 'string' },
 } as const;
 
 const count = z.coerce.number().int().positive();
+// RFC 8252: loopback http for native apps, notebooks and a development web app; https otherwise.
+const redirectUri = z
+  .url()
+  .refine(
+    (uri) => /^(https:|http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/])/.test(uri),
+    'https, or http on loopback',
+  );
 const schemas = {
   'org create': z.object({
     name: z.string().min(1),
@@ -105,24 +115,18 @@ const schemas = {
   'user password': z.object({ email: z.email(), password: z.string().min(12).max(1000).optional() }),
   'oauth-client create': z.object({
     name: z.string().min(1).max(200),
-    // RFC 8252: loopback http for native apps and notebooks; https otherwise.
-    'redirect-uri': z
-      .array(
-        z
-          .url()
-          .refine(
-            (uri) => /^(https:|http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/])/.test(uri),
-            'https, or http on loopback',
-          ),
-      )
-      .min(1),
+    'redirect-uri': z.array(redirectUri).min(1),
     confidential: z.boolean().optional(),
   }),
   'oauth-client revoke': z.object({ id: z.string().min(1) }),
+  'oauth-client web-app': z.object({ 'app-url': redirectUri }),
 };
 type Command = keyof typeof schemas;
 
 export class UsageError extends Error {}
+
+/** The name the consent page shows for the web application's client. */
+const WEB_APP_NAME = 'Slide Prediction Service web app';
 
 function parseCommand(argv: string[]): { command: Command; values: Record<string, unknown> } {
   const { positionals, values } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
@@ -295,6 +299,22 @@ export async function runAdminCommand(
       return clientSecret
         ? { clientId, clientSecret, note: 'keep the secret: the token endpoint needs it' }
         : { clientId, note: 'a public client: PKCE alone protects its codes' };
+    }
+    case 'oauth-client web-app': {
+      const input = v as z.infer<(typeof schemas)['oauth-client web-app']>;
+      const redirect = `${input['app-url'].replace(/\/+$/, '')}${WEB_APP_CALLBACK_PATH}`;
+      await upsertOAuthClient(sql, {
+        clientId: WEB_APP_CLIENT_ID,
+        name: WEB_APP_NAME,
+        metadata: {
+          client_name: WEB_APP_NAME,
+          redirect_uris: [redirect],
+          grant_types: ['authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          token_endpoint_auth_method: 'none',
+        },
+      });
+      return { clientId: WEB_APP_CLIENT_ID, redirectUri: redirect };
     }
     case 'oauth-client revoke': {
       const input = v as z.infer<(typeof schemas)['oauth-client revoke']>;

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
-import { createOrganizationWithOwner } from './admin-commands';
+import { createOrganizationWithOwner, runAdminCommand } from './admin-commands';
 import { type Config, ConfigError, loadConfig } from './config';
 import { recordDevStack } from './dev-stack';
 import { type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
@@ -41,18 +41,39 @@ function stack() {
   };
 }
 
+const DEMO_EMAIL = 'demo@example.com';
+
 /** The demo organization of a development data directory, with a key kept beside the data. */
 async function demoApiKey(config: Config, sql: ReturnType<typeof createSql>): Promise<string> {
   const file = path.join(config.dataDir, 'demo-api-key');
   if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
   const { apiKey } = await createOrganizationWithOwner(sql, {
     name: 'Demo organization',
-    email: 'demo@example.com',
+    email: DEMO_EMAIL,
     credits: 100_000,
     expirationDays: 90,
   });
   await writeFile(file, apiKey, { mode: 0o600 });
   return apiKey;
+}
+
+/** The demo user's password for the sign-in page: set once, kept beside the data like the key. */
+async function demoPassword(config: Config, sql: ReturnType<typeof createSql>): Promise<string> {
+  const file = path.join(config.dataDir, 'demo-password');
+  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  const { password } = await runAdminCommand(sql, ['user', 'password', '--email', DEMO_EMAIL]);
+  await writeFile(file, String(password), { mode: 0o600 });
+  return String(password);
+}
+
+/**
+ * The web app's sign-in: its public client, registered for this APP_URL, on the built-in
+ * authorization server (an external issuer registers its clients itself).
+ */
+async function webSignIn(config: Config, sql: ReturnType<typeof createSql>): Promise<string> {
+  if (config.oauth.external) return 'through OAUTH_ISSUER; the web app takes an API key under Settings';
+  await runAdminCommand(sql, ['oauth-client', 'web-app', '--app-url', config.http.appUrl]);
+  return `${DEMO_EMAIL} with password ${await demoPassword(config, sql)}   (Sign in, top right)`;
 }
 
 async function start(): Promise<void> {
@@ -119,6 +140,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
   const api = await startApi({ config, sql, store, client, signingSecret, logger });
   services.push({ stop: () => api.close() });
   const apiKey = await demoApiKey(config, sql);
+  const signIn = await webSignIn(config, sql);
   services.push(
     await recordDevStack(config.dataDir, {
       databaseUrl: config.database.url!,
@@ -126,18 +148,18 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     }),
   );
 
+  // The app's URL comes first: it is what a user opens.
   process.stdout.write(
     [
-      '',
-      'Slide Prediction Service is running.',
-      `  Web app:      ${config.http.appUrl}/samples   (sign in: paste the demo API key under Settings)`,
-      `  API:          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`,
-      `  Temporal UI:  ${temporalUi}`,
-      `  Demo API key: ${apiKey}`,
-      `  Try:          curl -H "Authorization: Bearer ${apiKey}" ${api.url}/api/v1/uploads`,
-      '  Admin:        npm run admin -- --help   (in another terminal; it finds this database)',
-      '  Ctrl-C stops everything; the next start reuses the data in',
-      `                ${config.dataDir}`,
+      `Web app:      ${config.http.appUrl}/samples`,
+      `Sign in:      ${signIn}`,
+      `API:          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`,
+      `Temporal UI:  ${temporalUi}`,
+      `Demo API key: ${apiKey}   (for scripts; or paste it under Settings)`,
+      `Try:          curl -H "Authorization: Bearer ${apiKey}" ${api.url}/api/v1/uploads`,
+      'Admin:        npm run admin -- --help   (in another terminal; it finds this database)',
+      'Ctrl-C stops everything; the next start reuses the data in',
+      `              ${config.dataDir}`,
       '',
     ].join('\n'),
   );

@@ -79,6 +79,21 @@ export async function insertOAuthClient(
   return row!;
 }
 
+/**
+ * Registers a client under a fixed id, or re-registers it with new metadata (the web app's,
+ * whose redirect URI follows APP_URL); an earlier revocation is lifted.
+ */
+export async function upsertOAuthClient(
+  sql: Queryable,
+  input: { clientId: string; name: string; metadata: Record<string, unknown> },
+): Promise<void> {
+  await sql`
+    INSERT INTO oauth_clients (client_id, name, metadata)
+    VALUES (${input.clientId}, ${input.name}, ${sql.json(input.metadata as never)})
+    ON CONFLICT (client_id) DO UPDATE
+    SET name = EXCLUDED.name, metadata = EXCLUDED.metadata, revoked_at = NULL`;
+}
+
 export async function findOAuthClient(
   sql: Queryable,
   clientId: string,

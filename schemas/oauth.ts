@@ -54,3 +54,27 @@ export const AuthorizationServerMetadata = z
   })
   .meta({ id: 'AuthorizationServerMetadata' });
 export type AuthorizationServerMetadata = z.infer<typeof AuthorizationServerMetadata>;
+
+/**
+ * The web application's client: public (PKCE, no secret), registered by `npm start` and by
+ * `admin oauth-client web-app` with the one redirect URI below its APP_URL.
+ */
+export const WEB_APP_CLIENT_ID = 'sps-web-app';
+/** Where the authorization server sends the browser back, relative to APP_URL. */
+export const WEB_APP_CALLBACK_PATH = '/signin/callback';
+
+/** A token endpoint answer (RFC 6749 5.1); the refresh token is new on every refresh. */
+export const TokenResponse = z.object({
+  access_token: z.string().min(1),
+  token_type: z.string().regex(/^bearer$/i),
+  expires_in: z.number().int().positive(),
+  refresh_token: z.string().min(1).optional(),
+  scope: z.string().optional(),
+});
+export type TokenResponse = z.infer<typeof TokenResponse>;
+
+/** An RFC 6749 5.2 error answer of the token and revocation endpoints. */
+export const OAuthErrorResponse = z.object({
+  error: z.string(),
+  error_description: z.string().optional(),
+});

@@ -3,9 +3,15 @@ import type { ErrorBody, ErrorCode } from '../schemas/errors';
 /**
  * Failures the client itself detects: no answer (`network`), an answer the schemas reject
  * (`invalid_response`), a stream that went quiet past its heartbeat (`stream_stalled`), an
- * upload session the server no longer knows (`upload_session_lost`).
+ * upload session the server no longer knows (`upload_session_lost`), an authorization server that
+ * refused a sign-in, refresh or revocation (`oauth_failed`, its RFC 6749 error in the message).
  */
-export type ClientErrorCode = 'network' | 'invalid_response' | 'stream_stalled' | 'upload_session_lost';
+export type ClientErrorCode =
+  | 'network'
+  | 'invalid_response'
+  | 'stream_stalled'
+  | 'upload_session_lost'
+  | 'oauth_failed';
 
 /**
  * Every failure of the SDK: `code` is the contract's `error` code when the service answered

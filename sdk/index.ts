@@ -5,6 +5,14 @@
 export { type ClientOptions, createClient, type SpsClient } from './client';
 export type { CallOptions, EndpointInput, EndpointOutput } from './endpoint';
 export { type ClientErrorCode, isSpsError, SpsError } from './errors';
+export {
+  createOAuthClient,
+  type OAuthClient,
+  type OAuthClientSettings,
+  type PendingAuthorization,
+  refreshingCredential,
+  type TokenSet,
+} from './oauth';
 export { type OmeZarrStore, openResults, openSampleHe, type StoreArray, storeKeys } from './store';
 export { type JobEvent, type JobStreamOptions, streamJob, waitForJob } from './stream';
 export {

@@ -6,6 +6,11 @@ export interface TransportOptions {
   baseUrl: string;
   /** The bearer credential: an API key or an OAuth access token (a function to refresh it). */
   apiKey?: string | (() => string | Promise<string>);
+  /**
+   * Called once per request that the service answers 401, with the rejected credential; true
+   * sends the request once more with a fresh `apiKey()` (an OAuth refresh, `refreshingCredential`).
+   */
+  onUnauthorized?: (rejected: string) => Promise<boolean>;
   /** Another fetch (a proxy agent, a test double); the global one by default. */
   fetch?: typeof fetch;
   /** How many times a 429 or 503 is retried after waiting its `Retry-After` (default 5). */
@@ -93,24 +98,25 @@ export function createTransport(options: TransportOptions): Transport {
   const maxRetries = options.maxRetries ?? 5;
   const maxDelay = options.maxRetryDelayMs ?? 60_000;
 
-  async function authHeaders(): Promise<Record<string, string>> {
-    if (options.apiKey === undefined) return {};
-    const key = typeof options.apiKey === 'function' ? await options.apiKey() : options.apiKey;
-    return { authorization: `Bearer ${key}` };
+  async function credential(): Promise<string | undefined> {
+    return typeof options.apiKey === 'function' ? await options.apiKey() : options.apiKey;
   }
 
-  async function headersFor(send: SendOptions): Promise<Record<string, string>> {
-    return { ...send.headers, ...(send.bearer === false ? {} : await authHeaders()) };
+  async function authHeaders(): Promise<Record<string, string>> {
+    const key = await credential();
+    return key === undefined ? {} : { authorization: `Bearer ${key}` };
   }
 
   async function send(send: SendOptions): Promise<Response> {
+    let reauthorized = false;
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       const body = typeof send.body === 'function' ? send.body() : send.body;
+      const key = send.bearer === false ? undefined : await credential();
       try {
         response = await doFetch(send.url, {
           method: send.method,
-          headers: await headersFor(send),
+          headers: { ...send.headers, ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) },
           body,
           signal: send.signal,
           // Required by fetch for a stream body; a Blob or bytes need no such promise.
@@ -123,6 +129,13 @@ export function createTransport(options: TransportOptions): Transport {
         });
       }
       if (response.ok || response.status === 304 || response.status === 308) return response;
+      if (response.status === 401 && key !== undefined && options.onUnauthorized && !reauthorized) {
+        reauthorized = true;
+        const rejected = await errorOf(response);
+        if (!(await options.onUnauthorized(key))) throw rejected;
+        attempt -= 1;
+        continue;
+      }
       const retryable = response.status === 429 || response.status === 503;
       if (!retryable || attempt >= maxRetries) throw await errorOf(response);
       const error = await errorOf(response);

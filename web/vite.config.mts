@@ -17,7 +17,7 @@ export default defineConfig({
     emptyOutDir: true,
     rollupOptions: {
       input: Object.fromEntries(
-        ['samples', 'sample', 'trash', 'public-sample', 'upload', 'settings'].map((page) => [
+        ['samples', 'sample', 'trash', 'public-sample', 'upload', 'settings', 'callback'].map((page) => [
           page,
           path.join(root, `${page}.html`),
         ]),

@@ -20,8 +20,21 @@ type Interaction = Awaited<
 
 const formBody = express.urlencoded({ extended: false, limit: '16kb' });
 
+/**
+ * The sign-in and consent pages run no script and may not be framed (no clickjacking of a
+ * consent). No `form-action`: after the consent, the redirect goes to the client's origin.
+ */
+const PAGE_HEADERS = {
+  'cache-control': 'no-store',
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+};
+
 function sendPage(res: Response, status: number, html: string): void {
-  res.status(status).setHeader('Cache-Control', 'no-store').type('html').send(html);
+  res.status(status).set(PAGE_HEADERS).type('html').send(html);
 }
 
 /** Scopes the consent page asks for: the missing resource scopes of the one resource. */

@@ -144,7 +144,11 @@ function buildProvider(
       if (!organizationId) throw new errors.InvalidGrant('the grant names no organization');
       return { [ORGANIZATION_CLAIM]: organizationId, [GRANT_CLAIM]: grantId };
     },
-    clientBasedCORS: () => false,
+    // A browser app (the web app, a public client) calls the token and revocation endpoints from
+    // the origin of its redirect URIs; no other origin, and no confidential client, may.
+    clientBasedCORS: (_ctx, origin, client) =>
+      client.clientAuthMethod === 'none' &&
+      (client.redirectUris ?? []).some((uri) => new URL(uri).origin === origin),
     ttl: {
       AccessToken: settings.accessTokenTtlSeconds,
       AuthorizationCode: 60,

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import express, { type RequestHandler, Router } from 'express';
+import { WEB_APP_CALLBACK_PATH } from '../../schemas/oauth';
 import { AppError } from '../errors';
 
 /** Each route of the web application and the page (a vite `mpa` entry) that answers it. */
@@ -12,6 +13,8 @@ const pages: [route: string, file: string][] = [
   ['/public/samples/:publicId', 'public-sample.html'],
   ['/upload', 'upload.html'],
   ['/settings', 'settings.html'],
+  // The sign-in's redirect URI: the authorization server sends the browser back here.
+  [WEB_APP_CALLBACK_PATH, 'callback.html'],
 ];
 
 /** The built app of this checkout: `dist/web` beside the package.json above this module. */

@@ -5,7 +5,9 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { freePort } from '../../cli/ports';
 import { createSql } from '../../db';
+import { WEB_APP_CALLBACK_PATH, WEB_APP_CLIENT_ID } from '../../schemas/oauth';
 import { testEnv } from '../support/env';
+import { Browser, formAction } from '../support/oauth';
 
 /**
  * `npm start` as a user runs it (the built `dev start`, which `npm test` builds first): its own
@@ -18,6 +20,9 @@ interface Started {
   child: ChildProcess;
   apiUrl: string;
   apiKey: string;
+  /** The first line printed. */
+  first: string;
+  password: string;
 }
 
 function start(env: Record<string, string>): Promise<Started> {
@@ -32,7 +37,11 @@ function start(env: Record<string, string>): Promise<Started> {
       stdout += chunk;
       const api = /API:\s+(\S+)\/api\/v1/.exec(stdout);
       const key = /Demo API key:\s+(\S+)/.exec(stdout);
-      if (api && key) resolve({ child, apiUrl: `${api[1]}/api/v1`, apiKey: key[1]! });
+      const password = /Sign in:\s+demo@example\.com with password (\S+)/.exec(stdout);
+      if (api && key && password) {
+        const first = stdout.split('\n').find((line) => line.trim() !== '')!;
+        resolve({ child, apiUrl: `${api[1]}/api/v1`, apiKey: key[1]!, first, password: password[1]! });
+      }
     });
     child.once('exit', (code) => reject(new Error(`dev start exited with ${code}:\n${stdout}\n${stderr}`)));
   });
@@ -60,6 +69,26 @@ function admin(env: Record<string, string>, args: string[]) {
   });
 }
 
+/** The web app's authorization request, then the demo user's sign-in: answers the next page. */
+async function signsIn(appUrl: string, password: string): Promise<string> {
+  const authorize = new URL(`${appUrl}/oauth2/auth`);
+  authorize.search = new URLSearchParams({
+    response_type: 'code',
+    client_id: WEB_APP_CLIENT_ID,
+    redirect_uri: `${appUrl}${WEB_APP_CALLBACK_PATH}`,
+    scope: 'samples:read',
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+    code_challenge_method: 'S256',
+    state: 'dev-start',
+  }).toString();
+  const browser = new Browser();
+  const signIn = await browser.follow(authorize.toString(), appUrl);
+  const next = await browser.follow(formAction(signIn.text), appUrl, {
+    form: { email: 'demo@example.com', password },
+  });
+  return next.text;
+}
+
 function stop(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => {
     child.removeAllListeners('exit');
@@ -68,7 +97,7 @@ function stop(child: ChildProcess): Promise<number | null> {
   });
 }
 
-test('npm start runs everything, prints the API, the UI and a key; Ctrl-C stops it; a restart reuses the data', async () => {
+test('npm start runs everything, prints the web app URL first, the demo password, the API and a key; Ctrl-C stops it; a restart reuses the data', async () => {
   const dataDir = path.join(testEnv().scratch, `dev-start-${randomBytes(4).toString('hex')}`);
   await mkdir(dataDir, { recursive: true });
   const env = {
@@ -80,6 +109,10 @@ test('npm start runs everything, prints the API, the UI and a key; Ctrl-C stops 
     LOG_LEVEL: 'warn',
   };
   const first = await start(env);
+  // The web app's URL comes first; the demo user signs in on the OAuth pages with the password.
+  const appUrl = `http://127.0.0.1:${env.PORT}`;
+  expect(first.first).toBe(`Web app:      ${appUrl}/samples`);
+  await expect(signsIn(appUrl, first.password)).resolves.toContain('name="organization"');
   const uploads = await fetch(`${first.apiUrl}/uploads`, {
     headers: { authorization: `Bearer ${first.apiKey}` },
   });
@@ -115,6 +148,7 @@ test('npm start runs everything, prints the API, the UI and a key; Ctrl-C stops 
   const second = await start(env);
   try {
     expect(second.apiKey).toBe(first.apiKey);
+    expect(second.password).toBe(first.password);
     const listed = await fetch(`${second.apiUrl}/uploads`, {
       headers: { authorization: `Bearer ${second.apiKey}` },
     });

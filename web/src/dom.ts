@@ -44,12 +44,12 @@ export function clearError(where: HTMLElement = document.getElementById('status'
   where.hidden = true;
 }
 
-/** The page's message when no credential is set: where to set one. */
+/** The page's message when no credential is set: how to sign in or set one. */
 export function needKey(): void {
   const status = document.getElementById('status')!;
   status.replaceChildren(
-    'No API key is set for this tab. ',
-    h('a', { href: 'settings' }, 'Set one in Settings'),
+    'No API key is set and this tab is not signed in. Sign in (top of the page), or ',
+    h('a', { href: 'settings' }, 'set an API key in Settings'),
     '.',
   );
   status.hidden = false;

@@ -1,3 +1,4 @@
+import './account';
 import type { SpsClient } from '../../sdk';
 import { clearError, h, main, needKey, showError } from './dom';
 import { client } from './session';

@@ -1,3 +1,4 @@
+import './account';
 import { type SpsClient, streamJob } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
 import { client } from './session';

@@ -1,3 +1,4 @@
+import './account';
 import { listStatuses, workflowFacets } from '../../schemas/samples';
 import type { SpsClient } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';

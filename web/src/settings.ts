@@ -1,6 +1,12 @@
+import './account';
 import { clearError, h, main } from './dom';
-import { apiKey, setApiKey } from './session';
+import { apiKey, SESSION_EVENT, setApiKey, signedIn } from './session';
 
+/**
+ * How this tab reaches the API: the OAuth sign-in (the header's Sign in and Sign out), or an
+ * API key pasted here for development. Both end with the tab.
+ */
+const signIn = h('p', { id: 'signin-state', role: 'status' });
 const note = h('p', { id: 'key-state', role: 'status' });
 const input = h('input', {
   id: 'api-key',
@@ -9,6 +15,13 @@ const input = h('input', {
   autocomplete: 'off',
   required: true,
 });
+
+function describeSignIn(): void {
+  const tokens = signedIn();
+  signIn.textContent = tokens
+    ? `Signed in for this tab with ${tokens.scope || 'no scopes'}; the access token renews itself before ${new Date(tokens.expiresAt).toLocaleTimeString()}.`
+    : 'Not signed in: use Sign in at the top of the page (the service’s own sign-in and organization consent).';
+}
 
 function describeKey(): void {
   note.textContent = apiKey()
@@ -42,5 +55,15 @@ const forget = h(
   },
   'Forget key',
 );
-main().append(form, note, forget);
+main().append(
+  h('h2', {}, 'Sign-in'),
+  signIn,
+  h('h2', {}, 'API key'),
+  h('p', {}, 'A signed-in session is used first; without one, the pages use this key.'),
+  form,
+  note,
+  forget,
+);
+window.addEventListener(SESSION_EVENT, describeSignIn);
+describeSignIn();
 describeKey();

@@ -1,3 +1,4 @@
+import './account';
 import type { SpsClient } from '../../sdk';
 import { bytes, clearError, h, main, needKey, showError, when } from './dom';
 import { client } from './session';

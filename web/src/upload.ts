@@ -1,3 +1,4 @@
+import './account';
 import { blobSource, type SpsClient, type UploadSession, uploadSource } from '../../sdk';
 import { badge, bytes, h, main, needKey, showError } from './dom';
 import { client } from './session';
