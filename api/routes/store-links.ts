@@ -1,4 +1,4 @@
-import { type RequestHandler, Router } from 'express';
+import { type Request, type RequestHandler, Router } from 'express';
 import { endpoints } from '../../schemas/endpoints';
 import type { ObjectInfo } from '../../storage';
 import { mount } from '../route';
@@ -31,21 +31,28 @@ function entityTag(info: ObjectInfo): string {
   return `"${info.sizeBytes.toString(16)}-${info.lastModified.getTime().toString(16)}"`;
 }
 
+/** `If-None-Match` names the key's current tag (a `no-cache` request always gets the bytes). */
+function unchanged(req: Request, info: ObjectInfo): boolean {
+  const tags = req.get('if-none-match');
+  if (!tags || /\bno-cache\b/.test(req.get('cache-control') ?? '')) return false;
+  const tag = entityTag(info);
+  return tags.split(',').some((listed) => [tag, `W/${tag}`, '*'].includes(listed.trim()));
+}
+
 /** Serves signed whole-store links: `/stores/{token}/{key}` for every key of the store. */
 export function storeLinkRoutes(links: StoreLinks): Router {
   const router = Router();
   router.use('/stores', allowCrossOrigin);
   mount(router, endpoints.readStoreKey, async ({ splat, params }, req, res) => {
     const file = await links.open(params.token, splat, (size) => parseRange(req.get('range'), size), {
-      head: req.method === 'HEAD',
+      bodiless: (info) => req.method === 'HEAD' || unchanged(req, info),
     });
     res.setHeader('ETag', entityTag(file.info));
     res.setHeader('Last-Modified', file.info.lastModified.toUTCString());
     // A key does not change under a link; caches may keep it, privately, while the link lives.
     const lifetime = Math.max(0, Math.floor((file.expiresAt.getTime() - Date.now()) / 1000));
     res.setHeader('Cache-Control', `private, max-age=${lifetime}`);
-    if (req.fresh) {
-      file.body.destroy();
+    if (unchanged(req, file.info)) {
       res.status(304).end();
       return;
     }

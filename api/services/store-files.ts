@@ -21,18 +21,18 @@ export function contentTypeOf(key: string): string {
 
 /**
  * Opens `key` (404 when it is missing) for streaming; `rangeOf` picks a range from its size.
- * With `head` only its metadata is read (the body is empty), so a HEAD costs no transfer.
+ * An answer that `bodiless` says carries no body (a HEAD, a 304) reads only the metadata.
  */
 export async function openStoredFile(
   store: ObjectStore,
   key: string,
   rangeOf?: RangeOf,
-  options: { head?: boolean } = {},
+  options: { bodiless?: (info: ObjectInfo) => boolean } = {},
 ): Promise<StoredFile> {
   const info = await store.stat(key);
   if (!info) throw notFound('file');
   const range = rangeOf?.(info.sizeBytes);
-  const body = options.head ? Readable.from([]) : await store.read(key, range ? { range } : {});
+  const body = options.bodiless?.(info) ? Readable.from([]) : await store.read(key, range ? { range } : {});
   if (!body) throw notFound('file');
   return { body, info, range, contentType: info.contentType ?? contentTypeOf(key) };
 }

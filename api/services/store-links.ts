@@ -1,4 +1,10 @@
-import { isStorageError, type ObjectStore, signStoreToken, verifyStoreToken } from '../../storage';
+import {
+  isStorageError,
+  type ObjectInfo,
+  type ObjectStore,
+  signStoreToken,
+  verifyStoreToken,
+} from '../../storage';
 import { AppError, notFound } from '../errors';
 import { normaliseStorePath } from './jobs';
 import { openStoredFile, type RangeOf, type StoredFile } from './store-files';
@@ -41,7 +47,7 @@ export function createStoreLinks(deps: StoreLinkDeps) {
     token: string,
     path: readonly string[],
     rangeOf: RangeOf,
-    options: { head?: boolean } = {},
+    options: { bodiless?: (info: ObjectInfo) => boolean } = {},
   ): Promise<StoredFile & { expiresAt: Date }> {
     const granted = grant(token);
     const relative = normaliseStorePath(path);

@@ -1,14 +1,25 @@
 /** @jest-environment ./test/support/onnx-environment.js */
-import { request as httpRequest } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { createServer, request as httpRequest } from 'node:http';
 import path from 'node:path';
+import pino from 'pino';
+import { createApp } from '../../api/app';
 import type { RunningWorkers } from '../../cli/runtime';
 import { grantCredits } from '../../db/credits';
 import { ExportManifest } from '../../schemas/exports';
 import { workflowIds } from '../../schemas/temporal';
-import { signStoreToken, signToken } from '../../storage';
+import {
+  createObjectStore,
+  ensureBucket,
+  type S3StoreOptions,
+  signStoreToken,
+  signToken,
+} from '../../storage';
 import { apiClient } from '../support/http';
+import { startMinio } from '../support/minio';
 import { runPythonJson } from '../support/python';
-import { startStack, type TestStack } from '../support/stack';
+import { defaultTestSettings, startStack, type TestStack } from '../support/stack';
 import { readWithZarrita } from '../support/zarrita';
 
 /**
@@ -311,3 +322,69 @@ describe('the HTTP a viewer relies on', () => {
     expect(operation?.security).toEqual([]);
   });
 });
+
+/** An API of the same database and secret on an S3 store (MinIO) holding a copy of the results. */
+async function s3Api(): Promise<{ api: string; close(): Promise<void> }> {
+  const minio = await startMinio();
+  const options: S3StoreOptions = {
+    endpoint: minio.endpoint,
+    region: 'us-east-1',
+    bucket: `links-${randomBytes(4).toString('hex')}`,
+    accessKeyId: minio.accessKeyId,
+    secretAccessKey: minio.secretAccessKey,
+    forcePathStyle: true,
+  };
+  await ensureBucket(options);
+  const store = createObjectStore({ backend: 's3', s3: options });
+  const files = await readdir(resultRoot, { recursive: true, withFileTypes: true });
+  for (const file of files.filter((entry) => entry.isFile())) {
+    const local = path.join(file.parentPath, file.name);
+    await store.put(path.relative(stack.fsRoot, local), await readFile(local));
+  }
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  const app = createApp({
+    sql: stack.sql,
+    store,
+    workflows: stack.workflows,
+    logger: pino({ level: 'silent' }),
+    settings: {
+      ...defaultTestSettings,
+      publicBaseUrl: baseUrl,
+      appUrl: 'https://app.example.test',
+      signingSecret: stack.signingSecret,
+    },
+  });
+  server.on('request', app);
+  return {
+    api: `${baseUrl}/api/v1`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await minio.stop();
+    },
+  };
+}
+
+test('the S3 backend serves the same store links: readers open them, ranges and probes alike', async () => {
+  const s3 = await s3Api();
+  try {
+    const results = await apiClient(s3.api, stack.tenant.apiKey)('GET', `/jobs/${jobId}/results`);
+    expect(results.status).toBe(200);
+    const link = results.json.resultUrl as string;
+    expect(link).toMatch(LINK);
+    const read = await readWithPython(storeRoot(link), resultRoot, `markers/${MARKERS[0]}`);
+    expect(read.arrays.length).toBeGreaterThan(MARKERS.length);
+    expect(read.arrays.every((a) => a.equal)).toBe(true);
+    expect(read.ome.equal).toBe(true);
+    await expectSameWithZarrita(storeRoot(link), resultRoot, `markers/${MARKERS[0]}/0`);
+    const span = await fetch(link, { headers: { range: 'bytes=-4' } });
+    expect(span.status).toBe(206);
+    expect(span.headers.get('content-range')).toMatch(/^bytes \d+-\d+\/\d+$/);
+    expect((await fetch(`${storeRoot(link)}markers/NOPE/zarr.json`, { method: 'HEAD' })).status).toBe(404);
+  } finally {
+    await s3.close();
+  }
+}, 120_000);
