@@ -23,6 +23,7 @@ import { publicSampleRoutes } from './routes/public-samples';
 import { referenceRoutes } from './routes/reference';
 import { sampleRoutes } from './routes/samples';
 import { segmentationRoutes } from './routes/segmentation';
+import { storeLinkRoutes } from './routes/store-links';
 import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
 import { defaultWebRoot, webAppRoutes } from './routes/web-app';
 import { createCatalogService } from './services/catalog';
@@ -34,6 +35,7 @@ import { createPublicSampleService } from './services/public-samples';
 import { createSampleListService } from './services/sample-list';
 import { createSampleService } from './services/samples';
 import { createSegmentationService } from './services/segmentation';
+import { createStoreLinks } from './services/store-links';
 import { createUploadService } from './services/uploads';
 import type { WorkflowEngine } from './workflow-engine';
 
@@ -116,12 +118,18 @@ export function createApp(deps: ApiDeps): Express {
   });
   const catalog = createCatalogService({ sql });
   const predictions = createPredictionService({ sql, workflows, logger });
-  const jobs = createJobService({ sql, store, workflows, logger });
+  const storeLinks = createStoreLinks({
+    store,
+    publicBaseUrl: settings.publicBaseUrl,
+    signingSecret: settings.signingSecret,
+  });
+  const jobs = createJobService({ sql, store, storeLinks, workflows, logger });
   const exports = createExportService({
     sql,
     store,
     workflows,
     segmentation,
+    storeLinks,
     logger,
     publicBaseUrl: settings.publicBaseUrl,
   });
@@ -191,6 +199,8 @@ export function createApp(deps: ApiDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(observeRequests(logger, metrics));
+  // Ahead of the method guard: it answers CORS preflights of store links itself.
+  app.use(storeLinkRoutes(storeLinks));
   app.use(methodGuard(table.filter((endpoint) => endpoint.root)));
   app.use(healthRoutes({ sql, workflows, metrics }));
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));

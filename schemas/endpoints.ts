@@ -200,6 +200,33 @@ export const endpoints = {
       404: error(['not_found'], 'No such object (`not_found`)'),
     },
   },
+  readStoreKey: {
+    method: 'get',
+    path: '/stores/{token}/{path}',
+    root: true,
+    splat: 'path',
+    auth: 'signed-url',
+    tag: 'Signed links',
+    summary: 'Read a key of a Zarr store through a signed store link',
+    description:
+      "Reads one key (`zarr.json`, a chunk or a shard) of the Zarr store a signed store link grants (a job's `resultUrl`, an export's `rootUrl`, the H&E's `rootUrl`): the link is `/stores/{token}/zarr.json` and every key under `/stores/{token}/` reads with the same token until it expires, so a viewer given only the link opens the whole store. Read-only: GET and HEAD, one `Range`, `ETag` and `Last-Modified` (`If-None-Match` answers 304); any origin may read it (CORS). A missing key is 404, as Zarr readers expect when they probe",
+    request: {
+      params: z.object({
+        token: z.string().meta({ description: 'The link credential (store prefix and expiry, HMAC-signed)' }),
+        path: z.string().meta({ description: 'Key inside the store; slashes are not encoded' }),
+      }),
+    },
+    responses: {
+      200: { description: 'The bytes of the key', contentType: 'application/octet-stream' },
+      206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      304: { description: 'Unchanged since the `If-None-Match` ETag' },
+      403: error(['forbidden'], 'Tampered, malformed or expired link (`forbidden`)'),
+      404: error(
+        ['not_found'],
+        'No such key in the store, or a path that leaves it (`..`, absolute) (`not_found`)',
+      ),
+    },
+  },
   openapi: {
     method: 'get',
     path: '/openapi.json',

@@ -203,7 +203,7 @@ export const predictionSubmittedExample = {
 export const cancelResultExample = { id: jobId, status: 'cancelled' } satisfies CancelResult;
 
 export const resultLocationExample = {
-  resultUrl: `${base}/files/results/${jobId}/zarr.json?token=v1.eyJrIjoi...`,
+  resultUrl: `${base}/stores/eyJzY29wZSI6InN0b3JlIiwic3ViIjoi....k3Jd9.../zarr.json`,
   expiresAt: '2026-11-26T13:00:00.000Z',
   resultBasePath: `results/org_4b1e/${jobId}`,
 } satisfies ResultLocation;
@@ -256,9 +256,9 @@ export const exportManifestExample = {
       stored: true,
       converted: false,
       includesHe: false,
-      rootUrl: `${base}/files/results/${jobId}/zarr.json?token=v1.eyJrIjoi...`,
+      rootUrl: `${base}/stores/eyJzY29wZSI6InN0b3JlIiwic3ViIjoi....k3Jd9.../zarr.json`,
       baseUrl: `${base}/api/v1/jobs/${jobId}/results/files`,
-      downloadUrl: `${base}/files/results/${jobId}/zarr.json?token=v1.eyJrIjoi...`,
+      downloadUrl: `${base}/stores/eyJzY29wZSI6InN0b3JlIiwic3ViIjoi....k3Jd9.../zarr.json`,
       sizeBytes: 734003200,
     },
   },

@@ -96,7 +96,10 @@ export const ExportManifest = z
           stored: z.boolean(),
           converted: z.boolean(),
           includesHe: z.boolean(),
-          rootUrl: z.string(),
+          rootUrl: z.string().meta({
+            description:
+              'Signed store link to the root `zarr.json`; every key of the store reads relative to it',
+          }),
           baseUrl: z.string(),
           downloadUrl: z.string(),
           sizeBytes: z.int().nonnegative(),
@@ -106,7 +109,10 @@ export const ExportManifest = z
         .strictObject({
           format: z.literal('ome-zarr-v3'),
           role: z.literal('processed-registered-he'),
-          rootUrl: z.string(),
+          rootUrl: z.string().meta({
+            description:
+              'Signed store link to the root `zarr.json`; every key of the store reads relative to it',
+          }),
           baseUrl: z.string(),
         })
         .optional(),

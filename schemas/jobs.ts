@@ -90,7 +90,10 @@ export type CancelResult = z.infer<typeof CancelResult>;
 
 export const ResultLocation = z
   .strictObject({
-    resultUrl: z.string().meta({ description: 'Signed URL of the store root `zarr.json`' }),
+    resultUrl: z.string().meta({
+      description:
+        'Signed store link to the root `zarr.json` (`/stores/{token}/zarr.json`): every key of the store reads relative to it, so a viewer opens the store from this URL alone',
+    }),
     expiresAt: DateTime,
     resultBasePath: z.string().meta({
       description:

@@ -23,7 +23,8 @@ const tagDescriptions: Record<string, string> = {
   Segmentation: 'Credit-free cell segmentation of a sample and its artifacts.',
   Exports: 'Results as OME-Zarr, zipped OME-Zarr or OME-TIFF.',
   'Public cohort': 'Read-only samples shared with every organization.',
-  'Signed links': 'Object reads through HMAC-signed links (filesystem backend).',
+  'Signed links':
+    'Reads through signed links: one object (filesystem backend), or every key of a Zarr store (a store link, either backend).',
   OAuth: 'The built-in OAuth 2.0 authorization server.',
   Service: 'Health, metrics and this document.',
 };

@@ -61,6 +61,7 @@ const rules = {
   readyz: none,
   metrics: none,
   signedFile: none,
+  readStoreKey: none,
   openapi: none,
   apiReference: none,
   apiReferenceAsset: none,

@@ -13,7 +13,15 @@ export {
   refreshingCredential,
   type TokenSet,
 } from './oauth';
-export { type OmeZarrStore, openResults, openSampleHe, type StoreArray, storeKeys } from './store';
+export {
+  type OmeZarrStore,
+  openResults,
+  openSampleHe,
+  openStoreLink,
+  type StoreArray,
+  storeKeys,
+  storeLinkRoot,
+} from './store';
 export { type JobEvent, type JobStreamOptions, streamJob, waitForJob } from './stream';
 export {
   type ByteSource,

@@ -51,19 +51,29 @@ async function openStore(url: string, headers: Record<string, string>): Promise<
   };
 }
 
+const STORE_LINK = /^https?:\/\/[^?#]+\/stores\/[^/?#]+\/zarr\.json$/;
+
 /**
- * A job's prediction store: through its signed store link when the link is path-scoped
- * (`…/stores/{token}/zarr.json`, every key under it readable), else through the
- * authenticated results files endpoint.
+ * The root of the store a signed store link (`…/stores/{token}/zarr.json`) opens: every key of
+ * the store reads relative to it with no other credential, until the link expires.
  */
+export function storeLinkRoot(link: string): string {
+  if (!STORE_LINK.test(link)) throw new SpsError('invalid_request', `not a signed store link: ${link}`);
+  return link.slice(0, -'zarr.json'.length);
+}
+
+/**
+ * A store opened through its signed store link (a job's `resultUrl`, an export's `rootUrl`).
+ * Reads work while the link lives (1 h): open it again with a fresh link after that.
+ */
+export function openStoreLink(link: string): Promise<OmeZarrStore> {
+  return openStore(storeLinkRoot(link), {});
+}
+
+/** A job's prediction store, through the signed store link of its results. */
 export async function openResults(client: SpsClient, jobId: string): Promise<OmeZarrStore> {
   const location = await client.jobs.results(jobId);
-  const signed = new URL(location.resultUrl);
-  if (signed.search === '' && signed.pathname.endsWith('/zarr.json')) {
-    return openStore(location.resultUrl.slice(0, -'zarr.json'.length), {});
-  }
-  const base = `${client.transport.api}/jobs/${encodeURIComponent(jobId)}/results/files/`;
-  return openStore(base, await client.transport.authHeaders());
+  return openStoreLink(location.resultUrl);
 }
 
 /** A sample's processed H&E pyramid (authenticated files endpoint). */

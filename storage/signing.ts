@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { StorageError } from './errors';
+import { resolvePrefix } from './keys';
 
 /** What a token grants: one `scope` (e.g. 'object', 'upload') on one exact `subject`, until `expiresAt`. */
 export interface TokenClaims {
@@ -60,6 +61,18 @@ function invalid(reason: string): StorageError {
   return new StorageError('InvalidSignature', `invalid token: ${reason}`);
 }
 
+/** Signature first, then scope and expiry: the claims of a token valid for `scope`. */
+function readToken(secret: string, token: string, scope: string, now: Date): Payload {
+  const [encoded, signature, ...rest] = token.split('.');
+  if (encoded === undefined || signature === undefined || rest.length > 0) throw invalid('malformed');
+  if (!sameText(signature, hmac(secret, encoded))) throw invalid('the signature does not match');
+  const claims = decodePayload(encoded);
+  if (claims === undefined) throw invalid('malformed claims');
+  if (claims.scope !== scope) throw invalid(`it is not valid for ${scope}`);
+  if (now.getTime() >= claims.exp) throw new StorageError('ExpiredSignature', 'the token has expired');
+  return claims;
+}
+
 /** The one place a token is checked: signature first, then scope, exact subject and expiry. */
 export function verifyToken(
   secret: string,
@@ -67,13 +80,29 @@ export function verifyToken(
   expected: { scope: string; subject: string },
   now: Date = new Date(),
 ): { expiresAt: Date } {
-  const [encoded, signature, ...rest] = token.split('.');
-  if (encoded === undefined || signature === undefined || rest.length > 0) throw invalid('malformed');
-  if (!sameText(signature, hmac(secret, encoded))) throw invalid('the signature does not match');
-  const claims = decodePayload(encoded);
-  if (claims === undefined) throw invalid('malformed claims');
-  if (claims.scope !== expected.scope) throw invalid(`it is not valid for ${expected.scope}`);
+  const claims = readToken(secret, token, expected.scope, now);
   if (claims.sub !== expected.subject) throw invalid('it was issued for another subject');
-  if (now.getTime() >= claims.exp) throw new StorageError('ExpiredSignature', 'the token has expired');
   return { expiresAt: new Date(claims.exp) };
+}
+
+const STORE_SCOPE = 'store';
+
+/**
+ * A whole-store token: it grants reading every key under `prefix` (a store root, ending in
+ * `/`) until `expiresAt`. Its own scope, so no single-object or upload token passes for one.
+ */
+export function signStoreToken(secret: string, prefix: string, expiresAt: Date): string {
+  if (!prefix.endsWith('/')) throw new RangeError('a store prefix ends with "/"');
+  resolvePrefix(prefix);
+  return signToken(secret, { scope: STORE_SCOPE, subject: prefix, expiresAt });
+}
+
+/** The store prefix a whole-store token grants, once its signature and expiry hold. */
+export function verifyStoreToken(
+  secret: string,
+  token: string,
+  now: Date = new Date(),
+): { prefix: string; expiresAt: Date } {
+  const claims = readToken(secret, token, STORE_SCOPE, now);
+  return { prefix: claims.sub, expiresAt: new Date(claims.exp) };
 }

@@ -28,6 +28,7 @@ import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
 import type { SegmentationService } from './segmentation';
+import type { StoreLinks } from './store-links';
 
 /** DECISIONS.md: export links live 1 h (a GET refreshes them); segmentation downloads 15 min. */
 export const EXPORT_LINK_TTL_SECONDS = 3600;
@@ -43,6 +44,7 @@ export interface ExportServiceDeps {
   store: ObjectStore;
   workflows: WorkflowEngine;
   segmentation: SegmentationService;
+  storeLinks: StoreLinks;
   logger: Logger;
   publicBaseUrl: string;
   exportTtlSeconds?: number;
@@ -207,13 +209,15 @@ export function createExportService(deps: ExportServiceDeps) {
 
   const link = (key: string, downloadName?: string) =>
     store.signedUrl(key, { expiresInSeconds: EXPORT_LINK_TTL_SECONDS, downloadName });
+  /** A whole-store link (every key under `prefix` reads with it), as a Zarr viewer needs. */
+  const storeLink = (prefix: string) => deps.storeLinks.link(prefix, EXPORT_LINK_TTL_SECONDS).url;
 
   async function predictionArtifact(
     row: ExportRow,
     job: JobRow,
   ): Promise<ExportManifest['artifacts']['prediction']> {
     const prefix = job.resultPrefix!;
-    const rootUrl = await link(`${prefix}zarr.json`);
+    const rootUrl = storeLink(prefix);
     const converted = row.format !== 'ome-zarr';
     const ready = row.status === 'ready' && row.artifactKey !== null;
     return {
@@ -236,7 +240,7 @@ export function createExportService(deps: ExportServiceDeps) {
     return {
       format: 'ome-zarr-v3',
       role: 'processed-registered-he',
-      rootUrl: await link(`${slide.hePrefix}zarr.json`),
+      rootUrl: storeLink(slide.hePrefix),
       baseUrl: `${api}/samples/${sampleId}/he/files/`,
     };
   }

@@ -15,6 +15,7 @@ import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
 import { openStoredFile, type RangeOf, type StoredFile } from './store-files';
+import type { StoreLinks } from './store-links';
 
 /** DECISIONS.md: signed result URLs live 1 h. */
 export const RESULT_URL_TTL_SECONDS = 3600;
@@ -24,7 +25,7 @@ export interface JobServiceDeps {
   store: ObjectStore;
   workflows: WorkflowEngine;
   logger: Logger;
-  now?: () => Date;
+  storeLinks: StoreLinks;
 }
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
@@ -89,8 +90,7 @@ function segmentationJobBody(run: SegmentationRunRow): JobStatusBody {
 }
 
 export function createJobService(deps: JobServiceDeps) {
-  const { sql, store, workflows, logger } = deps;
-  const now = deps.now ?? (() => new Date());
+  const { sql, store, storeLinks, workflows, logger } = deps;
 
   async function findTarget(principal: Principal, id: string): Promise<JobTarget> {
     const job = await findJob(sql, principal.organizationId, id);
@@ -172,10 +172,10 @@ export function createJobService(deps: JobServiceDeps) {
 
   async function resultLocation(principal: Principal, id: string): Promise<ResultLocation> {
     const { prefix } = await resultStore(principal, id);
-    const expiresAt = new Date(now().getTime() + RESULT_URL_TTL_SECONDS * 1000);
+    const link = storeLinks.link(prefix, RESULT_URL_TTL_SECONDS);
     return {
-      resultUrl: await store.signedUrl(`${prefix}zarr.json`, { expiresInSeconds: RESULT_URL_TTL_SECONDS }),
-      expiresAt: expiresAt.toISOString(),
+      resultUrl: link.url,
+      expiresAt: link.expiresAt.toISOString(),
       resultBasePath: prefix.slice(0, -1),
     };
   }

@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { ObjectInfo, ObjectStore } from '../../storage';
 import { notFound } from '../errors';
 
@@ -19,16 +19,20 @@ export function contentTypeOf(key: string): string {
   return 'application/octet-stream';
 }
 
-/** Opens `key` (404 when it is missing) for streaming; `rangeOf` picks a range from its size. */
+/**
+ * Opens `key` (404 when it is missing) for streaming; `rangeOf` picks a range from its size.
+ * An answer that `bodiless` says carries no body (a HEAD, a 304) reads only the metadata.
+ */
 export async function openStoredFile(
   store: ObjectStore,
   key: string,
   rangeOf?: RangeOf,
+  options: { bodiless?: (info: ObjectInfo) => boolean } = {},
 ): Promise<StoredFile> {
   const info = await store.stat(key);
   if (!info) throw notFound('file');
   const range = rangeOf?.(info.sizeBytes);
-  const body = await store.read(key, range ? { range } : {});
+  const body = options.bodiless?.(info) ? Readable.from([]) : await store.read(key, range ? { range } : {});
   if (!body) throw notFound('file');
   return { body, info, range, contentType: info.contentType ?? contentTypeOf(key) };
 }

@@ -8,7 +8,7 @@ export interface ZarritaRead {
 }
 
 /**
- * A region of an array in a store folder as zarrita reads it: `selection` has one `[start,
+ * A region of an array in a store folder (or at a store URL) as zarrita reads it: `selection` has one `[start,
  * stop]` (or null for the whole axis) per dimension. Runs zarrita in a child Node process.
  */
 export function readWithZarrita(

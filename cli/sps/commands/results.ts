@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { type ExportFormat, type ExportManifest, exportFormats } from '../../../schemas/exports';
 import type { SegmentationState } from '../../../schemas/segmentation';
-import { type SpsClient, storeKeys } from '../../../sdk';
+import { type SpsClient, storeKeys, storeLinkRoot } from '../../../sdk';
 import type { Context } from '../context';
 import { type DownloadItem, type DownloadSummary, downloadAll } from '../download';
 import { exitCodes } from '../exit-codes';
@@ -63,9 +63,21 @@ function summaryText(dir: string, summary: DownloadSummary): string {
   return `${summary.files} files (${formatBytes(summary.bytes)}) written to ${dir}; ${summary.skipped} already there; ${summary.absent} chunks never written (fill value)`;
 }
 
-const resultReader =
-  (client: SpsClient, jobId: string) => (key: string, range: string | undefined, signal: AbortSignal) =>
-    client.jobs.resultFile(jobId, key, { signal, headers: rangeHeader(range) });
+/**
+ * Reads the keys of a store through its signed store link: no credential rides along, and a
+ * missing chunk answers 404 like any other reader's probe. The link lives 1 h; a rerun resumes.
+ */
+const storeLinkReader = (client: SpsClient, link: string) => {
+  const root = storeLinkRoot(link);
+  return (key: string, range: string | undefined, signal: AbortSignal) =>
+    client.transport.send({
+      method: 'GET',
+      url: `${root}${key}`,
+      headers: rangeHeader(range),
+      signal,
+      bearer: false,
+    });
+};
 
 export function registerResults(program: Command, context: () => Context): void {
   program
@@ -79,7 +91,8 @@ export function registerResults(program: Command, context: () => Context): void 
     .action(async (jobId: string, dir: string, flags: { parallel: string }) => {
       const ctx = context();
       const { client } = await ctx.connect();
-      const items = await storeItems(resultReader(client, jobId), ctx.signal);
+      const { resultUrl } = await client.jobs.results(jobId, { signal: ctx.signal });
+      const items = await storeItems(storeLinkReader(client, resultUrl), ctx.signal);
       const summary = await download(ctx, dir, items, Number(flags.parallel));
       ctx.print(() => summaryText(dir, summary), { dir, ...summary });
     });
@@ -243,9 +256,11 @@ function exportRecord(manifest: ExportManifest) {
 async function exportItems(client: SpsClient, jobId: string, manifest: ExportManifest, signal: AbortSignal) {
   const { prediction, originalUpload, segmentation } = manifest.artifacts;
   const items: DownloadItem[] = [];
-  if (manifest.format === 'ome-zarr')
-    items.push(...(await storeItems(resultReader(client, jobId), signal, 'prediction.ome.zarr/')));
-  else if (prediction) {
+  if (manifest.format === 'ome-zarr') {
+    // A segmentation job's export has no prediction artifact: its store is the job's result (the mask).
+    const link = prediction?.rootUrl ?? (await client.jobs.results(jobId, { signal })).resultUrl;
+    items.push(...(await storeItems(storeLinkReader(client, link), signal, 'prediction.ome.zarr/')));
+  } else if (prediction) {
     const name = manifest.format === 'ome-tiff' ? 'prediction.ome.tif' : 'prediction.ome.zarr.zip';
     items.push(signedItem(client, name, prediction.downloadUrl));
   }
