@@ -57,6 +57,15 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
     const table = parquet;
     const [ids, labels, geometries] = table.columns as [BigUint64Array, BigInt64Array, Uint8Array[]];
     const means = await MarkerMeans.open(options.markerTables, groupRows);
+    const measurementKeys = [
+      'Cell: Area px',
+      'Cell: Area µm^2',
+      'Nucleus: Area µm^2',
+      'Cell: Hematoxylin OD mean',
+      'Cell: Eosin OD mean',
+      ...options.markerTables.map(({ marker }) => `Cell: ${marker} mean`),
+    ].map((name) => encoder.encode(`${JSON.stringify(name)}:`));
+    const values = new Float64Array(measurementKeys.length);
     const extent = new Extent();
     let row = 0;
     let features = 0;
@@ -77,20 +86,17 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
         extent.add(polygons);
         const markerMeans = await means.next(row++);
         if (polygons.length > 0) {
-          const area = m[k * MEASUREMENT_COUNT + M.area]!;
           const b = k * MEASUREMENT_COUNT;
-          const measurements: [string, number][] = [
-            ['Cell: Area px', area],
-            ['Cell: Area µm^2', area * mpp * mpp],
-            ['Nucleus: Area µm^2', m[b + M.nucleus_area]! * mpp * mpp],
-            ['Cell: Hematoxylin OD mean', m[b + M.mean_hematoxylin_od]!],
-            ['Cell: Eosin OD mean', m[b + M.mean_eosin_od]!],
-            ...options.markerTables.map(({ marker }, i): [string, number] => [
-              `Cell: ${marker} mean`,
-              markerMeans[i]!,
-            ]),
-          ];
-          await geojson.write(featureJson(polygons, instanceId, label, measurements));
+          const area = m[b + M.area]!;
+          values[0] = area;
+          values[1] = area * mpp * mpp;
+          values[2] = m[b + M.nucleus_area]! * mpp * mpp;
+          values[3] = m[b + M.mean_hematoxylin_od]!;
+          values[4] = m[b + M.mean_eosin_od]!;
+          markerMeans.forEach((mean, i) => {
+            values[5 + i] = mean;
+          });
+          await geojson.writeCell(polygons, instanceId, label, measurementKeys, values);
           features++;
         }
         if (table.commit()) await table.flush();
@@ -117,42 +123,6 @@ function boxOf(objects: TileObjects, k: number): PixelBox {
     maxX: m[b + M.bbox_max_x]!,
     maxY: m[b + M.bbox_max_y]!,
   };
-}
-
-/** GeoJSON rings close on their first point. */
-function ringJson(ring: Int32Array): string {
-  let s = '[';
-  for (let i = 0; i < ring.length; i += 2) s += `[${ring[i]},${ring[i + 1]}],`;
-  return `${s}[${ring[0]},${ring[1]}]]`;
-}
-
-function polygonJson(polygon: OutlinePolygon): string {
-  return `[${[polygon.shell, ...polygon.holes].map(ringJson).join(',')}]`;
-}
-
-/**
- * One QuPath cell: the outline is the cell (the mask's label); measurements are a name-to-number
- * object (QuPath 0.4 on), leaving out values that are not numbers (a marker with no pixels).
- * No classification: the segmenter does not classify cells.
- */
-function featureJson(
-  polygons: OutlinePolygon[],
-  instanceId: bigint,
-  label: number,
-  measurements: [string, number][],
-): string {
-  const geometry =
-    polygons.length === 1
-      ? `{"type":"Polygon","coordinates":${polygonJson(polygons[0]!)}}`
-      : `{"type":"MultiPolygon","coordinates":[${polygons.map(polygonJson).join(',')}]}`;
-  const values = Object.fromEntries(measurements.filter(([, value]) => Number.isFinite(value)));
-  const properties = {
-    objectType: 'cell',
-    instance_id: instanceId.toString(),
-    local_label: label,
-    measurements: values,
-  };
-  return `{"type":"Feature","geometry":${geometry},"properties":${JSON.stringify(properties)}}`;
 }
 
 /** ISO WKB, little-endian: a Polygon, a MultiPolygon of several, or an empty Polygon. */
@@ -281,10 +251,25 @@ class MarkerMeans {
   }
 }
 
-/** A GeoJSON FeatureCollection written feature by feature, in chunks of about 1 MiB. */
+const encoder = new TextEncoder();
+const ascii = (text: string) => encoder.encode(text);
+const FEATURE_START = ascii('{"type":"Feature","geometry":{"type":"');
+const COORDINATES = ascii('","coordinates":');
+const PROPERTIES = ascii('},"properties":{"objectType":"cell","instance_id":"');
+const LOCAL_LABEL = ascii('","local_label":');
+const MEASUREMENTS = ascii(',"measurements":{');
+const FEATURE_END = ascii('}}}');
+const POLYGON = ascii('Polygon');
+const MULTIPOLYGON = ascii('MultiPolygon');
+const SEPARATOR = ascii(',\n');
+
+/**
+ * A GeoJSON FeatureCollection written cell by cell as bytes into a 1 MiB buffer that goes to
+ * the file when full: millions of features made as strings would be mostly garbage to collect.
+ */
 class GeoJsonFile {
-  private pending: string[] = [];
-  private pendingLength = 0;
+  private buffer = new Uint8Array(1 << 20);
+  private at = 0;
   private first = true;
 
   private constructor(
@@ -297,18 +282,58 @@ class GeoJsonFile {
     const temporary = `${path}.${process.pid}.tmp`;
     const file = await open(temporary, 'w');
     const out = new GeoJsonFile(file, path, temporary);
-    out.push('{"type":"FeatureCollection","features":[\n');
+    out.bytes(ascii('{"type":"FeatureCollection","features":[\n'));
     return out;
   }
 
-  async write(feature: string): Promise<void> {
-    this.push(this.first ? feature : `,\n${feature}`);
+  /**
+   * One QuPath cell: the outline is the cell (the mask's label); `measurements` is a
+   * name-to-number object (QuPath 0.4 on) without the values that are not numbers (a marker
+   * with no pixels). No classification: the segmenter does not classify cells. GeoJSON rings
+   * close on their first point.
+   */
+  async writeCell(
+    polygons: readonly OutlinePolygon[],
+    instanceId: bigint,
+    label: number,
+    keys: readonly Uint8Array[],
+    values: Float64Array,
+  ): Promise<void> {
+    let points = 0;
+    for (const p of polygons) for (const ring of [p.shell, ...p.holes]) points += ring.length / 2 + 1;
+    let keyBytes = 0;
+    for (const key of keys) keyBytes += key.length;
+    // Each point at most 2 x 11 digits and 4 marks; a value at most 25 characters and a comma.
+    await this.reserve(points * 26 + polygons.length * 8 + 256 + keyBytes + keys.length * 26);
+    if (!this.first) this.bytes(SEPARATOR);
     this.first = false;
-    if (this.pendingLength >= 1 << 20) await this.drain();
+    this.bytes(FEATURE_START);
+    this.bytes(polygons.length === 1 ? POLYGON : MULTIPOLYGON);
+    this.bytes(COORDINATES);
+    if (polygons.length !== 1) this.char(0x5b);
+    polygons.forEach((polygon, i) => {
+      if (i > 0) this.char(0x2c);
+      this.polygon(polygon);
+    });
+    if (polygons.length !== 1) this.char(0x5d);
+    this.bytes(PROPERTIES);
+    this.text(instanceId.toString());
+    this.bytes(LOCAL_LABEL);
+    this.int(label);
+    this.bytes(MEASUREMENTS);
+    let written = 0;
+    for (let i = 0; i < keys.length; i++) {
+      if (!Number.isFinite(values[i])) continue;
+      if (written++ > 0) this.char(0x2c);
+      this.bytes(keys[i]!);
+      this.text(String(values[i]));
+    }
+    this.bytes(FEATURE_END);
   }
 
   async close(): Promise<number> {
-    this.push('\n]}\n');
+    await this.reserve(8);
+    this.bytes(ascii('\n]}\n'));
     await this.drain();
     const size = (await this.file.stat()).size;
     await this.file.close();
@@ -321,14 +346,64 @@ class GeoJsonFile {
     await rm(this.temporary, { force: true });
   }
 
-  private push(text: string): void {
-    this.pending.push(text);
-    this.pendingLength += text.length;
+  private polygon(polygon: OutlinePolygon): void {
+    this.char(0x5b);
+    [polygon.shell, ...polygon.holes].forEach((ring, r) => {
+      if (r > 0) this.char(0x2c);
+      this.char(0x5b);
+      for (let i = 0; i <= ring.length; i += 2) {
+        if (i > 0) this.char(0x2c);
+        this.char(0x5b);
+        this.int(ring[i % ring.length]!);
+        this.char(0x2c);
+        this.int(ring[(i % ring.length) + 1]!);
+        this.char(0x5d);
+      }
+      this.char(0x5d);
+    });
+    this.char(0x5d);
+  }
+
+  /** Room for `length` more bytes: the buffer goes to the file first, or grows. */
+  private async reserve(length: number): Promise<void> {
+    if (this.at + length <= this.buffer.length) return;
+    await this.drain();
+    if (length > this.buffer.length) this.buffer = new Uint8Array(length);
   }
 
   private async drain(): Promise<void> {
-    await this.file.write(this.pending.join(''));
-    this.pending = [];
-    this.pendingLength = 0;
+    let done = 0;
+    while (done < this.at) done += (await this.file.write(this.buffer, done, this.at - done)).bytesWritten;
+    this.at = 0;
+  }
+
+  private bytes(bytes: Uint8Array): void {
+    this.buffer.set(bytes, this.at);
+    this.at += bytes.length;
+  }
+
+  /** ASCII text (digits, signs, exponents) without an encoder call. */
+  private text(text: string): void {
+    for (let i = 0; i < text.length; i++) this.buffer[this.at++] = text.charCodeAt(i);
+  }
+
+  private char(code: number): void {
+    this.buffer[this.at++] = code;
+  }
+
+  /** A safe integer in decimal digits. */
+  private int(value: number): void {
+    let n = value;
+    if (n < 0) {
+      this.char(0x2d);
+      n = -n;
+    }
+    let digits = 1;
+    for (let t = n; t >= 10; t = Math.floor(t / 10)) digits++;
+    for (let i = digits - 1; i >= 0; i--) {
+      this.buffer[this.at + i] = 0x30 + (n % 10);
+      n = Math.floor(n / 10);
+    }
+    this.at += digits;
   }
 }

@@ -52,6 +52,8 @@ export function traceLabel(
   tolerance = SIMPLIFY_TOLERANCE_PX,
 ): OutlinePolygon[] {
   const rings = traceRings(window, label, box);
+  // Most cells are one piece without holes: one ring, nothing to assemble.
+  if (rings.length === 1) return [{ shell: simplifyRing(rings[0]!, tolerance), holes: [] }];
   const polygons = assembleRings(rings);
   return polygons.map((polygon) => ({
     shell: simplifyRing(polygon.shell, tolerance),
@@ -75,7 +77,7 @@ export function traceRings(window: LabelWindow, label: number, box: PixelBox): I
   const h = y1 - y0;
   // The box with a background border, so every edge test stays inside.
   const pw = w + 2;
-  const inside = new Uint8Array(pw * (h + 2));
+  const inside = scratch.inside(pw * (h + 2));
   for (let y = 0; y < h; y++) {
     const from = (y0 + y - window.y) * window.width + (x0 - window.x);
     const to = (y + 1) * pw + 1;
@@ -83,7 +85,7 @@ export function traceRings(window: LabelWindow, label: number, box: PixelBox): I
   }
   // Outgoing boundary edges per corner (bit d: direction d), corners of the bordered box.
   const vw = pw + 1;
-  const out = new Uint8Array(vw * (h + 3));
+  const out = scratch.out(vw * (h + 3));
   let edges = 0;
   for (let y = 1; y <= h; y++) {
     for (let x = 1; x <= w; x++) {
@@ -196,10 +198,13 @@ export function simplifyRing(ring: Int32Array, tolerance = SIMPLIFY_TOLERANCE_PX
       far = i;
     }
   }
-  const keep = new Uint8Array(n);
+  const keep = scratch.keep(n);
+  const tolerance2 = tolerance * tolerance;
   keep[0] = 1;
   keep[far] = 1;
-  const stack = [0, far, far, n];
+  const stack = scratch.stack;
+  stack.length = 0;
+  stack.push(0, far, far, n);
   while (stack.length > 0) {
     const b = stack.pop()!;
     const a = stack.pop()!;
@@ -210,13 +215,13 @@ export function simplifyRing(ring: Int32Array, tolerance = SIMPLIFY_TOLERANCE_PX
     let worst = -1;
     let worstDistance = -1;
     for (let i = a + 1; i < b; i++) {
-      const d = segmentDistance(ring[2 * i]!, ring[2 * i + 1]!, ax, ay, bx, by);
+      const d = segmentDistance2(ring[2 * i]!, ring[2 * i + 1]!, ax, ay, bx, by);
       if (d > worstDistance) {
         worstDistance = d;
         worst = i;
       }
     }
-    if (worst >= 0 && worstDistance >= tolerance) {
+    if (worst >= 0 && worstDistance >= tolerance2) {
       keep[worst] = 1;
       stack.push(a, worst, worst, b);
     }
@@ -233,13 +238,37 @@ export function simplifyRing(ring: Int32Array, tolerance = SIMPLIFY_TOLERANCE_PX
   return out;
 }
 
-function segmentDistance(px: number, py: number, ax: number, ay: number, bx: number, by: number): number {
+/** Squared distance from a point to a segment. */
+function segmentDistance2(px: number, py: number, ax: number, ay: number, bx: number, by: number): number {
   const vx = bx - ax;
   const vy = by - ay;
   const length2 = vx * vx + vy * vy;
   const t = length2 === 0 ? 0 : Math.max(0, Math.min(1, ((px - ax) * vx + (py - ay) * vy) / length2));
-  return Math.hypot(px - ax - t * vx, py - ay - t * vy);
+  return (px - ax - t * vx) ** 2 + (py - ay - t * vy) ** 2;
 }
+
+/**
+ * Zeroed scratch rasters reused from cell to cell (a layer has millions of small cells: fresh
+ * arrays for each would be most of the work, for the garbage collector).
+ */
+const scratch = {
+  insideBuffer: new Uint8Array(4096),
+  outBuffer: new Uint8Array(4096),
+  inside(length: number): Uint8Array {
+    if (this.insideBuffer.length < length) this.insideBuffer = new Uint8Array(length * 2);
+    return this.insideBuffer.fill(0, 0, length).subarray(0, length);
+  },
+  keepBuffer: new Uint8Array(1024),
+  stack: [] as number[],
+  keep(length: number): Uint8Array {
+    if (this.keepBuffer.length < length) this.keepBuffer = new Uint8Array(length * 2);
+    return this.keepBuffer.fill(0, 0, length).subarray(0, length);
+  },
+  out(length: number): Uint8Array {
+    if (this.outBuffer.length < length) this.outBuffer = new Uint8Array(length * 2);
+    return this.outBuffer.fill(0, 0, length).subarray(0, length);
+  },
+};
 
 /** Sets direction bit `bit` of corner `v`; one edge more. */
 function mark(out: Uint8Array, v: number, bit: number): number {
