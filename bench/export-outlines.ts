@@ -2,14 +2,12 @@ import { execFile } from 'node:child_process';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import {
-  MEASUREMENT_INDEX as M,
-  MEASUREMENT_COUNT,
-  type SegmentationTile,
-  type TileObjects,
-  writeCellOutlines,
-  writeMarkerTables,
-} from '../compute/segmentation';
+// The modules themselves, not the index: the bench runs without ONNX Runtime.
+import { writeCellOutlines } from '../compute/segmentation/cell-files';
+import { M, MEASUREMENT_COUNT } from '../compute/segmentation/features';
+import type { TileObjects } from '../compute/segmentation/objects';
+import { writeMarkerTables } from '../compute/segmentation/tables';
+import type { SegmentationTile } from '../compute/segmentation/tiles';
 
 /**
  * The cell outline writers (`features/cells.geojson` and `features/outlines.parquet`) on a
