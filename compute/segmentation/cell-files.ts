@@ -16,7 +16,7 @@ import { forEachTile, ParquetTableFile, type PixelRect, ROW_GROUP_ROWS, type Tab
  * rows of one row group.
  */
 
-export const OUTLINE_COLUMNS = ['instance_id', 'local_label', 'geometry'] as const;
+export const OUTLINE_COLUMNS = ['instance_id', 'local_label', 'geometry', 'nucleus_geometry'] as const;
 
 /** GeoParquet's metadata version written to the `geo` key. */
 export const GEOPARQUET_VERSION = '1.1.0';
@@ -55,7 +55,12 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
       options.metadata,
     );
     const table = parquet;
-    const [ids, labels, geometries] = table.columns as [BigUint64Array, BigInt64Array, Uint8Array[]];
+    const [ids, labels, geometries, nucleusGeometries] = table.columns as [
+      BigUint64Array,
+      BigInt64Array,
+      Uint8Array[],
+      Uint8Array[],
+    ];
     const means = await MarkerMeans.open(options.markerTables, groupRows);
     const measurementKeys = [
       'Cell: Area px',
@@ -67,6 +72,7 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
     ].map((name) => encoder.encode(`${JSON.stringify(name)}:`));
     const values = new Float64Array(measurementKeys.length);
     const extent = new Extent();
+    const nucleusTypes = new Set<string>();
     let row = 0;
     let features = 0;
     await forEachTile(options, async (objects, offset) => {
@@ -84,6 +90,9 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
         labels[r] = BigInt(label);
         geometries[r] = encodeWkb(polygons);
         extent.add(polygons);
+        const nucleus = objects.nuclei ? traceRuns(objects.nuclei, k) : [];
+        nucleusGeometries[r] = encodeWkb(nucleus);
+        nucleusTypes.add(nucleus.length > 1 ? 'MultiPolygon' : 'Polygon');
         const markerMeans = await means.next(row++);
         if (polygons.length > 0) {
           const b = k * MEASUREMENT_COUNT;
@@ -96,14 +105,14 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
           markerMeans.forEach((mean, i) => {
             values[5 + i] = mean;
           });
-          await geojson.writeCell(polygons, instanceId, label, measurementKeys, values);
+          await geojson.writeCell(polygons, nucleus, instanceId, label, measurementKeys, values);
           features++;
         }
         if (table.commit()) await table.flush();
       }
       return objects.count;
     });
-    table.metadata.push({ key: 'geo', value: JSON.stringify(geoMetadata(extent)) });
+    table.metadata.push({ key: 'geo', value: JSON.stringify(geoMetadata(extent, nucleusTypes)) });
     const geoparquetBytes = await table.close();
     const geojsonBytes = await geojson.close();
     return { cells: table.rowCount, features, geojsonBytes, geoparquetBytes };
@@ -186,12 +195,34 @@ class Extent {
   }
 }
 
+/** The outline of object `k`'s nucleus, from its runs (nuclei are not in the mask). */
+function traceRuns(nuclei: { runStart: Uint32Array; runs: Uint32Array }, k: number): OutlinePolygon[] {
+  const from = nuclei.runStart[k]! * 3;
+  const to = nuclei.runStart[k + 1]! * 3;
+  if (to === from) return [];
+  const box = { minX: Number.POSITIVE_INFINITY, minY: Number.POSITIVE_INFINITY, maxX: 0, maxY: 0 };
+  for (let r = from; r < to; r += 3) {
+    box.minY = Math.min(box.minY, nuclei.runs[r]!);
+    box.maxY = Math.max(box.maxY, nuclei.runs[r]! + 1);
+    box.minX = Math.min(box.minX, nuclei.runs[r + 1]!);
+    box.maxX = Math.max(box.maxX, nuclei.runs[r + 2]!);
+  }
+  const width = box.maxX - box.minX;
+  const height = box.maxY - box.minY;
+  const labels = new Uint32Array(width * height);
+  for (let r = from; r < to; r += 3) {
+    const row = (nuclei.runs[r]! - box.minY) * width - box.minX;
+    labels.fill(1, row + nuclei.runs[r + 1]!, row + nuclei.runs[r + 2]!);
+  }
+  return traceLabel({ labels, x: box.minX, y: box.minY, width, height }, 1, box);
+}
+
 /**
  * GeoParquet 1.1 column metadata. `crs: null` declares the coordinates to have no known CRS:
  * they are pixels of the slide, not places on Earth. Shells wind counterclockwise in the
  * numbers as written (x right, y up as GeoParquet reads them).
  */
-function geoMetadata(extent: Extent) {
+function geoMetadata(extent: Extent, nucleusTypes: ReadonlySet<string>) {
   const bbox = Number.isFinite(extent.minX)
     ? [extent.minX, extent.minY, extent.maxX, extent.maxY]
     : undefined;
@@ -206,6 +237,13 @@ function geoMetadata(extent: Extent) {
         orientation: 'counterclockwise',
         edges: 'planar',
         ...(bbox ? { bbox } : {}),
+      },
+      nucleus_geometry: {
+        encoding: 'WKB',
+        geometry_types: [...nucleusTypes].sort(),
+        crs: null,
+        orientation: 'counterclockwise',
+        edges: 'planar',
       },
     },
   };
@@ -255,6 +293,7 @@ const encoder = new TextEncoder();
 const ascii = (text: string) => encoder.encode(text);
 const FEATURE_START = ascii('{"type":"Feature","geometry":{"type":"');
 const COORDINATES = ascii('","coordinates":');
+const NUCLEUS = ascii('},"nucleusGeometry":{"type":"');
 const PROPERTIES = ascii('},"properties":{"objectType":"cell","instance_id":"');
 const LOCAL_LABEL = ascii('","local_label":');
 const MEASUREMENTS = ascii(',"measurements":{');
@@ -294,28 +333,30 @@ class GeoJsonFile {
    */
   async writeCell(
     polygons: readonly OutlinePolygon[],
+    nucleus: readonly OutlinePolygon[],
     instanceId: bigint,
     label: number,
     keys: readonly Uint8Array[],
     values: Float64Array,
   ): Promise<void> {
     let points = 0;
-    for (const p of polygons) for (const ring of [p.shell, ...p.holes]) points += ring.length / 2 + 1;
+    for (const p of [...polygons, ...nucleus])
+      for (const ring of [p.shell, ...p.holes]) points += ring.length / 2 + 1;
     let keyBytes = 0;
     for (const key of keys) keyBytes += key.length;
     // Each point at most 2 x 11 digits and 4 marks; a value at most 25 characters and a comma.
-    await this.reserve(points * 26 + polygons.length * 8 + 256 + keyBytes + keys.length * 26);
+    await this.reserve(
+      points * 26 + (polygons.length + nucleus.length) * 8 + 320 + keyBytes + keys.length * 26,
+    );
     if (!this.first) this.bytes(SEPARATOR);
     this.first = false;
     this.bytes(FEATURE_START);
-    this.bytes(polygons.length === 1 ? POLYGON : MULTIPOLYGON);
-    this.bytes(COORDINATES);
-    if (polygons.length !== 1) this.char(0x5b);
-    polygons.forEach((polygon, i) => {
-      if (i > 0) this.char(0x2c);
-      this.polygon(polygon);
-    });
-    if (polygons.length !== 1) this.char(0x5d);
+    this.geometry(polygons);
+    // QuPath reads a cell's nucleus from this member beside `geometry`.
+    if (nucleus.length > 0) {
+      this.bytes(NUCLEUS);
+      this.geometry(nucleus);
+    }
     this.bytes(PROPERTIES);
     this.text(instanceId.toString());
     this.bytes(LOCAL_LABEL);
@@ -344,6 +385,18 @@ class GeoJsonFile {
   async abort(): Promise<void> {
     await this.file.close().catch(() => undefined);
     await rm(this.temporary, { force: true });
+  }
+
+  /** The type's name, then its coordinates: a Polygon, or a MultiPolygon of several. */
+  private geometry(polygons: readonly OutlinePolygon[]): void {
+    this.bytes(polygons.length === 1 ? POLYGON : MULTIPOLYGON);
+    this.bytes(COORDINATES);
+    if (polygons.length !== 1) this.char(0x5b);
+    polygons.forEach((polygon, i) => {
+      if (i > 0) this.char(0x2c);
+      this.polygon(polygon);
+    });
+    if (polygons.length !== 1) this.char(0x5d);
   }
 
   private polygon(polygon: OutlinePolygon): void {

@@ -71,6 +71,7 @@ const kindOf: Record<string, ColumnKind> = {
   area_px: 'int64',
   pixel_count: 'int64',
   geometry: 'bytes',
+  nucleus_geometry: 'bytes',
 };
 
 function schemaOf(columns: readonly string[]): SchemaElement[] {

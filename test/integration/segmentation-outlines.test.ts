@@ -81,7 +81,7 @@ test('the manifest names the outlines with URLs of this API', () => {
   });
 });
 
-test('every GeoJSON cell, rasterised, matches its mask label with IoU >= 0.95', async () => {
+test('every GeoJSON cell, rasterised, matches its mask label with IoU >= 0.95, and holds its nucleus', async () => {
   const geojson = await download(manifest.artifacts.outlines!.geojsonUrl, 'cells.geojson');
   expect(geojson.contentType).toBe('application/geo+json');
   const read = await runPythonJson<{
@@ -93,6 +93,8 @@ test('every GeoJSON cell, rasterised, matches its mask label with IoU >= 0.95', 
     below: number[][];
     measured: number;
     labelsInMask: number;
+    nuclei: number;
+    nucleusAreaOff: number[][];
   }>(
     `
 import json, sys, zarr, numpy as np, shapely
@@ -103,6 +105,7 @@ mask = group[group.attrs['ome']['multiscales'][0]['datasets'][0]['path']][0]
 slices = ndimage.find_objects(mask)
 present = {i + 1 for i, s in enumerate(slices) if s is not None}
 seen, below, types, measured, min_iou = set(), [], set(), 0, 1.0
+nuclei, off, mpp = 0, [], float(sys.argv[3])
 duplicates = 0
 for feature in collection['features']:
     props = feature['properties']
@@ -111,6 +114,14 @@ for feature in collection['features']:
     duplicates += label in seen
     seen.add(label)
     measured += 'Cell: Area µm^2' in props['measurements']
+    if 'nucleusGeometry' in feature:
+        nuclei += 1
+        nucleus = shapely.geometry.shape(feature['nucleusGeometry'])
+        nx0, ny0, nx1, ny1 = (int(v) for v in nucleus.bounds)
+        cx, cy = np.meshgrid(np.arange(nx0, nx1) + 0.5, np.arange(ny0, ny1) + 0.5)
+        centres = int(shapely.contains_xy(nucleus, cx, cy).sum())
+        expected = round(props['measurements']['Nucleus: Area µm^2'] / mpp ** 2)
+        if centres != expected: off.append([label, centres, expected])
     geometry = shapely.geometry.shape(feature['geometry'])
     ys, xs = slices[label - 1] if label <= len(slices) and slices[label - 1] is not None else (slice(0, 0), slice(0, 0))
     minx, miny, maxx, maxy = geometry.bounds
@@ -126,11 +137,19 @@ for feature in collection['features']:
     if iou < 0.95: below.append([label, float(iou)])
 print(json.dumps({'features': len(collection['features']), 'objectTypes': sorted(types),
   'missing': sorted(present - seen)[:10], 'duplicates': duplicates, 'minIou': min_iou, 'below': below[:10],
-  'measured': measured, 'labelsInMask': len(present)}))
+  'measured': measured, 'labelsInMask': len(present), 'nuclei': nuclei, 'nucleusAreaOff': off[:10]}))
 `,
-    [geojson.file, await maskRoot()],
+    [geojson.file, await maskRoot(), String((await call('GET', `/samples/${sampleId}`)).json.mpp)],
   );
-  expect(read).toMatchObject({ objectTypes: ['cell'], missing: [], duplicates: 0, below: [] });
+  expect(read).toMatchObject({
+    objectTypes: ['cell'],
+    missing: [],
+    duplicates: 0,
+    below: [],
+    nucleusAreaOff: [],
+  });
+  // Every cell grew from a nucleus: its outline holds exactly the nucleus's pixel centres.
+  expect(read.nuclei).toBe(read.features);
   expect(read.features).toBe(read.labelsInMask);
   expect(read.measured).toBe(read.features);
   expect(read.features).toBeGreaterThan(0.95 * manifest.instanceCount);
@@ -172,12 +191,15 @@ print(json.dumps({'rows': table.num_rows, 'columns': table.column_names,
   );
   expect(read).toMatchObject({
     rows: manifest.instanceCount,
-    columns: ['instance_id', 'local_label', 'geometry'],
+    columns: ['instance_id', 'local_label', 'geometry', 'nucleus_geometry'],
     sameIds: true,
     geo: {
       version: '1.1.0',
       primary_column: 'geometry',
-      columns: { geometry: { encoding: 'WKB', crs: null } },
+      columns: {
+        geometry: { encoding: 'WKB', crs: null },
+        nucleus_geometry: { encoding: 'WKB', crs: null },
+      },
     },
   });
   expect(read.types).toContain('Polygon');
@@ -192,4 +214,61 @@ print(json.dumps({'rows': table.num_rows, 'columns': table.column_names,
   };
   expect(read.kv.outlines).toMatchObject(metadata);
   expect(read.kv.instances).toMatchObject(metadata);
+});
+
+test("an export of the segmentation job links the outlines, pinned to the layer's files", async () => {
+  const exported = await call('POST', `/jobs/${state.job!.id}/exports`, { format: 'ome-zarr' });
+  expect(exported.status).toBe(200);
+  const outlines = exported.json.artifacts.segmentation.downloads.outlines;
+  expect(outlines).toMatchObject({
+    geojson: { contentType: 'application/geo+json' },
+    geoparquet: { contentType: 'application/vnd.apache.parquet' },
+  });
+  for (const link of [outlines.geojson, outlines.geoparquet]) {
+    const response = await fetch(link.downloadUrl);
+    expect(response.status).toBe(200);
+    expect((await response.arrayBuffer()).byteLength).toBe(link.sizeBytes);
+  }
+});
+
+test('after a prediction the GeoJSON carries each cell its marker means, those of the marker table', async () => {
+  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['CD3'] });
+  expect(submitted.status).toBe(202);
+  const jobId = submitted.json.jobId as string;
+  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
+  await stack.client.workflow.getHandle(workflowIds.segmentationMarkers(manifest.layerId, jobId)).result();
+  const refreshed = SegmentationManifest.parse(
+    (await call('GET', `/samples/${sampleId}/segmentation/${manifest.layerId}/manifest`)).json,
+  );
+  const geojson = await download(refreshed.artifacts.outlines!.geojsonUrl, 'cells-cd3.geojson');
+  const cd3 = await download(
+    `${refreshed.artifacts.cells.markerExpressionBaseUrl}CD3.parquet`,
+    'CD3.parquet',
+  );
+  const read = await runPythonJson<{
+    features: number;
+    withMean: number;
+    equal: number;
+    kv: Record<string, string>;
+  }>(
+    `
+import json, sys, pyarrow.parquet as pq
+table = pq.read_table(sys.argv[2]).to_pydict()
+means = dict(zip((str(i) for i in table['instance_id']), table['mean']))
+features = json.load(open(sys.argv[1]))['features']
+with_mean = [f for f in features if 'Cell: CD3 mean' in f['properties']['measurements']]
+equal = sum(1 for f in with_mean if f['properties']['measurements']['Cell: CD3 mean'] == means[f['properties']['instance_id']])
+kv = {k.decode(): v.decode() for k, v in pq.read_metadata(sys.argv[2]).metadata.items() if k != b'ARROW:schema'}
+print(json.dumps({'features': len(features), 'withMean': len(with_mean), 'equal': equal, 'kv': kv}))
+`,
+    [geojson.file, cd3.file],
+  );
+  expect(read.withMean).toBe(read.features);
+  expect(read.equal).toBe(read.features);
+  expect(read.kv).toMatchObject({
+    layer_id: manifest.layerId,
+    schema_version: '1.0',
+    marker: 'CD3',
+    prediction_job_id: jobId,
+  });
 });

@@ -51,6 +51,9 @@ function tileObjects(tile: SegmentationTile): TileObjects {
   const measurements = new Float64Array(own.length * MEASUREMENT_COUNT);
   const runs: number[] = [];
   const runStart = new Uint32Array(own.length + 1);
+  // Each cell's nucleus: its pixels in the cell's first two rows.
+  const nucleusRuns: number[] = [];
+  const nucleusRunStart = new Uint32Array(own.length + 1);
   own.forEach((cell, k) => {
     const b = k * MEASUREMENT_COUNT;
     let minX = width;
@@ -62,6 +65,7 @@ function tileObjects(tile: SegmentationTile): TileObjects {
       for (let x = 0; x < width; x++) {
         if (!cell.pixels(x, y)) continue;
         runs.push(y, x, x + 1);
+        if (y < minY + 2) nucleusRuns.push(y, x, x + 1);
         area++;
         minX = Math.min(minX, x);
         minY = Math.min(minY, y);
@@ -69,6 +73,7 @@ function tileObjects(tile: SegmentationTile): TileObjects {
         maxY = Math.max(maxY, y + 1);
       }
     runStart[k + 1] = runs.length / 3;
+    nucleusRunStart[k + 1] = nucleusRuns.length / 3;
     measurements[b + M.bbox_min_x] = minX;
     measurements[b + M.bbox_min_y] = minY;
     measurements[b + M.bbox_max_x] = maxX;
@@ -76,7 +81,15 @@ function tileObjects(tile: SegmentationTile): TileObjects {
     measurements[b + M.area] = area;
     measurements[b + M.nucleus_area] = area / 2;
   });
-  return { tile, count: own.length, measurements, runStart, runs: Uint32Array.from(runs), cutObjects: 0 };
+  return {
+    tile,
+    count: own.length,
+    measurements,
+    runStart,
+    runs: Uint32Array.from(runs),
+    nuclei: { runStart: nucleusRunStart, runs: Uint32Array.from(nucleusRuns) },
+    cutObjects: 0,
+  };
 }
 
 function evenOdd(rings: number[][][], px: number, py: number): boolean {
@@ -154,6 +167,11 @@ it('writes whole outlines as QuPath GeoJSON and GeoParquet, row for row with the
         if (mask[y * width + x] === label) pixels++;
       }
     expect(feature.properties.measurements['Cell: Area px']).toBe(pixels);
+    // The nucleus: the cell's first two rows, a rectangle (cell 2's first rows are whole).
+    const nucleus = feature.nucleusGeometry.coordinates[0] as number[][];
+    const ys = nucleus.map(([, y]) => y!);
+    expect(Math.max(...ys) - Math.min(...ys)).toBe(2);
+    expect(nucleus).toHaveLength(5);
     expect(feature.properties.measurements['Cell: Area µm^2']).toBe(pixels * 0.25);
   }
   const withHole = collection.features.find(
@@ -176,7 +194,13 @@ it('writes whole outlines as QuPath GeoJSON and GeoParquet, row for row with the
   expect(rows.map((row) => row.instance_id)).toEqual([1n, 2n, 3n, 4n].map((l) => (5n << 32n) + l));
   for (const feature of collection.features) {
     expect(rows[feature.properties.local_label - 1]!.geometry).toEqual(feature.geometry);
+    expect(rows[feature.properties.local_label - 1]!.nucleus_geometry).toEqual(feature.nucleusGeometry);
   }
+  expect(geo.columns.nucleus_geometry).toMatchObject({
+    encoding: 'WKB',
+    crs: null,
+    geometry_types: ['Polygon'],
+  });
   expect(rows[3]!.geometry).toEqual({ type: 'Polygon', coordinates: [] });
   const markerMetadata = await parquetMetadataAsync(await asyncBufferFromFile(markerPath));
   expect(markerMetadata.key_value_metadata).toEqual(
