@@ -12,7 +12,8 @@ import type { SegmentationTile } from '../compute/segmentation/tiles';
 /**
  * The cell outline writers (`features/cells.geojson` and `features/outlines.parquet`) on a
  * synthetic layer: `--cells` cells (default 1,000,000) on 1024 px tiles, each a disc of 6 to
- * 10 px radius on a 20 px lattice with jitter (a few with a hole), and `--markers` marker tables
+ * 10 px radius on a 20 px lattice with jitter (a few with a hole) around a nucleus of half its
+ * radius (as single-pixel runs, the worst case), and `--markers` marker tables
  * whose means the GeoJSON carries. The marker tables are written first (not timed); the outline
  * pass (tracing from the mask, simplification, both writers) runs in a child process of its own
  * so its wall time, CPU time and peak RSS are its alone (on a busy machine the CPU time is the
@@ -90,6 +91,8 @@ function makeTileObjects(layer: Layer, index: number): TileObjects {
   const measurements = new Float64Array(count * MEASUREMENT_COUNT);
   const runStart = new Uint32Array(count + 1);
   const runs: number[] = [];
+  const nucleusRunStart = new Uint32Array(count + 1);
+  const nucleusRuns: number[] = [];
   for (let k = 0; k < count; k++) {
     const { cx, cy, r, hole } = cellShape(tile, k, layer.offsets[index]! + k + 1);
     let area = 0;
@@ -98,6 +101,8 @@ function makeTileObjects(layer: Layer, index: number): TileObjects {
       for (let x = Math.floor(cx - r); x <= Math.ceil(cx + r) + 1; x++) {
         const d = (x + 0.5 - cx) ** 2 + (y + 0.5 - cy) ** 2;
         const inside = d <= r * r && d >= hole * hole;
+        // The nucleus: the inner half of the cell's radius, the hole left out.
+        if (inside && d <= (r * r) / 4 && d >= hole * hole) nucleusRuns.push(y, x, x + 1);
         if (inside && x0 < 0) x0 = x;
         if (!inside && x0 >= 0) {
           runs.push(y, x0, x);
@@ -107,6 +112,7 @@ function makeTileObjects(layer: Layer, index: number): TileObjects {
       }
     }
     runStart[k + 1] = runs.length / 3;
+    nucleusRunStart[k + 1] = nucleusRuns.length / 3;
     const b = k * MEASUREMENT_COUNT;
     measurements[b + M.bbox_min_x] = Math.floor(cx - r);
     measurements[b + M.bbox_min_y] = Math.floor(cy - r);
@@ -115,7 +121,15 @@ function makeTileObjects(layer: Layer, index: number): TileObjects {
     measurements[b + M.area] = area;
     measurements[b + M.nucleus_area] = area / 2;
   }
-  return { tile, count, measurements, runStart, runs: Uint32Array.from(runs), cutObjects: 0 };
+  return {
+    tile,
+    count,
+    measurements,
+    runStart,
+    runs: Uint32Array.from(runs),
+    nuclei: { runStart: nucleusRunStart, runs: Uint32Array.from(nucleusRuns) },
+    cutObjects: 0,
+  };
 }
 
 /** The mask under `rect`: the runs of the tiles' cells painted with their labels. */
