@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import { readPredictionLayout } from '../compute/prediction';
 import { openHePyramid } from '../compute/pyramid';
@@ -28,9 +29,10 @@ import {
   type TileObjects,
   writeInstanceTable as writeInstances,
   writeMarkerTables as writeMarkers,
+  writeCellOutlines as writeOutlines,
 } from '../compute/segmentation';
 import { prefixedStore } from '../compute/store';
-import { readMaskArray } from '../compute/zarr';
+import { openArray, RegionReader, readMaskArray } from '../compute/zarr';
 import type { Sql } from '../db';
 import { findJobById, latestPredictionWithResults } from '../db/jobs';
 import { findIngestSample, findSlide, type SlideRecord } from '../db/sample-slides';
@@ -51,6 +53,10 @@ const PROGRESS_INTERVAL_MS = 1000;
 const TILES_SHARE_OF_PROGRESS = 0.9;
 /** Level-0 core side: a few MB of RGB per tile, and few enough tiles to heartbeat each. */
 const CORE_SIZE_PX = 1024;
+/** Decoded mask chunks kept while outlining: the chunks under a tile and its neighbours. */
+const MASK_CACHE_BYTES = 64 << 20;
+/** Where the layer's pixel coordinates are: the H&E's level 0. */
+const COORDINATE_FRAME = 'he-level-0-pixels';
 
 /** What `segmentTiles` leaves at `objects/index.json` for the steps after it. */
 export interface TileIndex {
@@ -278,6 +284,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
         labelOffsets: layer.labelOffsets,
         loadTileObjects: layer.loadTileObjects,
         instanceIdBase: instanceIdBase(run),
+        metadata: tableMetadata(run, layer.index),
         signal: Context.current().cancellationSignal,
         onProgress: (progress) => heartbeat(progress),
       });
@@ -315,6 +322,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
           labelOffsets: layer.labelOffsets,
           loadTileObjects: layer.loadTileObjects,
           instanceIdBase: instanceIdBase(run),
+          metadata: { ...tableMetadata(run, layer.index), prediction_job_id: job.id },
           signal: Context.current().cancellationSignal,
           onProgress: (progress) => heartbeat(progress),
         });
@@ -331,6 +339,55 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
       if (generation === null || !key.startsWith(`${markersPrefix}${generation}/`)) await store.delete(key);
     }
     return { elapsedMs: Date.now() - started };
+  }
+
+  /**
+   * `features/cells.geojson` and `features/outlines.parquet`: the cells traced from the mask,
+   * with the means of the layer's current marker tables (read back from the store). Run after
+   * the mask and the marker tables, and again when the marker tables are remade.
+   */
+  async function writeCellOutlines(input: { runId: string }): Promise<{ elapsedMs: number; cells: number }> {
+    const started = Date.now();
+    const run = await runOrFail(input.runId);
+    const layer = await layerObjects(run);
+    const mask = prefixedStore(store, `${layer.prefix}${segmentationLayerFiles.mask}`);
+    const reader = new RegionReader(await openArray(mask, '0'), mask, MASK_CACHE_BYTES);
+    const signal = Context.current().cancellationSignal;
+    const cells = await withScratchFolder(async (folder) => {
+      const markerTables = [];
+      for (const marker of run.markerJobId ? run.markers : []) {
+        const path = join(folder, `marker-${markerTables.length}.parquet`);
+        const key = `${layer.prefix}${markerTableKey(run.markerJobId!, `${marker}.parquet`)}`;
+        await downloadFile(key, path);
+        markerTables.push({ marker, path });
+      }
+      const geojsonPath = join(folder, 'cells.geojson');
+      const geoparquetPath = join(folder, 'outlines.parquet');
+      const result = await writeOutlines({
+        geojsonPath,
+        geoparquetPath,
+        markerTables,
+        mpp: layer.index.mpp,
+        readMask: (rect, signal) => reader.readRegion(rect, signal) as Promise<Uint32Array>,
+        tiles: layer.index.tiles,
+        labelOffsets: layer.labelOffsets,
+        loadTileObjects: layer.loadTileObjects,
+        instanceIdBase: instanceIdBase(run),
+        metadata: tableMetadata(run, layer.index),
+        signal,
+        onProgress: (progress) => heartbeat(progress),
+      });
+      await uploadFile(geojsonPath, `${layer.prefix}${segmentationLayerFiles.cellsGeojson}`);
+      await uploadFile(geoparquetPath, `${layer.prefix}${segmentationLayerFiles.outlines}`);
+      return result.cells;
+    });
+    return { elapsedMs: Date.now() - started, cells };
+  }
+
+  async function downloadFile(key: string, path: string): Promise<void> {
+    const body = await store.read(key);
+    if (!body) throw new Error(`${key} is missing`);
+    await pipeline(body, createWriteStream(path));
   }
 
   /** After a marker refresh of a completed layer: its manifest lists the new tables. */
@@ -383,7 +440,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
       layerId: run.layerId,
       entityType: 'cell',
       modelVersion: `${index.segmenter.name}@${index.segmenter.version}`,
-      coordinateFrame: 'he-level-0-pixels',
+      coordinateFrame: COORDINATE_FRAME,
       instanceCount: index.counts.reduce((a, b) => a + b, 0),
       createdAt: (fresh.completedAt ?? new Date()).toISOString(),
       artifacts: {
@@ -400,6 +457,12 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
           expression: [...EXPRESSION_COLUMNS],
         },
         provenance: { format: 'json', url: segmentationLayerFiles.provenance },
+        outlines: {
+          geojsonUrl: segmentationLayerFiles.cellsGeojson,
+          geoparquetUrl: segmentationLayerFiles.outlines,
+          joinKey: 'instance_id',
+          maskJoinKey: 'local_label',
+        },
       },
     };
     await store.put(
@@ -415,8 +478,23 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     writeLabelMask,
     writeInstanceTable,
     writeMarkerTables,
+    writeCellOutlines,
     publishSegmentationManifest,
     finishSegmentation,
+  };
+}
+
+/**
+ * The key-value metadata of every Parquet file of a layer: the scale and units its micron
+ * columns were made with and the frame of its pixel columns, the layer and the schema version.
+ */
+function tableMetadata(run: SegmentationRunRow, index: TileIndex): Record<string, string> {
+  return {
+    mpp: String(index.mpp),
+    units: 'micrometer',
+    coordinate_frame: COORDINATE_FRAME,
+    layer_id: run.layerId,
+    schema_version: SEGMENTATION_SCHEMA_VERSION,
   };
 }
 

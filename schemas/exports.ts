@@ -71,6 +71,10 @@ export const SegmentationDownloads = z
     provenance: Download,
     morphology: Download,
     markers: z.array(Download.extend({ marker: z.string() })),
+    outlines: z
+      .strictObject({ geojson: Download, geoparquet: Download })
+      .optional()
+      .meta({ description: "The cell outlines (QuPath's GeoJSON, GeoParquet), where the layer has them" }),
   })
   .meta({ id: 'SegmentationDownloads' });
 

@@ -83,6 +83,23 @@ export const SegmentationManifest = z
         expression: z.array(z.string()),
       }),
       provenance: z.strictObject({ format: z.literal('json'), url: z.string() }),
+      outlines: z
+        .strictObject({
+          geojsonUrl: z.string().meta({
+            description:
+              "QuPath's GeoJSON import: a FeatureCollection of `objectType: cell` features, level-0 pixel corners",
+          }),
+          geoparquetUrl: z.string().meta({
+            description:
+              'GeoParquet 1.1 (`geometry` as WKB, no CRS), one row per row of the morphology table',
+          }),
+          joinKey: z.literal('instance_id'),
+          maskJoinKey: z.literal('local_label'),
+        })
+        .optional()
+        .meta({
+          description: 'Cell outlines traced from the mask; absent from layers made before they were',
+        }),
     }),
   })
   .meta({ id: 'SegmentationManifest' });

@@ -38,6 +38,9 @@ export const segmentationLayerFiles = {
   /** The uint32 OME-NGFF label image (a store prefix). */
   mask: 'mask/',
   instances: 'features/instances.parquet',
+  /** The cell outlines: QuPath's GeoJSON import, and GeoParquet beside the instance table. */
+  cellsGeojson: 'features/cells.geojson',
+  outlines: 'features/outlines.parquet',
   /** Prefix of `{marker}.parquet` in the API; stored per generation (`markerTableKey`). */
   markers: 'features/markers/',
   provenance: 'provenance.json',

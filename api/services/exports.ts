@@ -270,6 +270,13 @@ export function createExportService(deps: ExportServiceDeps) {
           ...(await download(markerTableKey(layer.markerJobId!, `${marker}.parquet`), parquet)),
         })),
       ),
+      // Layers made before outlines were traced have none.
+      ...((await store.stat(`${prefix}${segmentationLayerFiles.cellsGeojson}`)) && {
+        outlines: {
+          geojson: await download(segmentationLayerFiles.cellsGeojson, 'application/geo+json'),
+          geoparquet: await download(segmentationLayerFiles.outlines, parquet),
+        },
+      }),
     };
   }
 

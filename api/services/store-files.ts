@@ -16,6 +16,7 @@ export type RangeOf = (size: number) => { offset: number; length: number } | und
 export function contentTypeOf(key: string): string {
   if (key.endsWith('.json')) return 'application/json';
   if (key.endsWith('.parquet')) return 'application/vnd.apache.parquet';
+  if (key.endsWith('.geojson')) return 'application/geo+json';
   return 'application/octet-stream';
 }
 

@@ -1,4 +1,12 @@
 export {
+  type CellOutlinesResult,
+  encodeWkb,
+  GEOPARQUET_VERSION,
+  OUTLINE_COLUMNS,
+  type WriteCellOutlinesOptions,
+  writeCellOutlines,
+} from './cell-files';
+export {
   type ClassicalOptions,
   createClassicalSegmenter,
   defaultClassicalOptions,
@@ -36,6 +44,13 @@ export {
   type TileObjects,
 } from './objects';
 export { createOnnxSegmenter, type OnnxSegmenterOptions } from './onnx';
+export {
+  type LabelWindow,
+  type OutlinePolygon,
+  type PixelBox,
+  SIMPLIFY_TOLERANCE_PX,
+  traceLabel,
+} from './outlines';
 export { type SegmentationQuality, segmentationQuality } from './quality';
 export { EOSIN_OD, glassPixels, HEMATOXYLIN_OD, type StainDensities, stainDensities } from './stain';
 export {

@@ -25,6 +25,11 @@ export interface TileObjects {
   /** Triples `(y, x0, x1)`, level-0 pixels, `x1` exclusive; each object's rows ascending. */
   runs: Uint32Array;
   /**
+   * Each object's nucleus as row runs, grouped as `runs` are (object `k`: runs
+   * `nuclei.runStart[k] .. nuclei.runStart[k + 1]`); absent from files of format 1.
+   */
+  nuclei?: { runStart: Uint32Array; runs: Uint32Array };
+  /**
    * Kept objects that touch the edge of the window read (where it is not the slide's edge): the
    * halo was too small for them, so they may be cut. Zero when the halo fits the largest cell.
    */
@@ -66,6 +71,7 @@ export async function segmentWindowObjects(
   const owned = ownedLabels(stats, window, tile);
   const nucleusArea = labelAreas(nuclei, cells.count);
   const { runStart, runs } = collectRuns(cells, owned, stats, window);
+  const nucleusRuns = collectRuns(nuclei, owned, labelStatistics(nuclei), window);
   const densities = { densities: stainDensities(rgb), x: window.x, y: window.y };
   const count = owned.length;
   const measurements = new Float64Array(count * MEASUREMENT_COUNT);
@@ -74,7 +80,7 @@ export async function segmentWindowObjects(
     measureCell(own, nucleusArea[owned[k]!]!, densities, measurements, k * MEASUREMENT_COUNT);
   }
   const cutObjects = owned.filter((label) => touchesInnerEdge(stats, label, window, slide)).length;
-  return { tile, count, measurements, runStart, runs, cutObjects };
+  return { tile, count, measurements, runStart, runs, nuclei: nucleusRuns, cutObjects };
 }
 
 function checkLabels(image: LabelImage, rgb: RgbImage, what: string): void {
@@ -232,7 +238,8 @@ export function objectCentroid(objects: TileObjects, k: number): { x: number; y:
 }
 
 const MAGIC = 0x4f535053; // "SPSO" little-endian
-const FORMAT_VERSION = 1;
+/** 2 adds the nuclei's runs after the cells'; 1 is still read (objects without nuclei). */
+const FORMAT_VERSION = 2;
 const HEADER_WORDS = 12;
 
 /**
@@ -241,8 +248,9 @@ const HEADER_WORDS = 12;
  * starts and runs (uint32). Millions of runs would be slow and large as JSON.
  */
 export function encodeTileObjects(objects: TileObjects): Uint8Array {
-  const { tile, count, measurements, runStart, runs } = objects;
-  const bodyBytes = HEADER_WORDS * 4 + measurements.byteLength + runStart.byteLength + runs.byteLength;
+  const { tile, count, measurements, runStart, runs, nuclei } = objects;
+  const arrays = [measurements, runStart, runs, ...(nuclei ? [nuclei.runStart, nuclei.runs] : [])];
+  const bodyBytes = HEADER_WORDS * 4 + arrays.reduce((sum, array) => sum + array.byteLength, 0);
   const body = new Uint8Array(bodyBytes);
   const header = new Uint32Array(body.buffer, 0, HEADER_WORDS);
   header.set([
@@ -255,9 +263,10 @@ export function encodeTileObjects(objects: TileObjects): Uint8Array {
     runs.length / 3,
     MEASUREMENT_COUNT,
     objects.cutObjects,
+    nuclei ? nuclei.runs.length / 3 : 0,
   ]);
   let at = HEADER_WORDS * 4;
-  for (const array of [measurements, runStart, runs]) {
+  for (const array of arrays) {
     body.set(new Uint8Array(array.buffer, array.byteOffset, array.byteLength), at);
     at += array.byteLength;
   }
@@ -265,7 +274,7 @@ export function encodeTileObjects(objects: TileObjects): Uint8Array {
   const out = new Uint8Array(8 + packed.byteLength);
   const view = new DataView(out.buffer);
   view.setUint32(0, MAGIC, true);
-  view.setUint32(4, FORMAT_VERSION, true);
+  view.setUint32(4, nuclei ? FORMAT_VERSION : 1, true);
   out.set(packed, 8);
   return out;
 }
@@ -280,7 +289,8 @@ export function decodeTileObjects(bytes: Uint8Array): TileObjects {
   if (bytes.byteLength < 8) throw corrupt('too short');
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (view.getUint32(0, true) !== MAGIC) throw corrupt('not a tile objects file');
-  if (view.getUint32(4, true) !== FORMAT_VERSION) throw corrupt(`version ${view.getUint32(4, true)}`);
+  const version = view.getUint32(4, true);
+  if (version !== 1 && version !== FORMAT_VERSION) throw corrupt(`version ${version}`);
   let body: Uint8Array;
   try {
     // A fresh, aligned buffer: the typed arrays below are views of it.
@@ -290,11 +300,12 @@ export function decodeTileObjects(bytes: Uint8Array): TileObjects {
   }
   if (body.byteLength < HEADER_WORDS * 4) throw corrupt('header cut short');
   const h = new Uint32Array(body.buffer, body.byteOffset, HEADER_WORDS);
-  const [index, x, y, width, height, count, runCount, measurementCount, cutObjects] = Array.from(
-    h.subarray(0, 9),
-  );
+  const [index, x, y, width, height, count, runCount, measurementCount, cutObjects, nucleusRunCount] =
+    Array.from(h.subarray(0, 10));
+  const nucleusBytes = version === 1 ? 0 : (count! + 1) * 4 + nucleusRunCount! * 12;
   if (measurementCount !== MEASUREMENT_COUNT) throw corrupt(`${measurementCount} measurements per object`);
-  const expected = HEADER_WORDS * 4 + count! * MEASUREMENT_COUNT * 8 + (count! + 1) * 4 + runCount! * 12;
+  const expected =
+    HEADER_WORDS * 4 + count! * MEASUREMENT_COUNT * 8 + (count! + 1) * 4 + runCount! * 12 + nucleusBytes;
   if (body.byteLength !== expected) throw corrupt(`${body.byteLength} bytes, expected ${expected}`);
   let at = body.byteOffset + HEADER_WORDS * 4;
   const measurements = new Float64Array(body.buffer, at, count! * MEASUREMENT_COUNT);
@@ -302,13 +313,23 @@ export function decodeTileObjects(bytes: Uint8Array): TileObjects {
   const runStart = new Uint32Array(body.buffer, at, count! + 1);
   at += runStart.byteLength;
   const runs = new Uint32Array(body.buffer, at, runCount! * 3);
+  at += runs.byteLength;
   if (runStart[count!] !== runCount) throw corrupt('run starts do not end at the run count');
+  let nuclei: TileObjects['nuclei'];
+  if (version !== 1) {
+    const nucleusRunStart = new Uint32Array(body.buffer, at, count! + 1);
+    at += nucleusRunStart.byteLength;
+    nuclei = { runStart: nucleusRunStart, runs: new Uint32Array(body.buffer, at, nucleusRunCount! * 3) };
+    if (nucleusRunStart[count!] !== nucleusRunCount)
+      throw corrupt('nucleus run starts do not end at their count');
+  }
   return {
     tile: { index: index!, x: x!, y: y!, width: width!, height: height! },
     count: count!,
     measurements,
     runStart,
     runs,
+    ...(nuclei && { nuclei }),
     cutObjects: cutObjects!,
   };
 }
@@ -466,17 +487,29 @@ function forEachRunIn(
 
 function selectObjects(objects: TileObjects, keep: readonly number[]): TileObjects {
   const measurements = new Float64Array(keep.length * MEASUREMENT_COUNT);
-  const runStart = new Uint32Array(keep.length + 1);
   keep.forEach((k, j) => {
     measurements.set(
       objects.measurements.subarray(k * MEASUREMENT_COUNT, (k + 1) * MEASUREMENT_COUNT),
       j * MEASUREMENT_COUNT,
     );
-    runStart[j + 1] = runStart[j]! + objects.runStart[k + 1]! - objects.runStart[k]!;
+  });
+  const { runStart, runs } = selectRuns(objects, keep);
+  const nuclei = objects.nuclei && selectRuns(objects.nuclei, keep);
+  return { ...objects, count: keep.length, measurements, runStart, runs, ...(nuclei && { nuclei }) };
+}
+
+/** The runs of objects `keep`, in that order, regrouped. */
+function selectRuns(
+  from: { runStart: Uint32Array; runs: Uint32Array },
+  keep: readonly number[],
+): { runStart: Uint32Array; runs: Uint32Array } {
+  const runStart = new Uint32Array(keep.length + 1);
+  keep.forEach((k, j) => {
+    runStart[j + 1] = runStart[j]! + from.runStart[k + 1]! - from.runStart[k]!;
   });
   const runs = new Uint32Array(runStart[keep.length]! * 3);
   keep.forEach((k, j) => {
-    runs.set(objects.runs.subarray(objects.runStart[k]! * 3, objects.runStart[k + 1]! * 3), runStart[j]! * 3);
+    runs.set(from.runs.subarray(from.runStart[k]! * 3, from.runStart[k + 1]! * 3), runStart[j]! * 3);
   });
-  return { ...objects, count: keep.length, measurements, runStart, runs };
+  return { runStart, runs };
 }

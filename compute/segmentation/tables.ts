@@ -1,5 +1,11 @@
 import { type FileHandle, open, rename, rm } from 'node:fs/promises';
-import { ByteWriter, type ColumnSource, ParquetWriter, type SchemaElement } from 'hyparquet-writer';
+import {
+  ByteWriter,
+  type ColumnSource,
+  type KeyValue,
+  ParquetWriter,
+  type SchemaElement,
+} from 'hyparquet-writer';
 import { M, MEASUREMENT_COUNT } from './features';
 import { objectsBounds, type TileObjects } from './objects';
 import type { SegmentationTile } from './tiles';
@@ -53,7 +59,7 @@ export const MARKER_COLUMNS = ['instance_id', ...EXPRESSION_COLUMNS] as const;
 /** Rows per row group: about 10 MB of instance rows, small enough to keep memory flat. */
 export const ROW_GROUP_ROWS = 65_536;
 
-type ColumnKind = 'id' | 'int32' | 'int64' | 'double';
+type ColumnKind = 'id' | 'int32' | 'int64' | 'double' | 'bytes';
 
 const kindOf: Record<string, ColumnKind> = {
   instance_id: 'id',
@@ -64,6 +70,8 @@ const kindOf: Record<string, ColumnKind> = {
   bbox_max_y: 'int32',
   area_px: 'int64',
   pixel_count: 'int64',
+  geometry: 'bytes',
+  nucleus_geometry: 'bytes',
 };
 
 function schemaOf(columns: readonly string[]): SchemaElement[] {
@@ -75,17 +83,19 @@ function schemaOf(columns: readonly string[]): SchemaElement[] {
         return { name, type: 'INT64', converted_type: 'UINT_64', repetition_type: 'REQUIRED' };
       if (kind === 'int64') return { name, type: 'INT64', repetition_type: 'REQUIRED' };
       if (kind === 'int32') return { name, type: 'INT32', repetition_type: 'REQUIRED' };
+      if (kind === 'bytes') return { name, type: 'BYTE_ARRAY', repetition_type: 'REQUIRED' };
       return { name, type: 'DOUBLE', repetition_type: 'REQUIRED' };
     }),
   ];
 }
 
-type ColumnArray = BigUint64Array | BigInt64Array | Int32Array | Float64Array;
+export type ColumnArray = BigUint64Array | BigInt64Array | Int32Array | Float64Array | Uint8Array[];
 
 function allocateColumn(kind: ColumnKind, rows: number): ColumnArray {
   if (kind === 'id') return new BigUint64Array(rows);
   if (kind === 'int64') return new BigInt64Array(rows);
   if (kind === 'int32') return new Int32Array(rows);
+  if (kind === 'bytes') return new Array<Uint8Array>(rows);
   return new Float64Array(rows);
 }
 
@@ -94,7 +104,7 @@ function allocateColumn(kind: ColumnKind, rows: number): ColumnArray {
  * group is encoded and appended to the file, then the buffers are reused. The file appears
  * under its name only once complete (written beside it, then renamed).
  */
-class ParquetTableFile {
+export class ParquetTableFile {
   readonly columns: ColumnArray[];
   private rows = 0;
   private written = 0;
@@ -107,6 +117,8 @@ class ParquetTableFile {
     private readonly temporary: string,
     private readonly names: readonly string[],
     private readonly groupRows: number,
+    /** The footer's key-value metadata: filled in until `close`. */
+    readonly metadata: KeyValue[],
   ) {
     this.columns = names.map((name) => allocateColumn(kindOf[name] ?? 'double', groupRows));
     this.bytes = new ByteWriter(1 << 20);
@@ -121,13 +133,20 @@ class ParquetTableFile {
       writer: this.bytes,
       schema: schemaOf(names),
       createdBy: 'slide-prediction-service compute/segmentation',
+      kvMetadata: metadata,
     });
   }
 
-  static async create(path: string, names: readonly string[], groupRows: number): Promise<ParquetTableFile> {
+  static async create(
+    path: string,
+    names: readonly string[],
+    groupRows: number,
+    metadata: Readonly<Record<string, string>> = {},
+  ): Promise<ParquetTableFile> {
     const temporary = `${path}.${process.pid}.tmp`;
     const file = await open(temporary, 'w');
-    return new ParquetTableFile(file, path, temporary, names, groupRows);
+    const pairs = Object.entries(metadata).map(([key, value]) => ({ key, value }));
+    return new ParquetTableFile(file, path, temporary, names, groupRows, pairs);
   }
 
   /** Index of the next row in `columns`; call `commit` once it is filled. */
@@ -173,10 +192,13 @@ class ParquetTableFile {
   /** Encodes the gathered rows as one row group and appends it to the file. */
   async flush(): Promise<void> {
     const rows = this.rows;
-    const columnData: ColumnSource[] = this.names.map((name, c) => ({
-      name,
-      data: this.columns[c]!.subarray(0, rows),
-    }));
+    const columnData: ColumnSource[] = this.names.map((name, c) => {
+      const column = this.columns[c]!;
+      // Byte columns (WKB) are unique per row: no dictionary, no min/max.
+      if (Array.isArray(column))
+        return { name, data: column.slice(0, rows), encoding: 'PLAIN', statistics: false };
+      return { name, data: column.subarray(0, rows) };
+    });
     await this.parquet.write({ columnData, rowGroupSize: rows });
     this.rows = 0;
   }
@@ -192,6 +214,8 @@ export interface TableSource {
   instanceIdBase: bigint;
   rowGroupRows?: number;
   signal?: AbortSignal;
+  /** Key-value metadata of every file written (the layer's scale, units, id, schema version). */
+  metadata?: Readonly<Record<string, string>>;
   /** After each tile: tiles done and rows so far (a heartbeat). */
   onProgress?: (progress: { tilesDone: number; tiles: number; rows: number }) => void;
 }
@@ -215,6 +239,7 @@ export async function writeInstanceTable(options: WriteInstanceTableOptions): Pr
     options.path,
     INSTANCE_COLUMNS,
     options.rowGroupRows ?? ROW_GROUP_ROWS,
+    options.metadata,
   );
   try {
     const col = Object.fromEntries(INSTANCE_COLUMNS.map((name, c) => [name, table.columns[c]!])) as Record<
@@ -302,7 +327,12 @@ export async function writeMarkerTables(
   const tables: ParquetTableFile[] = [];
   try {
     for (const marker of markers)
-      tables.push(await ParquetTableFile.create(options.pathOf(marker), MARKER_COLUMNS, groupRows));
+      tables.push(
+        await ParquetTableFile.create(options.pathOf(marker), MARKER_COLUMNS, groupRows, {
+          ...options.metadata,
+          marker,
+        }),
+      );
     const histogram = new Uint32Array(bins);
     const scale = bins / (high - low);
     await forEachTile(options, async (objects, offset) => {
@@ -389,7 +419,7 @@ function objectStatistics(
   return { mean: count > 0 ? sum / count : Number.NaN, median, count };
 }
 
-async function forEachTile(
+export async function forEachTile(
   source: TableSource,
   visit: (objects: TileObjects, offset: number) => Promise<number>,
 ): Promise<void> {
