@@ -71,6 +71,7 @@ export const SegmentationDownloads = z
     provenance: Download,
     morphology: Download,
     markers: z.array(Download.extend({ marker: z.string() })),
+    anndata: Download.optional().meta({ description: '`cells.h5ad`, when the layer has one' }),
   })
   .meta({ id: 'SegmentationDownloads' });
 

@@ -83,6 +83,13 @@ export const SegmentationManifest = z
         expression: z.array(z.string()),
       }),
       provenance: z.strictObject({ format: z.literal('json'), url: z.string() }),
+      anndata: z
+        .strictObject({ format: z.literal('h5ad'), url: z.string() })
+        .optional()
+        .meta({
+          description:
+            '`cells.h5ad`: the cell tables as one AnnData file (X marker means, obs morphology, obsm.spatial in microns); absent on layers made before it existed',
+        }),
     }),
   })
   .meta({ id: 'SegmentationManifest' });

@@ -262,6 +262,7 @@ export function createExportService(deps: ExportServiceDeps) {
       };
     };
     const parquet = 'application/vnd.apache.parquet';
+    const anndata = await store.stat(`${prefix}${segmentationLayerFiles.anndata}`);
     return {
       expiresAt: new Date(now().getTime() + expiresInSeconds * 1000).toISOString(),
       provenance: await download(segmentationLayerFiles.provenance, 'application/json'),
@@ -272,6 +273,8 @@ export function createExportService(deps: ExportServiceDeps) {
           ...(await download(markerTableKey(layer.markerJobId!, `${marker}.parquet`), parquet)),
         })),
       ),
+      // Layers made before cells.h5ad existed have none.
+      ...(anndata ? { anndata: await download(segmentationLayerFiles.anndata, 'application/x-hdf5') } : {}),
     };
   }
 

@@ -160,7 +160,7 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
     const run = await layer(principal, sampleId, layerId);
     const stored = await readStoredManifest(run.layerPrefix!);
     const files = `${layerUrl(sampleId, layerId)}/files/`;
-    const { mask, cells, provenance } = stored.artifacts;
+    const { mask, cells, provenance, anndata } = stored.artifacts;
     return {
       ...stored,
       artifacts: {
@@ -171,6 +171,7 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
           markerExpressionBaseUrl: files + cells.markerExpressionBaseUrl,
         },
         provenance: { ...provenance, url: files + provenance.url },
+        ...(anndata ? { anndata: { ...anndata, url: files + anndata.url } } : {}),
       },
     };
   }
@@ -213,10 +214,11 @@ function checkMutable(sample: SampleRecord): void {
   }
 }
 
-/** Paths the manifest hands out: the mask store, the morphology table, its marker tables, provenance. */
+/** Paths the manifest hands out: the mask store, the tables, cells.h5ad, provenance. */
 function isManifestPath(relative: string, artifacts: SegmentationManifest['artifacts']): boolean {
   if (relative.startsWith(artifacts.mask.baseUrl)) return true;
   if (relative === artifacts.cells.morphologyUrl || relative === artifacts.provenance.url) return true;
+  if (relative === artifacts.anndata?.url) return true;
   const markerFiles = artifacts.cells.markers.map(
     (marker) => `${artifacts.cells.markerExpressionBaseUrl}${marker}.parquet`,
   );

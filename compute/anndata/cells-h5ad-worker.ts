@@ -11,8 +11,9 @@ import type { CellsH5adJob } from './cells-h5ad';
  * holds one block whatever the cell count.
  */
 
-/** Columns of `instances.parquet` that are not `obs`: its index and `obsm['spatial']`. */
+/** The column of `instances.parquet` that is `obs`'s index; every other one is a column of `obs`. */
 const INDEX_COLUMN = 'instance_id';
+/** The columns `obsm['spatial']` copies, (x, y) in microns as squidpy expects. */
 const SPATIAL_COLUMNS = ['centroid_x_um', 'centroid_y_um'] as const;
 /** Decimal digits of the largest uint64: the fixed width of the index strings. */
 const ID_WIDTH = 20;
@@ -126,6 +127,9 @@ async function write(job: CellsH5adJob): Promise<number> {
       throw new Error(`${marker.name}: ${marker.table.rows} rows, the instance table has ${instances.rows}`);
     }
   }
+  // The index is written at a fixed width that holds any uint64, and only those.
+  if (instances.kinds.get(INDEX_COLUMN) !== 'int64')
+    throw new Error(`${INDEX_COLUMN} is not a 64-bit integer`);
   const obsColumns = instances.names.filter((name) => name !== INDEX_COLUMN);
   const n = instances.rows;
   const m = markers.length;
