@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import { writeCellsH5ad } from '../compute/anndata';
 import { readPredictionLayout } from '../compute/prediction';
 import { openHePyramid } from '../compute/pyramid';
 import {
@@ -299,6 +300,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
    * prediction) for each marker of a prediction of the sample: `jobId`
    * when given (a refresh after that job completed), else the newest with results. A sample
    * without predictions has no marker tables; tables of markers no longer predicted are removed.
+   * `features/cells.h5ad` is rewritten from the tables of the new generation.
    */
   async function writeMarkerTables(input: { runId: string; jobId?: string }): Promise<{ elapsedMs: number }> {
     const started = Date.now();
@@ -309,10 +311,10 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const layer = await layerObjects(run);
     const markersPrefix = `${layer.prefix}${segmentationLayerFiles.markers}`;
     const markers = job?.resultsAvailable && job.resultPrefix ? job.markers : [];
-    if (job && markers.length > 0) {
-      const prediction = prefixedStore(store, job.resultPrefix!);
-      const layout = await readPredictionLayout(prediction);
-      await withScratchFolder(async (folder) => {
+    await withScratchFolder(async (folder) => {
+      if (job && markers.length > 0) {
+        const prediction = prefixedStore(store, job.resultPrefix!);
+        const layout = await readPredictionLayout(prediction);
         await writeMarkers({
           markers,
           pathOf: (marker) => join(folder, `${marker}.parquet`),
@@ -330,8 +332,9 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
           const key = `${layer.prefix}${markerTableKey(job.id, `${marker}.parquet`)}`;
           await uploadFile(join(folder, `${marker}.parquet`), key);
         }
-      });
-    }
+      }
+      await writeAnnData(run, layer, folder, markers, job && markers.length > 0 ? job.id : null);
+    });
     const generation = markers.length > 0 ? job!.id : null;
     await recordMarkerTables(sql, run.id, { markerJobId: generation, markers });
     // Older generations go once the row names the new one; links to them stop working then.
@@ -388,6 +391,42 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const body = await store.read(key);
     if (!body) throw new Error(`${key} is missing`);
     await pipeline(body, createWriteStream(path));
+  }
+
+  /**
+   * `features/cells.h5ad` from the instance table (fetched back from the store) and the marker
+   * tables just written in `folder`, so the file always matches the tables it is served beside.
+   */
+  async function writeAnnData(
+    run: SegmentationRunRow,
+    layer: Awaited<ReturnType<typeof layerObjects>>,
+    folder: string,
+    markers: readonly string[],
+    predictionJobId: string | null,
+  ): Promise<void> {
+    const signal = Context.current().cancellationSignal;
+    const instances = join(folder, 'instances.parquet');
+    const stored = await store.read(`${layer.prefix}${segmentationLayerFiles.instances}`, { signal });
+    if (!stored) throw new Error(`layer ${layer.prefix} has no instance table`);
+    await pipeline(stored, createWriteStream(instances), { signal });
+    const path = join(folder, 'cells.h5ad');
+    await writeCellsH5ad({
+      path,
+      instances,
+      markers: markers.map((name) => ({ name, path: join(folder, `${name}.parquet`) })),
+      mpp: layer.index.mpp,
+      provenance: {
+        layerId: run.layerId,
+        sampleId: run.sampleId,
+        predictionJobId: predictionJobId ?? '',
+        segmenter: `${layer.index.segmenter.name}@${layer.index.segmenter.version}`,
+        coordinateFrame: 'he-level-0-pixels',
+        writer: 'slide-prediction-service compute/anndata',
+      },
+      signal,
+      onProgress: (progress) => heartbeat(progress),
+    });
+    await uploadFile(path, `${layer.prefix}${segmentationLayerFiles.anndata}`);
   }
 
   /** After a marker refresh of a completed layer: its manifest lists the new tables. */
@@ -463,6 +502,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
           joinKey: 'instance_id',
           maskJoinKey: 'local_label',
         },
+        anndata: { format: 'h5ad', url: segmentationLayerFiles.anndata },
       },
     };
     await store.put(

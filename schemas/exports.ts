@@ -75,6 +75,7 @@ export const SegmentationDownloads = z
       .strictObject({ geojson: Download, geoparquet: Download })
       .optional()
       .meta({ description: "The cell outlines (QuPath's GeoJSON, GeoParquet), where the layer has them" }),
+    anndata: Download.optional().meta({ description: '`cells.h5ad`, when the layer has one' }),
   })
   .meta({ id: 'SegmentationDownloads' });
 

@@ -100,6 +100,13 @@ export const SegmentationManifest = z
         .meta({
           description: 'Cell outlines traced from the mask; absent from layers made before they were',
         }),
+      anndata: z
+        .strictObject({ format: z.literal('h5ad'), url: z.string() })
+        .optional()
+        .meta({
+          description:
+            '`cells.h5ad`: the cell tables as one AnnData file (X marker means, obs morphology, obsm.spatial in microns); absent on layers made before it existed',
+        }),
     }),
   })
   .meta({ id: 'SegmentationManifest' });

@@ -43,6 +43,8 @@ export const segmentationLayerFiles = {
   outlines: 'features/outlines.parquet',
   /** Prefix of `{marker}.parquet` in the API; stored per generation (`markerTableKey`). */
   markers: 'features/markers/',
+  /** The tables as one AnnData file, rewritten with each generation of marker tables. */
+  anndata: 'features/cells.h5ad',
   provenance: 'provenance.json',
   /** The manifest with artifact paths relative to the layer; the API makes them URLs. */
   manifest: 'manifest.json',

@@ -260,6 +260,7 @@ export function createExportService(deps: ExportServiceDeps) {
       };
     };
     const parquet = 'application/vnd.apache.parquet';
+    const anndata = await store.stat(`${prefix}${segmentationLayerFiles.anndata}`);
     return {
       expiresAt: new Date(now().getTime() + expiresInSeconds * 1000).toISOString(),
       provenance: await download(segmentationLayerFiles.provenance, 'application/json'),
@@ -277,6 +278,8 @@ export function createExportService(deps: ExportServiceDeps) {
           geoparquet: await download(segmentationLayerFiles.outlines, parquet),
         },
       }),
+      // Layers made before cells.h5ad existed have none.
+      ...(anndata ? { anndata: await download(segmentationLayerFiles.anndata, 'application/x-hdf5') } : {}),
     };
   }
 

@@ -60,21 +60,22 @@ const SEGMENT = /^[A-Za-z0-9._-]+$/;
 const denied = (why: string) => new AppError('forbidden', `not readable in a public sample: ${why}`);
 
 /**
- * Where a path of the public store lives, or a refusal. Only the root `zarr.json` (made here),
- * `he/...` and `markers/{pinned}/...` exist. Segments are checked as sent: no empty, `.` or `..`
+ * Where a path of the public store lives, or a refusal. Only the root `zarr.json` and the plain
+ * `markers/zarr.json` group (both made here), `he/...` and `markers/{pinned}/...` exist. Segments are checked as sent: no empty, `.` or `..`
  * segment, nothing but plain file-name characters, so neither traversal nor an encoded slash
  * (which the router decodes inside one segment) can reach another key.
  */
 export function resolvePublicPath(
   store: Pick<PublicSampleStore, 'hePrefix' | 'predictionPrefix' | 'markers'>,
   segments: readonly string[],
-): { kind: 'root' } | { kind: 'object'; key: string } {
+): { kind: 'root' } | { kind: 'markers' } | { kind: 'object'; key: string } {
   if (segments.length === 0) throw denied('empty path');
   for (const segment of segments) {
     if (!SEGMENT.test(segment) || segment === '.' || segment === '..') throw denied('malformed path');
   }
   const [head, ...rest] = segments;
   if (head === 'zarr.json' && rest.length === 0) return { kind: 'root' };
+  if (head === 'markers' && rest.length === 1 && rest[0] === 'zarr.json') return { kind: 'markers' };
   if (head === 'he' && rest.length > 0) return { kind: 'object', key: `${store.hePrefix}${rest.join('/')}` };
   if (head === 'markers' && rest.length > 1 && store.markers.includes(rest[0]!)) {
     return { kind: 'object', key: `${store.predictionPrefix}markers/${rest.join('/')}` };
@@ -123,18 +124,21 @@ export function createPublicSampleService(deps: { sql: Sql; store: ObjectStore }
       ome?: { version?: string; multiscales?: { name?: string }[] };
     };
     const pinned = new Set(sample.markers);
+    const multiscales = (attributes.ome?.multiscales ?? []).filter((m) => m.name && pinned.has(m.name));
     return JSON.stringify({
       zarr_format: 3,
       node_type: 'group',
       attributes: {
-        ome: {
-          version: attributes.ome?.version ?? '0.5',
-          multiscales: (attributes.ome?.multiscales ?? []).filter((m) => m.name && pinned.has(m.name)),
-        },
+        ome: { version: attributes.ome?.version ?? '0.5', multiscales },
+        // The same top-level copy as a prediction store's root, for Strand's clients.
+        multiscales,
         publicSample: { publicId: sample.publicId, he: 'he/', markers: sample.markers },
       },
     });
   }
+
+  /** Zarr v3 has no implicit groups: `markers/` is a node of its own, a plain group. */
+  const markersDocument = JSON.stringify({ zarr_format: 3, node_type: 'group', attributes: {} });
 
   async function openObject(
     key: string,
@@ -158,7 +162,7 @@ export function createPublicSampleService(deps: { sql: Sql; store: ObjectStore }
     const sample = await storeOf(publicId);
     const target = resolvePublicPath(sample, segments);
     if (target.kind === 'object') return openObject(target.key, request);
-    const document = await rootDocument(sample);
+    const document = target.kind === 'markers' ? markersDocument : await rootDocument(sample);
     const etag = `"${createHash('sha256').update(document).digest('base64url').slice(0, 27)}"`;
     if (matches(request.ifNoneMatch, etag)) return { notModified: true, etag };
     const bytes = Buffer.from(document);

@@ -160,7 +160,7 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
     const run = await layer(principal, sampleId, layerId);
     const stored = await readStoredManifest(run.layerPrefix!);
     const files = `${layerUrl(sampleId, layerId)}/files/`;
-    const { mask, cells, provenance, outlines } = stored.artifacts;
+    const { mask, cells, provenance, outlines, anndata } = stored.artifacts;
     return {
       ...stored,
       artifacts: {
@@ -178,6 +178,7 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
             geoparquetUrl: files + outlines.geoparquetUrl,
           },
         }),
+        ...(anndata ? { anndata: { ...anndata, url: files + anndata.url } } : {}),
       },
     };
   }
@@ -220,12 +221,13 @@ function checkMutable(sample: SampleRecord): void {
   }
 }
 
-/** Paths the manifest hands out: the mask store, the tables, the outlines, provenance. */
+/** Paths the manifest hands out: the mask store, the tables, the outlines, cells.h5ad, provenance. */
 function isManifestPath(relative: string, artifacts: SegmentationManifest['artifacts']): boolean {
   if (relative.startsWith(artifacts.mask.baseUrl)) return true;
   if (relative === artifacts.cells.morphologyUrl || relative === artifacts.provenance.url) return true;
   const { outlines } = artifacts;
   if (outlines && (relative === outlines.geojsonUrl || relative === outlines.geoparquetUrl)) return true;
+  if (relative === artifacts.anndata?.url) return true;
   const markerFiles = artifacts.cells.markers.map(
     (marker) => `${artifacts.cells.markerExpressionBaseUrl}${marker}.parquet`,
   );

@@ -101,6 +101,10 @@ describe('GET /public/samples/{publicId}/zarr/{path}', () => {
       'CD3',
       'PANCK',
     ]);
+    // Navigable as a prediction store is: the top-level copy Strand's clients read, a markers group.
+    expect(root.json.attributes.multiscales).toEqual(root.json.attributes.ome.multiscales);
+    const markersGroup = await asOther('GET', `/public/samples/${publicId}/zarr/markers/zarr.json`);
+    expect(markersGroup.json).toEqual({ zarr_format: 3, node_type: 'group', attributes: {} });
     expect(root.json.attributes.publicSample).toEqual({ publicId, he: 'he/', markers: ['CD3', 'PANCK'] });
     expect(root.text).not.toContain('CD8');
     expect(root.text).not.toContain(published.sampleId);
@@ -138,7 +142,7 @@ describe('GET /public/samples/{publicId}/zarr/{path}', () => {
     const denied = [
       'markers/CD8/zarr.json',
       'markers/CD8/0/c/0/0/0',
-      'markers/zarr.json',
+      'markers/zarr.json/x',
       'markers/CD3',
       'he',
       'tissue/mask.png',

@@ -8,7 +8,8 @@ require.extensions['.ts'] = (module, file) => {
   const { code } = swc.transformSync(readFileSync(file, 'utf8'), {
     filename: file,
     jsc: { target: 'es2023', parser: { syntax: 'typescript' } },
-    module: { type: 'commonjs' },
+    // A dynamic import stays one, as tsc leaves it under nodenext: h5wasm can only be imported.
+    module: { type: 'commonjs', ignoreDynamic: true },
   });
   module._compile(code, file);
 };

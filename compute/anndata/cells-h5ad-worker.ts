@@ -1,0 +1,239 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import type { Dataset, Group } from 'h5wasm/node';
+import { asyncBufferFromFile, parquetMetadataAsync, parquetRead } from 'hyparquet';
+import type { CellsH5adJob } from './cells-h5ad';
+
+/**
+ * Writes `cells.h5ad` in AnnData's HDF5 encoding (anndata.readthedocs.io, "On-disk format"):
+ * h5wasm (HDF5 compiled to WebAssembly) writes the real file system here, synchronously, which
+ * is why this runs on a worker thread: the activity's heartbeats go on meanwhile. Every table
+ * is read block by block (one Parquet row group) and appended to resizable datasets, so memory
+ * holds one block whatever the cell count.
+ */
+
+/** The column of `instances.parquet` that is `obs`'s index; every other one is a column of `obs`. */
+const INDEX_COLUMN = 'instance_id';
+/** The columns `obsm['spatial']` copies, (x, y) in microns as squidpy expects. */
+const SPATIAL_COLUMNS = ['centroid_x_um', 'centroid_y_um'] as const;
+/** Decimal digits of the largest uint64: the fixed width of the index strings. */
+const ID_WIDTH = 20;
+
+type Column = Float64Array | Float32Array | Int32Array | BigInt64Array;
+
+const encoding = (group: Dataset | Group, type: string, version: string) => {
+  group.create_attribute('encoding-type', type);
+  group.create_attribute('encoding-version', version);
+};
+
+/** A 1-D or 2-D dataset that grows by blocks of rows (chunked by the block size). */
+class RowDataset {
+  private rows = 0;
+  readonly dataset: Dataset;
+
+  constructor(
+    group: Group,
+    name: string,
+    empty: Column | string[],
+    width: number | null,
+    blockRows: number,
+    dtype?: string,
+  ) {
+    const shape = width === null ? [0] : [0, width];
+    this.dataset = group.create_dataset({
+      name,
+      data: empty,
+      shape,
+      maxshape: width === null ? [null] : [null, width],
+      chunks: width === null ? [blockRows] : [blockRows, Math.max(1, width)],
+      dtype: dtype ?? null,
+    });
+  }
+
+  append(block: Column | string[], blockRows: number): void {
+    const end = this.rows + blockRows;
+    const width = this.dataset.shape!.length === 2 ? this.dataset.shape![1]! : null;
+    this.dataset.resize(width === null ? [end] : [end, width]);
+    if (blockRows > 0 && width !== 0)
+      this.dataset.write_slice(width === null ? [[this.rows, end]] : [[this.rows, end], []], block);
+    this.rows = end;
+  }
+}
+
+type Kind = 'float64' | 'int32' | 'int64';
+
+interface ParquetColumns {
+  /** Column name -> values of rows `[start, end)` of the file. */
+  read(start: number, end: number, names: readonly string[]): Promise<Map<string, ArrayLike<unknown>>>;
+  names: string[];
+  /** Column name -> the dtype it keeps in the h5ad (Parquet's integers stay integers). */
+  kinds: Map<string, Kind>;
+  rows: number;
+}
+
+async function openParquet(path: string): Promise<ParquetColumns> {
+  const file = await asyncBufferFromFile(path);
+  const metadata = await parquetMetadataAsync(file);
+  const columns = metadata.schema.slice(1);
+  const kindOf = (type: string | undefined): Kind =>
+    type === 'INT64' ? 'int64' : type === 'INT32' ? 'int32' : 'float64';
+  return {
+    names: columns.map((element) => element.name),
+    kinds: new Map(columns.map((element) => [element.name, kindOf(element.type)])),
+    rows: Number(metadata.num_rows),
+    async read(start, end, names) {
+      const out = new Map<string, unknown[]>(names.map((name) => [name, new Array<unknown>(end - start)]));
+      await parquetRead({
+        file,
+        metadata,
+        columns: [...names],
+        rowStart: start,
+        rowEnd: end,
+        onChunk: ({ columnName, columnData, rowStart }) => {
+          const target = out.get(columnName);
+          if (!target) return;
+          for (let i = 0; i < columnData.length; i++) {
+            const row = rowStart + i;
+            if (row >= start && row < end) target[row - start] = columnData[i];
+          }
+        },
+      });
+      return out;
+    },
+  };
+}
+
+function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
+  const n = values.length;
+  if (like === 'int64') {
+    const out = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) out[i] = BigInt(values[i] as bigint | number);
+    return out;
+  }
+  const out = like === 'int32' ? new Int32Array(n) : new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = Number(values[i]);
+  return out;
+}
+
+async function write(job: CellsH5adJob): Promise<number> {
+  // h5wasm offers its module to `import` only (no `require` condition), so a real dynamic import.
+  const { File, ready } = await import('h5wasm/node');
+  await ready;
+  const instances = await openParquet(job.instances);
+  const markers = await Promise.all(
+    job.markers.map(async (m) => ({ ...m, table: await openParquet(m.path) })),
+  );
+  for (const marker of markers) {
+    if (marker.table.rows !== instances.rows) {
+      throw new Error(`${marker.name}: ${marker.table.rows} rows, the instance table has ${instances.rows}`);
+    }
+  }
+  // The index is written at a fixed width that holds any uint64, and only those.
+  if (instances.kinds.get(INDEX_COLUMN) !== 'int64')
+    throw new Error(`${INDEX_COLUMN} is not a 64-bit integer`);
+  const obsColumns = instances.names.filter((name) => name !== INDEX_COLUMN);
+  const n = instances.rows;
+  const m = markers.length;
+  const blockRows = Math.max(1, Math.min(job.blockRows, n || 1));
+
+  const file = new File(job.path, 'w');
+  try {
+    encoding(file, 'anndata', '0.1.0');
+    const X = new RowDataset(file, 'X', new Float32Array(0), m, blockRows);
+    encoding(X.dataset, 'array', '0.2.0');
+    const layers = file.create_group('layers');
+    encoding(layers, 'dict', '0.1.0');
+    const median = new RowDataset(layers, 'median', new Float32Array(0), m, blockRows);
+    encoding(median.dataset, 'array', '0.2.0');
+
+    const obs = file.create_group('obs');
+    encoding(obs, 'dataframe', '0.2.0');
+    obs.create_attribute('_index', '_index');
+    obs.create_attribute('column-order', obsColumns);
+    const index = new RowDataset(obs, '_index', [], null, blockRows, `S${ID_WIDTH}`);
+    encoding(index.dataset, 'string-array', '0.2.0');
+    const columns = obsColumns.map((name) => {
+      const kind = instances.kinds.get(name)!;
+      const empty =
+        kind === 'int64' ? new BigInt64Array(0) : kind === 'int32' ? new Int32Array(0) : new Float64Array(0);
+      const column = new RowDataset(obs, name, empty, null, blockRows);
+      encoding(column.dataset, 'array', '0.2.0');
+      return { name, kind, column };
+    });
+    const obsm = file.create_group('obsm');
+    encoding(obsm, 'dict', '0.1.0');
+    const spatial = new RowDataset(obsm, 'spatial', new Float64Array(0), 2, blockRows);
+    encoding(spatial.dataset, 'array', '0.2.0');
+
+    for (let start = 0; start < n; start += blockRows) {
+      const end = Math.min(n, start + blockRows);
+      const rows = end - start;
+      const block = await instances.read(start, end, instances.names);
+      const ids = block.get(INDEX_COLUMN)!;
+      index.append(
+        Array.from({ length: rows }, (_, i) => String(ids[i])),
+        rows,
+      );
+      for (const { name, kind, column } of columns) column.append(typedColumn(block.get(name)!, kind), rows);
+      const xy = new Float64Array(rows * 2);
+      const [xs, ys] = SPATIAL_COLUMNS.map((name) => block.get(name)!);
+      for (let i = 0; i < rows; i++) {
+        xy[2 * i] = Number(xs![i]);
+        xy[2 * i + 1] = Number(ys![i]);
+      }
+      spatial.append(xy, rows);
+      const means = new Float32Array(rows * m);
+      const medians = new Float32Array(rows * m);
+      for (const [c, marker] of markers.entries()) {
+        const values = await marker.table.read(start, end, ['instance_id', 'mean', 'median']);
+        const markerIds = values.get('instance_id')!;
+        const mean = values.get('mean')!;
+        const med = values.get('median')!;
+        for (let i = 0; i < rows; i++) {
+          // Both tables follow the layer's labels; a row out of step would misattribute a cell.
+          if (markerIds[i] !== ids[i]) throw new Error(`${marker.name}: row ${start + i} is another cell`);
+          means[i * m + c] = Number(mean[i]);
+          medians[i * m + c] = Number(med[i]);
+        }
+      }
+      X.append(means, rows);
+      median.append(medians, rows);
+      parentPort?.postMessage({ type: 'progress', rows: end, total: n });
+    }
+
+    const variables = file.create_group('var');
+    encoding(variables, 'dataframe', '0.2.0');
+    variables.create_attribute('_index', '_index');
+    variables.create_attribute('column-order', ['feature_types']);
+    const names = markers.map((marker) => marker.name);
+    const varIndex = variables.create_dataset({ name: '_index', data: names, shape: [m], dtype: 'S' });
+    encoding(varIndex, 'string-array', '0.2.0');
+    const types = variables.create_dataset({
+      name: 'feature_types',
+      data: names.map(() => 'predicted_marker'),
+      shape: [m],
+      dtype: 'S',
+    });
+    encoding(types, 'string-array', '0.2.0');
+
+    const uns = file.create_group('uns');
+    encoding(uns, 'dict', '0.1.0');
+    const mpp = uns.create_dataset({ name: 'mpp', data: new Float64Array([job.mpp]), shape: [] });
+    encoding(mpp, 'numeric-scalar', '0.2.0');
+    const provenance = uns.create_group('provenance');
+    encoding(provenance, 'dict', '0.1.0');
+    for (const [key, value] of Object.entries(job.provenance)) {
+      const entry = provenance.create_dataset({ name: key, data: value });
+      encoding(entry, 'string', '0.2.0');
+    }
+    for (const name of ['obsp', 'varm', 'varp']) encoding(file.create_group(name), 'dict', '0.1.0');
+  } finally {
+    file.close();
+  }
+  return n;
+}
+
+write(workerData as CellsH5adJob).then(
+  (rows) => parentPort?.postMessage({ type: 'done', rows }),
+  (err: unknown) =>
+    parentPort?.postMessage({ type: 'error', message: err instanceof Error ? err.message : String(err) }),
+);

@@ -1,0 +1,1 @@
+export { type CellsH5adOptions, writeCellsH5ad } from './cells-h5ad';
