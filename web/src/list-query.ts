@@ -62,3 +62,37 @@ export function apiQueryOf(facets: ListFacets) {
     field: some(facets.field),
   };
 }
+
+/** One `field` facet: `DEFINITION_ID:operator[:VALUE]`, VALUE JSON (contract, GET /samples). */
+export interface FieldClause {
+  definitionId: string;
+  operator: string;
+  /** The JSON value; undefined for `is_empty` and `is_not_empty`. */
+  value?: string | number | boolean;
+}
+
+const valueless = new Set(['is_empty', 'is_not_empty']);
+
+export function operatorTakesValue(operator: string): boolean {
+  return !valueless.has(operator);
+}
+
+/** A clause of the address, or null when it is not one (kept verbatim for the service to judge). */
+export function parseFieldClause(clause: string): FieldClause | null {
+  const match = /^([^:]+):([a-z_]+)(?::(.*))?$/s.exec(clause);
+  if (!match) return null;
+  const [, definitionId, operator, raw] = match;
+  if (raw === undefined) return { definitionId: definitionId!, operator: operator! };
+  try {
+    const value = JSON.parse(raw) as unknown;
+    if (!['string', 'number', 'boolean'].includes(typeof value)) return null;
+    return { definitionId: definitionId!, operator: operator!, value: value as FieldClause['value'] };
+  } catch {
+    return null;
+  }
+}
+
+export function fieldClauseOf(clause: FieldClause): string {
+  const head = `${clause.definitionId}:${clause.operator}`;
+  return clause.value === undefined ? head : `${head}:${JSON.stringify(clause.value)}`;
+}

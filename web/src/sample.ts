@@ -1,6 +1,11 @@
 import './account';
+import type { FieldDefinition } from '../../schemas/samples';
 import { type SpsClient, streamJob } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
+import { sampleExpiration } from './expiration';
+import { exportsSection } from './sample-exports';
+import { customFieldInputs } from './sample-fields';
+import { segmentationSection } from './sample-segmentation';
 import { client } from './session';
 
 type Sample = Awaited<ReturnType<SpsClient['samples']['get']>>;
@@ -35,7 +40,12 @@ function metadata(sample: Sample): HTMLElement {
  * Edits name, tags and mpp with one PATCH of the changed properties; a refusal is shown inline
  * beside the field the service's message names (its message starts with the field's path).
  */
-function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => void): HTMLFormElement {
+function editForm(
+  sps: SpsClient,
+  sample: Sample,
+  definitions: FieldDefinition[],
+  onSaved: (sample: Sample) => void,
+): HTMLFormElement {
   const field = (id: string, label: string, value: string, hint?: string) => {
     const error = h('p', { id: `${id}-error`, class: 'field-error', role: 'alert', hidden: true });
     const input = h('input', { id, name: id, type: 'text', value, 'aria-describedby': `${id}-error` });
@@ -55,6 +65,7 @@ function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => v
   const name = field('name', 'Name', sample.name ?? '', 'Empty reverts to the filename.');
   const tags = field('tags', 'Tags', sample.tags.join(', '), 'Comma separated.');
   const mpp = field('mpp', 'Microns per pixel', sample.mpp === null ? '' : String(sample.mpp));
+  const custom = customFieldInputs(definitions, sample.fields ?? {});
   const formError = h('p', { id: 'edit-error', class: 'field-error', role: 'alert', hidden: true });
   const saved = h('p', { role: 'status', class: 'note' });
   const form = h(
@@ -63,6 +74,7 @@ function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => v
     name.node,
     tags.node,
     mpp.node,
+    ...custom.nodes,
     formError,
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save changes')),
     saved,
@@ -70,7 +82,8 @@ function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => v
   const fields = { name, tags, mpp };
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
-    for (const part of [...Object.values(fields).map((f) => f.error), formError]) clearError(part);
+    for (const part of [...Object.values(fields).map((f) => f.error), ...custom.errors(), formError])
+      clearError(part);
     saved.textContent = '';
     const body: Record<string, unknown> = {};
     if (name.input.value.trim() !== (sample.name ?? '')) body.name = name.input.value;
@@ -78,7 +91,9 @@ function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => v
       .split(',')
       .map((tag) => tag.trim())
       .filter(Boolean);
-    if (tagList.join(',') !== sample.tags.join(',')) body.fields = { tags: tagList };
+    const changed = custom.changes();
+    if (tagList.join(',') !== sample.tags.join(',')) changed.tags = tagList;
+    if (Object.keys(changed).length > 0) body.fields = changed;
     const mppText = mpp.input.value.trim();
     if (mppText !== (sample.mpp === null ? '' : String(sample.mpp))) {
       // A number goes as a number; anything else goes as typed, for the service to judge.
@@ -97,10 +112,11 @@ function editForm(sps: SpsClient, sample: Sample, onSaved: (sample: Sample) => v
       onSaved(updated as Sample);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
+      // An organization field first: its message starts `fields.KEY:`.
       const named = (Object.keys(fields) as (keyof typeof fields)[]).find((key) =>
         new RegExp(`\\b${key}\\b`).test(message),
       );
-      const target = named ? fields[named] : undefined;
+      const target = custom.named(message) ?? (named ? fields[named] : undefined);
       showError(err, target?.error ?? formError);
       target?.input.setAttribute('aria-invalid', 'true');
       target?.input.focus();
@@ -289,7 +305,10 @@ async function render(sps: SpsClient, id: string): Promise<void> {
   const content = h('div', { id: 'sample' });
   const reload = () => void render(sps, id);
   try {
-    const sample = await sps.samples.get(id);
+    const [sample, definitions] = await Promise.all([
+      sps.samples.get(id),
+      sps.samples.fields().then((list) => list.fields),
+    ]);
     document.title = `${sample.name ?? sample.filename} · Slide Prediction Service`;
     main().querySelector('h1')!.textContent = sample.name ?? sample.filename;
     const details = h(
@@ -310,7 +329,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         'section',
         { 'aria-labelledby': 'edit-title' },
         h('h2', { id: 'edit-title' }, 'Edit'),
-        editForm(sps, sample, (updated) => {
+        editForm(sps, sample, definitions, (updated) => {
           paint(updated);
           main().querySelector('h1')!.textContent = updated.name ?? updated.filename;
         }),
@@ -321,8 +340,16 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'trash-title' }, 'Trash'),
         trashControls(sps, sample, reload),
       ),
+      h(
+        'section',
+        { 'aria-labelledby': 'expiration-title' },
+        h('h2', { id: 'expiration-title' }, 'Expiration'),
+        sampleExpiration(sps, sample.id, reload),
+      ),
+      segmentationSection(sps, sample),
       jobs,
       await predictPanel(sps, sample, reload, async () => paintJobs(await sps.samples.get(id))),
+      exportsSection(sps, sample.jobs),
     );
     clearError();
   } catch (err) {

@@ -1,9 +1,12 @@
 import './account';
-import { listStatuses, workflowFacets } from '../../schemas/samples';
+import { type FieldDefinition, listStatuses, workflowFacets } from '../../schemas/samples';
 import type { SpsClient } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
+import { bulkExpiration } from './expiration';
+import { fieldFilters } from './field-filters';
 import { apiQueryOf, facetsFromSearch, type ListFacets, searchOf } from './list-query';
 import { client } from './session';
+import { lazyThumbnails } from './thumbnails';
 
 type Page = Awaited<ReturnType<SpsClient['samples']['list']>>;
 type Item = Page['items'][number];
@@ -28,7 +31,12 @@ function checkboxes(legend: string, name: string, choices: readonly string[], ch
   );
 }
 
-function filterForm(facets: ListFacets, onChange: (facets: ListFacets) => void): HTMLFormElement {
+function filterForm(
+  facets: ListFacets,
+  definitions: FieldDefinition[],
+  onChange: (facets: ListFacets) => void,
+): HTMLFormElement {
+  const fields = fieldFilters(definitions, facets.field);
   const text = (id: string, label: string, value: string, type = 'text', extra = {}) =>
     h(
       'div',
@@ -57,9 +65,7 @@ function filterForm(facets: ListFacets, onChange: (facets: ListFacets) => void):
     text('uploaded_from', 'Uploaded from', facets.uploaded_from, 'date'),
     text('uploaded_to', 'Uploaded to', facets.uploaded_to, 'date'),
     text('marker', 'Markers (NAME:requested or NAME:completed, comma separated)', facets.marker.join(', ')),
-    facets.field.length > 0
-      ? h('p', { class: 'note' }, `Field filters kept from the address: ${facets.field.join(' · ')}`)
-      : null,
+    fields.node,
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Apply filters')),
   );
   form.addEventListener('submit', (event) => {
@@ -77,17 +83,31 @@ function filterForm(facets: ListFacets, onChange: (facets: ListFacets) => void):
         .split(',')
         .map((clause) => clause.trim())
         .filter(Boolean),
-      field: facets.field,
+      field: fields.value(),
     });
   });
   return form;
 }
 
-function row(item: Item): HTMLTableRowElement {
+function row(item: Item, thumbnail: HTMLCanvasElement, onSelect: () => void): HTMLTableRowElement {
   const title = item.name ?? item.filename;
   return h(
     'tr',
     { 'data-id': item.id },
+    h(
+      'td',
+      {},
+      item.ownership === 'mine'
+        ? h('input', {
+            type: 'checkbox',
+            class: 'select',
+            value: item.id,
+            'aria-label': `Select ${title}`,
+            onchange: onSelect,
+          })
+        : '',
+    ),
+    h('td', {}, thumbnail),
     h('td', {}, h('a', { href: item.ownership === 'mine' ? `samples/${item.id}` : item.appUrl }, title)),
     h('td', {}, item.filename),
     h('td', { class: 'status' }, badge(item.status)),
@@ -97,8 +117,30 @@ function row(item: Item): HTMLTableRowElement {
   );
 }
 
-function start(sps: SpsClient): void {
+async function start(sps: SpsClient): Promise<void> {
   let facets = facetsFromSearch(location.search);
+  // Without definitions the field facets cannot be edited, but the list still loads.
+  const definitions = await sps.samples.fields().then(
+    (list) => list.fields,
+    () => [] as FieldDefinition[],
+  );
+  const thumbnail = lazyThumbnails(sps);
+  const selected = () =>
+    [...results.querySelectorAll<HTMLInputElement>('input.select:checked')].map((input) => input.value);
+  const bulk = bulkExpiration(sps, selected, () => {
+    for (const input of results.querySelectorAll<HTMLInputElement>('input.select:checked'))
+      input.checked = false;
+    bulk.update();
+  });
+  const selectAll = h('input', {
+    type: 'checkbox',
+    'aria-label': 'Select every sample shown',
+    onchange: () => {
+      for (const input of results.querySelectorAll<HTMLInputElement>('input.select'))
+        input.checked = selectAll.checked;
+      bulk.update();
+    },
+  });
   const results = h('tbody', {});
   const summary = h('p', { id: 'list-summary', role: 'status' });
   const more = h('button', { type: 'button', hidden: true }, 'Load more');
@@ -112,7 +154,8 @@ function start(sps: SpsClient): void {
       h(
         'tr',
         {},
-        ...['Name', 'Filename', 'Status', 'Size', 'Uploaded', 'Ownership'].map((label) =>
+        h('th', { scope: 'col' }, selectAll),
+        ...['Picture', 'Name', 'Filename', 'Status', 'Size', 'Uploaded', 'Ownership'].map((label) =>
           h('th', { scope: 'col' }, label),
         ),
       ),
@@ -122,17 +165,23 @@ function start(sps: SpsClient): void {
   let cursor: string | undefined;
   let generation = 0;
   let refresh: ReturnType<typeof setTimeout> | undefined;
+  let loading = false;
 
   async function load(append: boolean): Promise<void> {
     const mine = ++generation;
+    loading = true;
     clearTimeout(refresh);
     clearError();
     summary.textContent = 'Loading…';
     try {
       const page = await sps.samples.list({ ...apiQueryOf(facets), cursor: append ? cursor : undefined });
       if (mine !== generation) return;
-      if (!append) results.replaceChildren();
-      results.append(...page.items.map(row));
+      if (!append) {
+        results.replaceChildren();
+        selectAll.checked = false;
+      }
+      results.append(...page.items.map((item) => row(item, thumbnail(item), bulk.update)));
+      bulk.update();
       cursor = page.nextCursor ?? undefined;
       more.hidden = !cursor;
       summary.textContent = `${results.children.length} sample(s) shown${cursor ? ', more available' : ''}.`;
@@ -142,6 +191,8 @@ function start(sps: SpsClient): void {
       if (mine !== generation) return;
       summary.textContent = '';
       showError(err);
+    } finally {
+      if (mine === generation) loading = false;
     }
   }
 
@@ -154,7 +205,12 @@ function start(sps: SpsClient): void {
     await Promise.all(
       rows.map(async (tr) => {
         const sample = await sps.samples.get(tr.dataset.id!).catch(() => null);
-        if (sample && mine === generation) tr.querySelector('.status')!.replaceChildren(badge(sample.status));
+        if (!sample || mine !== generation) return;
+        tr.querySelector('.status')!.replaceChildren(badge(sample.status));
+        // A row that became ready now has a pyramid to draw.
+        const canvas = tr.querySelector('canvas.thumbnail');
+        if (sample.status === 'ready' && canvas && !canvas.hasAttribute('data-state'))
+          canvas.replaceWith(thumbnail({ ...sample, ownership: 'mine' }));
       }),
     );
     if (mine === generation && rows.length > 0) refresh = setTimeout(refreshStatuses, REFRESH_MS);
@@ -166,20 +222,24 @@ function start(sps: SpsClient): void {
     void load(false);
   }
 
-  let form = filterForm(facets, apply);
+  let form = filterForm(facets, definitions, apply);
   more.addEventListener('click', () => void load(true));
+  // Infinite scroll: the next page loads when the button scrolls into view (it stays for keyboards).
+  new IntersectionObserver((entries) => {
+    if (entries.some((entry) => entry.isIntersecting) && cursor && !loading) void load(true);
+  }).observe(more);
   // Back and forward move between filter sets: the address is the state.
   window.addEventListener('popstate', () => {
     facets = facetsFromSearch(location.search);
-    const next = filterForm(facets, apply);
+    const next = filterForm(facets, definitions, apply);
     form.replaceWith(next);
     form = next;
     void load(false);
   });
-  main().append(form, summary, h('div', { class: 'table-wrap' }, table), more);
+  main().append(form, bulk.node, summary, h('div', { class: 'table-wrap' }, table), more);
   void load(false);
 }
 
 const sps = client();
-if (sps) start(sps);
+if (sps) void start(sps);
 else needKey();

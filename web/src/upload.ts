@@ -1,5 +1,5 @@
 import './account';
-import { blobSource, type SpsClient, type UploadSession, uploadSource } from '../../sdk';
+import { blobSource, type SpsClient, UPLOAD_GRANULE, type UploadSession, uploadSource } from '../../sdk';
 import { badge, bytes, h, main, needKey, showError } from './dom';
 import { client } from './session';
 
@@ -7,12 +7,25 @@ import { client } from './session';
 const settled = new Set(['ready', 'upload_failed', 'deid_failed', 'preprocess_failed']);
 const POLL_MS = 3000;
 
+const MAX_CHUNK_BYTES = 64 * 1024 * 1024;
+
+/**
+ * About sixteen PUTs a file (whole granules, at most 64 MiB each): the bar moves in steps a
+ * person can see, and a reload loses at most the chunk in flight.
+ */
+function chunkBytesFor(size: number): number {
+  const granules = Math.max(1, Math.floor(size / 16 / UPLOAD_GRANULE));
+  return Math.min(MAX_CHUNK_BYTES, granules * UPLOAD_GRANULE);
+}
+
+const SESSION_PREFIX = 'sps.upload:';
+
 /**
  * A file's resumable session, per tab: a reload of the page picks the same file up where the
  * service's `Range` says it stopped instead of starting over.
  */
 function sessionKey(file: File): string {
-  return `sps.upload:${file.name}:${file.size}:${file.lastModified}`;
+  return `${SESSION_PREFIX}${file.name}:${file.size}:${file.lastModified}`;
 }
 
 function rememberedSession(file: File): UploadSession | undefined {
@@ -52,6 +65,7 @@ async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegm
       contentType: file.type || 'application/octet-stream',
       autoSegment,
       resume: rememberedSession(file),
+      chunkBytes: chunkBytesFor(file.size),
       onSession: (session) => sessionStorage.setItem(sessionKey(file), JSON.stringify(session)),
       onProgress: ({ sentBytes, totalBytes, resumedFrom }) => {
         progress.value = sentBytes;
@@ -68,12 +82,43 @@ async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegm
   }
 }
 
+/**
+ * Uploads this tab left unfinished (a reload, a closed network): the browser cannot reopen a
+ * file by itself, so each asks for its file again, and choosing it resumes where the service's
+ * `Range` says the bytes stopped.
+ */
+async function unfinished(sps: SpsClient, list: HTMLElement): Promise<void> {
+  for (let i = 0; i < sessionStorage.length; i++) {
+    const key = sessionStorage.key(i)!;
+    if (!key.startsWith(SESSION_PREFIX)) continue;
+    const name = key.slice(SESSION_PREFIX.length).split(':').slice(0, -2).join(':');
+    const session = JSON.parse(sessionStorage.getItem(key)!) as UploadSession;
+    const state = h('span', { class: 'upload-state', role: 'status' });
+    list.append(
+      h(
+        'li',
+        { class: 'upload unfinished', 'data-session': key },
+        h('strong', {}, name),
+        h('span', {}, 'Unfinished: choose the same file again to resume it.'),
+        state,
+      ),
+    );
+    sps.uploads.get(session.uploadId).then(
+      (upload) => state.replaceChildren(badge(upload.status)),
+      (err) => showError(err, state),
+    );
+  }
+}
+
 function start(sps: SpsClient): void {
   const list = h('ul', { class: 'uploads', 'aria-label': 'Uploads' });
   const input = h('input', { id: 'files', type: 'file', multiple: true });
   const segment = h('input', { id: 'auto-segment', type: 'checkbox', checked: true });
   const send = (files: FileList | null) => {
-    for (const file of files ?? []) void uploadOne(sps, file, list, segment.checked);
+    for (const file of files ?? []) {
+      list.querySelector(`li[data-session="${CSS.escape(sessionKey(file))}"]`)?.remove();
+      void uploadOne(sps, file, list, segment.checked);
+    }
   };
   input.addEventListener('change', () => {
     send(input.files);
@@ -101,6 +146,7 @@ function start(sps: SpsClient): void {
     h('label', { class: 'check' }, segment, ' Segment cells once each slide is ready'),
     list,
   );
+  void unfinished(sps, list);
 }
 
 const sps = client();

@@ -1,4 +1,11 @@
-import { apiQueryOf, facetsFromSearch, searchOf } from '../../../web/src/list-query';
+import {
+  apiQueryOf,
+  facetsFromSearch,
+  fieldClauseOf,
+  operatorTakesValue,
+  parseFieldClause,
+  searchOf,
+} from '../../../web/src/list-query';
 
 describe('the list page address and the API query', () => {
   test('an address reads into facets and writes back in the order of the service appUrl', () => {
@@ -24,5 +31,34 @@ describe('the list page address and the API query', () => {
       marker: undefined,
       field: undefined,
     });
+  });
+});
+
+describe('field facets', () => {
+  const id = '7f1c2d3e-0000-4000-8000-000000000001';
+
+  test('a clause with a JSON value reads and writes back unchanged', () => {
+    for (const clause of [`${id}:eq:"site A"`, `${id}:gte:3.5`, `${id}:eq:true`, `${id}:is_empty`]) {
+      expect(fieldClauseOf(parseFieldClause(clause)!)).toBe(clause);
+    }
+    expect(parseFieldClause(`${id}:contains:"a:b"`)).toEqual({
+      definitionId: id,
+      operator: 'contains',
+      value: 'a:b',
+    });
+  });
+
+  test('a value that is not JSON is no clause of ours (the service judges it)', () => {
+    expect(parseFieldClause(`${id}:eq:site`)).toBeNull();
+    expect(parseFieldClause(`${id}:eq:{"a":1}`)).toBeNull();
+    expect(parseFieldClause('nonsense')).toBeNull();
+  });
+
+  test('in the address the value is JSON then URL-encoded, as the API reads it', () => {
+    const facets = facetsFromSearch('');
+    facets.field = [fieldClauseOf({ definitionId: id, operator: 'eq', value: 'site A' })];
+    expect(searchOf(facets)).toBe(`?field=${encodeURIComponent(`${id}:eq:"site A"`).replaceAll('%20', '+')}`);
+    expect(operatorTakesValue('is_not_empty')).toBe(false);
+    expect(operatorTakesValue('contains')).toBe(true);
   });
 });

@@ -1,0 +1,63 @@
+import type { SpsClient } from '../../sdk';
+import { badge, clearError, h, showError, when } from './dom';
+
+type State = Awaited<ReturnType<SpsClient['segmentation']['get']>>;
+
+const active = new Set(['queued', 'running', 'postprocessing']);
+const POLL_MS = 3000;
+
+function describe(state: State): (Node | string)[] {
+  const parts: (Node | string)[] = ['Segmentation ', badge(state.status)];
+  if (state.layer) {
+    parts.push(
+      ` · ${state.layer.instanceCount} cells, model ${state.layer.modelVersion}, made ${when(state.layer.createdAt)}`,
+    );
+    if (state.layer.markers.length > 0) parts.push(` · marker tables: ${state.layer.markers.join(', ')}`);
+  }
+  return parts;
+}
+
+/**
+ * Segmentation of an owned ready sample: its state, a start (or retry) button while none is
+ * running or done, and the state followed until it settles. Credit-free (contract).
+ */
+export function segmentationSection(sps: SpsClient, sample: { id: string; status: string }): HTMLElement {
+  const state = h('p', { id: 'segmentation-state', role: 'status', class: 'section-state' }, 'Loading…');
+  const error = h('p', { id: 'segmentation-error', role: 'alert', class: 'field-error', hidden: true });
+  const start = h('button', { type: 'button', hidden: true }, 'Start segmentation');
+  let timer: ReturnType<typeof setTimeout> | undefined;
+
+  const paint = (current: State) => {
+    state.replaceChildren(...describe(current));
+    const startable = current.status === 'not_started' || current.retryable;
+    start.hidden = !startable || sample.status !== 'ready';
+    start.textContent = current.status === 'not_started' ? 'Start segmentation' : 'Retry segmentation';
+    clearTimeout(timer);
+    if (active.has(current.status)) timer = setTimeout(() => void refresh(), POLL_MS);
+  };
+  const refresh = async () => {
+    try {
+      paint(await sps.segmentation.get(sample.id));
+    } catch (err) {
+      showError(err, error);
+    }
+  };
+  start.addEventListener('click', async () => {
+    clearError(error);
+    try {
+      paint(await sps.segmentation.start(sample.id));
+    } catch (err) {
+      showError(err, error);
+    }
+  });
+  void refresh();
+  return h(
+    'section',
+    { 'aria-labelledby': 'segmentation-title' },
+    h('h2', { id: 'segmentation-title' }, 'Cell segmentation'),
+    sample.status === 'ready' ? null : h('p', {}, 'Segmentation needs a ready sample.'),
+    state,
+    h('div', { class: 'actions' }, start),
+    error,
+  );
+}
