@@ -1,10 +1,15 @@
-// Each folder of test/ is a Jest project, and a new test file joins the project of its folder:
+// Each folder of test/ is a Jest project, and a new file joins the project of its folder:
 //   test/unit/         one function or module, no services (run in parallel);
 //   test/workflows/    workflow code on the time-skipping test server with stand-in activities;
 //   test/integration/  the real parts: PostgreSQL, the Temporal dev server, MinIO, HTTP, started
 //                      by `npm test` (cli/dev.ts); each file has its own database and queues.
-// The two workers share the machine's two cores: most of an integration file's time is spent
-// waiting on services, so another file runs meanwhile.
+// An integration file that needs a slide ingested, or segmented and predicted, clones it from a
+// template built once per run instead of doing the work itself:
+//   startStack({ sharedSlides: true })         stack.sharedSample('CMU-1-Small-Region.svs')
+//   startStack({ sharedSlides: 'processed' })  stack.processedSample(): sample, job, layer
+// (test/support/shared-slides.ts, docs/testing.md). SPS_TEST_PROFILE=FILE prints each file's
+// wall and CPU seconds after the run.
+// The two workers share the machine's two cores.
 const swc = [
   '@swc/jest',
   { jsc: { target: 'es2023', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } },
@@ -19,6 +24,8 @@ const shared = {
   transformIgnorePatterns: [`/node_modules/(?!${esmOnly}/)`],
   // Worker threads that compute/ starts on TypeScript entries load them through swc.
   setupFiles: ['<rootDir>/test/support/ts-workers.ts'],
+  // Per-file wall and CPU seconds when SPS_TEST_PROFILE names a file (summary-reporter.js).
+  setupFilesAfterEnv: ['<rootDir>/test/support/file-profile.ts'],
 };
 
 /** @type {import('jest').Config} */
@@ -40,6 +47,9 @@ module.exports = {
     },
   ],
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
+  // The longest files first (timings kept in ~/.cache/sps across checkouts); the first file
+  // builds the shared slides' templates while the other worker runs files that need none.
+  testSequencer: '<rootDir>/test/support/sequencer.js',
   testTimeout: 60_000,
   maxWorkers: 2,
 };

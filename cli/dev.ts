@@ -191,35 +191,44 @@ async function withScratch(args: string[], { services: wanted }: { services: boo
 
 /**
  * Starts, in `scratch`, an embedded PostgreSQL and the Temporal dev server on free ports (those
- * not configured); their addresses are in TEST_DATABASE_URL and TEST_TEMPORAL_ADDRESS.
+ * not configured), both at once; their addresses are in TEST_DATABASE_URL and
+ * TEST_TEMPORAL_ADDRESS.
  */
 async function startThrowawayServices(
   scratch: string,
   services: ReturnType<typeof stack>,
 ): Promise<Record<string, string>> {
   const config = loadConfig();
-  let database = config.database.url;
-  if (!database) {
+  // Three distinct ports, chosen before either service binds one.
+  const chosen = new Set<number>();
+  while (chosen.size < 3) chosen.add(await freePort());
+  const [postgresPort, temporalPort, uiPort] = [...chosen] as [number, number, number];
+  const startDatabase = async () => {
+    if (config.database.url) return config.database.url;
     const pg = await startEmbeddedPostgres({
       dataDir: path.join(scratch, 'postgres'),
-      port: await freePort(),
+      port: postgresPort,
       database: 'sps',
     });
     services.push(pg);
-    database = pg.adminUrl;
-  }
-  let temporal = config.temporal.address;
-  if (!temporal) {
+    return pg.adminUrl;
+  };
+  const startTemporal = async () => {
+    if (config.temporal.address) return config.temporal.address;
     const server = await startTemporalDevServer({
       cli: config.dev.temporalCli,
       dbFile: path.join(scratch, 'temporal.db'),
-      port: await freePort(),
-      uiPort: await freePort(),
+      port: temporalPort,
+      uiPort,
     });
     services.push(server);
-    temporal = server.address;
-  }
-  return { TEST_DATABASE_URL: database, TEST_TEMPORAL_ADDRESS: temporal };
+    return server.address;
+  };
+  // Settled both before either failure is thrown, so that what did start is pushed and stopped.
+  const [database, temporal] = await Promise.allSettled([startDatabase(), startTemporal()]);
+  if (database.status === 'rejected') throw database.reason;
+  if (temporal.status === 'rejected') throw temporal.reason;
+  return { TEST_DATABASE_URL: database.value, TEST_TEMPORAL_ADDRESS: temporal.value };
 }
 
 runMain(async () => {

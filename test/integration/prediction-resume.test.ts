@@ -7,7 +7,7 @@ import type { RunningWorkers } from '../../cli/runtime';
 import { creditSummary, grantCredits } from '../../db/credits';
 import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -20,7 +20,7 @@ beforeAll(async () => {
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
   sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
   markers = ((await call('GET', '/markers')).json.markers as { name: string }[]).map((m) => m.name);
-});
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

@@ -7,28 +7,30 @@ import { SegmentationState } from '../../schemas/segmentation';
 import { workflowIds } from '../../schemas/temporal';
 import { segmentationLayerFiles } from '../../storage/locator';
 import { apiClient } from '../support/http';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI, uploadFile } from '../support/uploads';
 
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
-/** The same slide uploaded twice: one run is interrupted, the other is the reference. */
-const samples: string[] = [];
+/**
+ * The same slide twice: this file's upload is interrupted while segmenting; the reference is the
+ * processed shared sample, segmented without interruption once per run (test/support/shared-slides.ts).
+ */
+let interrupted: string;
+let reference: string;
 
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({ sharedSlides: 'processed' });
   call = apiClient(stack.api, stack.tenant.apiKey);
+  reference = stack.processedSample().sampleId;
   const workers = await stack.startWorker();
   try {
-    for (let i = 0; i < 2; i++) {
-      const id = (await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).id;
-      await stack.client.workflow.getHandle(workflowIds.ingest(id)).result();
-      samples.push(id);
-    }
+    interrupted = (await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).id;
+    await stack.client.workflow.getHandle(workflowIds.ingest(interrupted)).result();
   } finally {
     await workers.shutdown();
   }
-}, 180_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });
@@ -65,7 +67,6 @@ async function maskObjects(sampleId: string): Promise<Map<string, Buffer>> {
 }
 
 test('a worker stopped while segmenting tiles: the next one resumes, and the mask equals an uninterrupted run', async () => {
-  const [interrupted, reference] = samples as [string, string];
   let workers: RunningWorkers = await stack.startWorker();
   const run = await start(interrupted);
   await tilesCheckpoint(interrupted);
@@ -87,10 +88,10 @@ test('a worker stopped while segmenting tiles: the next one resumes, and the mas
     // The tile stored before the stop was not segmented again: the retry resumed after it.
     expect((await stat(path.join(stack.fsRoot, firstTile))).mtimeMs).toBeLessThan(stoppedAt);
 
-    await start(reference);
-    expect(await stack.client.workflow.getHandle(workflowIds.segmentation(reference, 1)).result()).toEqual({
-      status: 'completed',
-    });
+    const referenceState = SegmentationState.parse(
+      (await call('GET', `/samples/${reference}/segmentation`)).json,
+    );
+    expect(referenceState.status).toBe('completed');
     const resumed = await maskObjects(interrupted);
     const clean = await maskObjects(reference);
     expect([...resumed.keys()].sort()).toEqual([...clean.keys()].sort());

@@ -13,7 +13,12 @@ import type { Sql } from '../../db';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { createTestDatabase, type TestDatabase } from './database';
 import { testEnv } from './env';
-import { cloneSharedSlides, type SharedSlideName } from './shared-slides';
+import {
+  cloneSharedSlides,
+  type ProcessedSample,
+  type SharedSlideName,
+  type SharedSlidesClone,
+} from './shared-slides';
 
 export interface Tenant {
   organizationId: string;
@@ -67,6 +72,8 @@ export interface TestStack {
   tenant: Tenant;
   /** The id of a shared slide's sample (`sharedSlides` stacks only). */
   sharedSample(name: SharedSlideName): string;
+  /** The segmented and predicted sample (`sharedSlides: 'processed'` stacks only). */
+  processedSample(): ProcessedSample;
   signingSecret: string;
   close(): Promise<void>;
 }
@@ -101,6 +108,12 @@ async function workflowBundle(): Promise<{ code: string }> {
   });
 }
 
+/**
+ * The timeout of a `beforeAll` that starts a `sharedSlides` stack: it may wait for the run's
+ * templates to be built (by itself or another file), which takes minutes on a loaded machine.
+ */
+export const SHARED_SLIDES_SETUP_MS = 600_000;
+
 export interface StackOptions {
   limits?: Partial<ApiSettings['limits']>;
   worker?: boolean;
@@ -108,9 +121,11 @@ export interface StackOptions {
   workflows?: (real: WorkflowEngine) => WorkflowEngine;
   /**
    * The stack's tenant owns every slide of SHARED_SLIDES, already ingested to `ready` (once per
-   * run, then cloned): `stack.sharedSample(name)` is its sample id.
+   * run, then cloned): `stack.sharedSample(name)` is its sample id. With 'processed', the
+   * PROCESSED_SLIDE sample is also segmented and predicted: `stack.processedSample()`.
+   * (test/support/shared-slides.ts)
    */
-  sharedSlides?: boolean;
+  sharedSlides?: boolean | 'ready' | 'processed';
 }
 
 /**
@@ -120,7 +135,18 @@ export interface StackOptions {
 export async function startStack(options: StackOptions = {}): Promise<TestStack> {
   const root = path.join(testEnv().scratch, `objects-${randomBytes(4).toString('hex')}`);
   if (!options.sharedSlides) return openStack(await createTestDatabase(), root, options);
-  const shared = await cloneSharedSlides(root, (db, buildRoot) => openStack(db, buildRoot, { worker: true }));
+  const kind = options.sharedSlides === 'processed' ? 'processed' : 'ready';
+  const shared = await cloneSharedSlides(
+    root,
+    (db, buildRoot, tenant) =>
+      openStack(
+        db,
+        buildRoot,
+        { worker: true },
+        tenant && { db, tenant, samples: {} as SharedSlidesClone['samples'] },
+      ),
+    kind,
+  );
   return openStack(shared.db, root, options, shared);
 }
 
@@ -128,7 +154,7 @@ async function openStack(
   db: TestDatabase,
   root: string,
   options: StackOptions,
-  shared?: { tenant: Tenant; samples: Record<SharedSlideName, string> },
+  shared?: SharedSlidesClone,
 ): Promise<TestStack> {
   const env = testEnv();
   const server = createServer();
@@ -211,6 +237,11 @@ async function openStack(
     sharedSample(name) {
       if (!shared) throw new Error('sharedSample: start the stack with { sharedSlides: true }');
       return shared.samples[name];
+    },
+    processedSample() {
+      if (!shared?.processed)
+        throw new Error("processedSample: start the stack with { sharedSlides: 'processed' }");
+      return shared.processed;
     },
     signingSecret,
     async close() {
