@@ -144,8 +144,19 @@ async function putSmallArray(
   await store.put(`${path}/${scalar ? 'c' : 'c/0'}`, gzipSync(bytes));
 }
 
-export async function writeCellsTableZarr(options: CellsTableZarrOptions): Promise<{ rows: number }> {
-  const { store, signal } = options;
+/** Writes the table; resolves its row count and every key written (for an archive of it). */
+export async function writeCellsTableZarr(
+  options: CellsTableZarrOptions,
+): Promise<{ rows: number; keys: string[] }> {
+  const { signal } = options;
+  const keys: string[] = [];
+  const store: KeyValueStore = {
+    ...options.store,
+    put: (key, bytes, putOptions) => {
+      keys.push(key);
+      return options.store.put(key, bytes, putOptions);
+    },
+  };
   const instances = await openParquet(options.instances);
   const markers = await Promise.all(
     options.markers.map(async (m) => ({ ...m, table: await openParquet(m.path) })),
@@ -270,5 +281,5 @@ export async function writeCellsTableZarr(options: CellsTableZarrOptions): Promi
     await putSmallArray(store, `uns/spatialdata_attrs/${key}`, 'string', value, array('string'));
   }
   for (const name of ['obsp', 'varm', 'varp']) await putGroup(store, name, dict);
-  return { rows: n };
+  return { rows: n, keys };
 }

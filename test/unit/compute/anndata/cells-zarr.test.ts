@@ -17,7 +17,7 @@ afterAll(async () => {
 });
 
 /**
- * A SpatialData store of the table alone (root `spatialdata_attrs` 0.2, `tables/cells`), read by
+ * A SpatialData store of the table alone (root `spatialdata_attrs` 0.2, `tables/table`), read by
  * `spatialdata.read_zarr`; each part is compared with the Parquet tables it came from.
  */
 const check = `
@@ -29,7 +29,7 @@ import spatialdata as sd
 from spatialdata.models import TableModel, get_table_keys
 store, instances, *markers = sys.argv[1:]
 s = sd.read_zarr(store)
-a = s.tables['cells']
+a = s.tables['table']
 TableModel.validate(a)
 table = pq.read_table(instances).to_pandas()
 means = np.stack([pq.read_table(m.split('=')[1]).column('mean').to_numpy() for m in markers], axis=1) if markers else np.zeros((len(table), 0))
@@ -68,7 +68,7 @@ interface Checked {
   var: string[];
 }
 
-/** The table under `tables/cells` of a store whose root says it is SpatialData (format 0.2). */
+/** The table under `tables/table` of a store whose root says it is SpatialData (format 0.2). */
 async function spatialDataStore(name: string): Promise<string> {
   const root = path.join(folder, name);
   await mkdir(path.join(root, 'tables'), { recursive: true });
@@ -82,7 +82,7 @@ test('SpatialData reads the cell table: X the marker means, obs by instance id, 
   const tables = writeSyntheticCellTables(folder, 20_000, ['DAPI', 'CD3', 'PanCK'], 0.2527);
   const root = await spatialDataStore('three-markers.zarr');
   const written = await writeCellsTableZarr({
-    store: folderStore(path.join(root, 'tables', 'cells')),
+    store: folderStore(path.join(root, 'tables', 'table')),
     instances: tables.instances,
     markers: tables.markers,
     mpp: tables.mpp,
@@ -94,7 +94,7 @@ test('SpatialData reads the cell table: X the marker means, obs by instance id, 
   const args = [root, tables.instances, ...tables.markers.map((m) => `${m.name}=${m.path}`)];
   const read = await runPythonJson<Checked>(check, args, {}, spatialDataPython());
   expect(read).toMatchObject({
-    tables: ['cells'],
+    tables: ['table'],
     keys: ['cells', 'region', 'local_label'],
     shape: [20_000, 3],
     xDtype: 'float32',
@@ -117,7 +117,7 @@ test('a layer without marker tables gives cells x 0; a table out of step with th
   const sub = await mkdtemp(path.join(folder, 'none-'));
   const tables = writeSyntheticCellTables(sub, 500, ['DAPI']);
   const root = await spatialDataStore('no-markers.zarr');
-  const store = folderStore(path.join(root, 'tables', 'cells'));
+  const store = folderStore(path.join(root, 'tables', 'table'));
   await writeCellsTableZarr({
     store,
     instances: tables.instances,
