@@ -271,13 +271,14 @@ function ensureMinio() {
 
 /**
  * The Python tools that check our outputs in tests (zarr, ome-zarr, jsonschema, tifffile, ...):
- * a virtual environment from PyPI, recreated whenever the requirements file changes.
+ * a virtual environment from PyPI, recreated whenever its requirements file changes. SpatialData
+ * has one of its own (`venv-spatialdata`): its dask pin and ome-zarr 0.18's exclude each other.
  */
-function ensurePythonVenv() {
-  if (process.env.SPS_TEST_PYTHON) return process.env.SPS_TEST_PYTHON;
-  const requirements = path.join(ROOT, 'test', 'support', 'python-requirements.txt');
+function ensurePythonVenv(name, requirementsFile, override) {
+  if (override) return override;
+  const requirements = path.join(ROOT, 'test', 'support', requirementsFile);
   const wanted = crypto.createHash('sha256').update(fs.readFileSync(requirements)).digest('hex');
-  const dir = path.join(CACHE, 'venv');
+  const dir = path.join(CACHE, name);
   const python = path.join(dir, 'bin', 'python');
   const stamp = path.join(dir, '.requirements-sha256');
   if (fs.existsSync(python) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === wanted) {
@@ -387,7 +388,12 @@ function main() {
     }
     env.MINIO_BIN = ensureMinio();
     env.TEMPORAL_TEST_SERVER = ensureTemporalTestServer();
-    env.SPS_TEST_PYTHON = ensurePythonVenv();
+    env.SPS_TEST_PYTHON = ensurePythonVenv('venv', 'python-requirements.txt', process.env.SPS_TEST_PYTHON);
+    env.SPS_TEST_SPATIALDATA_PYTHON = ensurePythonVenv(
+      'venv-spatialdata',
+      'python-spatialdata-requirements.txt',
+      process.env.SPS_TEST_SPATIALDATA_PYTHON,
+    );
     checks(digest);
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }

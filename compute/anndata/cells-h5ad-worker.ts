@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Dataset, Group } from 'h5wasm/node';
-import { asyncBufferFromFile, parquetMetadataAsync, parquetRead } from 'hyparquet';
 import type { CellsH5adJob } from './cells-h5ad';
+import { type Column, openParquet, typedColumn } from './parquet-columns';
 
 /**
  * Writes `cells.h5ad` in AnnData's HDF5 encoding (anndata.readthedocs.io, "On-disk format"):
@@ -17,8 +17,6 @@ const INDEX_COLUMN = 'instance_id';
 const SPATIAL_COLUMNS = ['centroid_x_um', 'centroid_y_um'] as const;
 /** Decimal digits of the largest uint64: the fixed width of the index strings. */
 const ID_WIDTH = 20;
-
-type Column = Float64Array | Float32Array | Int32Array | BigInt64Array;
 
 const encoding = (group: Dataset | Group, type: string, version: string) => {
   group.create_attribute('encoding-type', type);
@@ -57,61 +55,6 @@ class RowDataset {
       this.dataset.write_slice(width === null ? [[this.rows, end]] : [[this.rows, end], []], block);
     this.rows = end;
   }
-}
-
-type Kind = 'float64' | 'int32' | 'int64';
-
-interface ParquetColumns {
-  /** Column name -> values of rows `[start, end)` of the file. */
-  read(start: number, end: number, names: readonly string[]): Promise<Map<string, ArrayLike<unknown>>>;
-  names: string[];
-  /** Column name -> the dtype it keeps in the h5ad (Parquet's integers stay integers). */
-  kinds: Map<string, Kind>;
-  rows: number;
-}
-
-async function openParquet(path: string): Promise<ParquetColumns> {
-  const file = await asyncBufferFromFile(path);
-  const metadata = await parquetMetadataAsync(file);
-  const columns = metadata.schema.slice(1);
-  const kindOf = (type: string | undefined): Kind =>
-    type === 'INT64' ? 'int64' : type === 'INT32' ? 'int32' : 'float64';
-  return {
-    names: columns.map((element) => element.name),
-    kinds: new Map(columns.map((element) => [element.name, kindOf(element.type)])),
-    rows: Number(metadata.num_rows),
-    async read(start, end, names) {
-      const out = new Map<string, unknown[]>(names.map((name) => [name, new Array<unknown>(end - start)]));
-      await parquetRead({
-        file,
-        metadata,
-        columns: [...names],
-        rowStart: start,
-        rowEnd: end,
-        onChunk: ({ columnName, columnData, rowStart }) => {
-          const target = out.get(columnName);
-          if (!target) return;
-          for (let i = 0; i < columnData.length; i++) {
-            const row = rowStart + i;
-            if (row >= start && row < end) target[row - start] = columnData[i];
-          }
-        },
-      });
-      return out;
-    },
-  };
-}
-
-function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
-  const n = values.length;
-  if (like === 'int64') {
-    const out = new BigInt64Array(n);
-    for (let i = 0; i < n; i++) out[i] = BigInt(values[i] as bigint | number);
-    return out;
-  }
-  const out = like === 'int32' ? new Int32Array(n) : new Float64Array(n);
-  for (let i = 0; i < n; i++) out[i] = Number(values[i]);
-  return out;
 }
 
 async function write(job: CellsH5adJob): Promise<number> {

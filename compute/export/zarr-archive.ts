@@ -9,6 +9,17 @@ export interface ArchiveSource {
   from: string;
   /** Where that node lands in the archive; `''` the archive root. */
   to: string;
+  /**
+   * The keys to copy, for a hierarchy that is not an NGFF image (an AnnData table); without
+   * them the node is walked through its NGFF metadata.
+   */
+  keys?: readonly string[];
+  /**
+   * Arrays seen without their leading axis, which must be 1 long (a `c, y, x` label mask as the
+   * `y, x` image SpatialData reads): the same chunk bytes under metadata and keys of one
+   * dimension fewer.
+   */
+  dropLeadingAxis?: boolean;
 }
 
 /** A `zarr.json` written into the archive instead of (or besides) what the sources hold. */
@@ -43,17 +54,19 @@ export async function planZarrArchive(
   const overridden = new Set(metadata.keys());
   const claimed = new Set<string>();
   for (const source of sources) {
-    const walk = await walkNode(source.sink, trim(source.from), signal);
+    const walk = source.keys
+      ? await listedNodes(source.sink, source.keys, signal)
+      : await walkNode(source.sink, trim(source.from), signal);
     for (const node of walk.nodes) {
       const target = metadataKey(relocate(node.path, source));
       if (claimed.has(target)) throw new RangeError(`two sources write ${target}`);
       claimed.add(target);
       if (overridden.has(target)) continue;
-      const bytes = node.bytes;
+      const bytes = source.dropLeadingAxis ? withoutLeadingAxis(node.bytes, target) : node.bytes;
       metadata.set(target, { name: target, read: async () => bytes });
     }
     for (const key of walk.chunkKeys) {
-      const name = relocate(key, source);
+      const name = relocate(source.dropLeadingAxis ? key.replace(/\/c\/0\//, '/c/') : key, source);
       chunks.push({ name, read: (readSignal) => source.sink.get(key, { signal: readSignal }) });
     }
   }
@@ -75,6 +88,56 @@ function addMissingGroups(metadata: Map<string, ZipEntrySource>): void {
       if (!metadata.has(ancestor)) metadata.set(ancestor, { name: ancestor, read: async () => empty });
     }
   }
+}
+
+/** The nodes and chunks of a listed set of keys (`zarr.json` keys are the nodes). */
+async function listedNodes(
+  sink: KeyValueStore,
+  keys: readonly string[],
+  signal?: AbortSignal,
+): Promise<Walk> {
+  const walk: Walk = { nodes: [], chunkKeys: [] };
+  for (const key of keys) {
+    if (key !== 'zarr.json' && !key.endsWith('/zarr.json')) {
+      walk.chunkKeys.push(key);
+      continue;
+    }
+    const bytes = await sink.get(key, { signal });
+    if (bytes === undefined) throw new ComputeError('UnsupportedZarr', `no ${key} in the source`);
+    walk.nodes.push({ path: key.slice(0, -'zarr.json'.length).replace(/\/$/, ''), bytes });
+  }
+  return walk;
+}
+
+/** An array's metadata with its leading (length 1) axis dropped; groups as they are. */
+function withoutLeadingAxis(bytes: Uint8Array, where: string): Uint8Array {
+  const doc = parseJson(bytes, where);
+  if (doc.node_type !== 'array') return bytes;
+  const shape = doc.shape as number[];
+  const grid = doc.chunk_grid as { configuration: { chunk_shape: number[] } };
+  const codecs = doc.codecs as {
+    name: string;
+    configuration?: { chunk_shape?: number[]; codecs?: unknown };
+  }[];
+  const inner = codecs[0]?.name === 'sharding_indexed' ? codecs[0].configuration : undefined;
+  const plain = (list: unknown) =>
+    Array.isArray(list) && list.every((c: { name?: string }) => c.name !== 'transpose');
+  if (shape[0] !== 1 || !plain(codecs) || (inner && !plain(inner.codecs))) {
+    throw new ComputeError('UnsupportedZarr', `${where}: no leading axis of length 1 to drop`);
+  }
+  const view = {
+    ...doc,
+    shape: shape.slice(1),
+    ...(Array.isArray(doc.dimension_names) ? { dimension_names: doc.dimension_names.slice(1) } : {}),
+    chunk_grid: { ...grid, configuration: { chunk_shape: grid.configuration.chunk_shape.slice(1) } },
+    codecs: inner
+      ? [
+          { ...codecs[0], configuration: { ...inner, chunk_shape: inner.chunk_shape!.slice(1) } },
+          ...codecs.slice(1),
+        ]
+      : codecs,
+  };
+  return new TextEncoder().encode(JSON.stringify(view));
 }
 
 function trim(path: string): string {

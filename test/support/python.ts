@@ -19,14 +19,14 @@ export function testPython(): string {
 
 /**
  * Runs a Python snippet with `args` as `sys.argv[1:]` (and `env` over this process's
- * environment); resolves its stdout.
+ * environment) in `python` (the test venv's by default); resolves its stdout.
  */
 export function runPython(
   script: string,
   args: readonly string[] = [],
   env: Record<string, string> = {},
+  python: string = testPython(),
 ): Promise<string> {
-  const python = testPython();
   return new Promise((resolve, reject) => {
     const options = { maxBuffer: 256 << 20, env: { ...process.env, ...env } };
     execFile(python, ['-c', script, ...args], options, (err, stdout) => {
@@ -42,11 +42,28 @@ export async function runPythonJson<T>(
   script: string,
   args: readonly string[] = [],
   env: Record<string, string> = {},
+  python: string = testPython(),
 ): Promise<T> {
-  const out = await runPython(script, args, env);
+  const out = await runPython(script, args, env, python);
   try {
     return JSON.parse(out) as T;
   } catch {
     throw new Error(`python printed no JSON:\n${out}`);
   }
+}
+
+/**
+ * The interpreter of the SpatialData venv (test/support/python-spatialdata-requirements.txt:
+ * spatialdata's dask pin rules out the main venv's ome-zarr). Fails, never skips, when unset.
+ */
+export function spatialDataPython(): string {
+  const python = process.env.SPS_TEST_SPATIALDATA_PYTHON;
+  if (!python) {
+    throw new Error(
+      'SPS_TEST_SPATIALDATA_PYTHON is unset: run the suite with `npm test` (scripts/bootstrap.js ' +
+        'creates the environment), or set it to the python of a venv made from ' +
+        'test/support/python-spatialdata-requirements.txt, e.g. ~/.cache/sps/venv-spatialdata/bin/python',
+    );
+  }
+  return python;
 }

@@ -1,0 +1,64 @@
+import { asyncBufferFromFile, parquetMetadataAsync, parquetRead } from 'hyparquet';
+
+/**
+ * The layer's Parquet tables read block by block (rows `[start, end)`), for the AnnData writers
+ * (`cells.h5ad`, the SpatialData table of the zipped export).
+ */
+
+/** A block of one column as the AnnData writers store it. */
+export type Column = Float64Array | Float32Array | Int32Array | BigInt64Array;
+
+export type Kind = 'float64' | 'int32' | 'int64';
+
+export interface ParquetColumns {
+  /** Column name -> values of rows `[start, end)` of the file. */
+  read(start: number, end: number, names: readonly string[]): Promise<Map<string, ArrayLike<unknown>>>;
+  names: string[];
+  /** Column name -> the dtype it keeps in AnnData (Parquet's integers stay integers). */
+  kinds: Map<string, Kind>;
+  rows: number;
+}
+
+export async function openParquet(path: string): Promise<ParquetColumns> {
+  const file = await asyncBufferFromFile(path);
+  const metadata = await parquetMetadataAsync(file);
+  const columns = metadata.schema.slice(1);
+  const kindOf = (type: string | undefined): Kind =>
+    type === 'INT64' ? 'int64' : type === 'INT32' ? 'int32' : 'float64';
+  return {
+    names: columns.map((element) => element.name),
+    kinds: new Map(columns.map((element) => [element.name, kindOf(element.type)])),
+    rows: Number(metadata.num_rows),
+    async read(start, end, names) {
+      const out = new Map<string, unknown[]>(names.map((name) => [name, new Array<unknown>(end - start)]));
+      await parquetRead({
+        file,
+        metadata,
+        columns: [...names],
+        rowStart: start,
+        rowEnd: end,
+        onChunk: ({ columnName, columnData, rowStart }) => {
+          const target = out.get(columnName);
+          if (!target) return;
+          for (let i = 0; i < columnData.length; i++) {
+            const row = rowStart + i;
+            if (row >= start && row < end) target[row - start] = columnData[i];
+          }
+        },
+      });
+      return out;
+    },
+  };
+}
+
+export function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
+  const n = values.length;
+  if (like === 'int64') {
+    const out = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) out[i] = BigInt(values[i] as bigint | number);
+    return out;
+  }
+  const out = like === 'int32' ? new Int32Array(n) : new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = Number(values[i]);
+  return out;
+}
