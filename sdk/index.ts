@@ -5,7 +5,16 @@
 export { type ClientOptions, createClient, type SpsClient } from './client';
 export type { CallOptions, EndpointInput, EndpointOutput } from './endpoint';
 export { type ClientErrorCode, isSpsError, SpsError } from './errors';
-export { type OmeZarrStore, openResults, openSampleHe, type StoreArray, storeKeys } from './store';
+export {
+  type OmeZarrStore,
+  openResults,
+  openSampleHe,
+  openSegmentationFile,
+  openSegmentationMask,
+  type RangeFile,
+  type StoreArray,
+  storeKeys,
+} from './store';
 export { type JobEvent, type JobStreamOptions, streamJob, waitForJob } from './stream';
 export {
   type ByteSource,
