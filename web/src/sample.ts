@@ -303,6 +303,8 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     const paintJobs = (current: Sample) =>
       jobs.replaceChildren(h('h2', { id: 'jobs-title' }, 'Job history'), jobHistory(current));
     paintJobs(sample);
+    const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
+    void import('./viewer').then(({ mountViewer }) => mountViewer(viewer, sps, sample));
     content.append(
       details,
       h(
@@ -320,6 +322,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'trash-title' }, 'Trash'),
         trashControls(sps, sample, reload),
       ),
+      viewer,
       jobs,
       await predictPanel(sps, sample, reload, async () => paintJobs(await sps.samples.get(id))),
     );
