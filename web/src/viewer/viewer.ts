@@ -33,20 +33,6 @@ function levelFor(layer: Layer, worldPerDevicePx: number): number {
   return chosen;
 }
 
-/** The chunks of level `k` of `layer` that meet a world rectangle. */
-function chunksIn(layer: Layer, k: number, rect: ReturnType<typeof visibleRect>): TileAddress[] {
-  const level = layer.levels[k]!;
-  const spanX = level.chunkWidth * level.pixelSize;
-  const spanY = level.chunkHeight * level.pixelSize;
-  const x0 = Math.max(0, Math.floor(rect.x0 / spanX));
-  const y0 = Math.max(0, Math.floor(rect.y0 / spanY));
-  const x1 = Math.min(Math.ceil(level.width / level.chunkWidth) - 1, Math.floor(rect.x1 / spanX));
-  const y1 = Math.min(Math.ceil(level.height / level.chunkHeight) - 1, Math.floor(rect.y1 / spanY));
-  const chunks: TileAddress[] = [];
-  for (let y = y0; y <= y1; y++) for (let x = x0; x <= x1; x++) chunks.push({ layer, level: k, x, y });
-  return chunks;
-}
-
 interface Rect {
   x: number;
   y: number;
@@ -159,10 +145,8 @@ export class Viewer {
     ] as const;
     const rect = visibleRect(this.view, width, height);
     const wanted: TileAddress[] = [];
-    const drawn: Layer[] = [];
     let complete = true;
     const draw = (layer: Layer, program: Program, set: () => void) => {
-      drawn.push(layer);
       gl.useProgram(program.program);
       gl.uniform4f(program.uniform('u_view'), ...transform);
       gl.uniform1i(program.uniform('u_tex'), 0);
@@ -192,10 +176,7 @@ export class Viewer {
         gl.uniform4f(program.uniform('u_outline'), 1, 1, 0, 1);
       });
     }
-    // Once the view is complete, the next finer level of its central half comes in the
-    // background: what a zoom step about the centre shows next.
-    const prefetch = complete ? drawn.flatMap((layer) => this.nextLevelChunks(layer, 1 / zoom, rect)) : [];
-    this.cache.want([...wanted, ...prefetch]);
+    this.cache.want(wanted);
     this.canvas.dataset.state = complete ? 'complete' : 'loading';
     if (complete && this.settledVersion !== this.version) {
       // The first complete viewport, for bench/viewer to read off the page's timeline.
@@ -203,20 +184,6 @@ export class Viewer {
       this.settledVersion = this.version;
       this.canvas.dispatchEvent(new CustomEvent('viewer-settled', { detail: { view: this.view } }));
     }
-  }
-
-  private nextLevelChunks(layer: Layer, worldPerDevicePx: number, rect: ReturnType<typeof visibleRect>) {
-    const k = levelFor(layer, worldPerDevicePx);
-    if (k === 0) return [];
-    const quarterX = (rect.x1 - rect.x0) / 4;
-    const quarterY = (rect.y1 - rect.y0) / 4;
-    const centre = {
-      x0: rect.x0 + quarterX,
-      y0: rect.y0 + quarterY,
-      x1: rect.x1 - quarterX,
-      y1: rect.y1 - quarterY,
-    };
-    return chunksIn(layer, k - 1, centre);
   }
 
   /** Draws the chunks of `layer` in `rect`; answers whether all were there at their level. */
@@ -231,24 +198,30 @@ export class Viewer {
     const level = layer.levels[k]!;
     const spanX = level.chunkWidth * level.pixelSize;
     const spanY = level.chunkHeight * level.pixelSize;
+    const x0 = Math.max(0, Math.floor(rect.x0 / spanX));
+    const y0 = Math.max(0, Math.floor(rect.y0 / spanY));
+    const x1 = Math.min(Math.ceil(level.width / level.chunkWidth) - 1, Math.floor(rect.x1 / spanX));
+    const y1 = Math.min(Math.ceil(level.height / level.chunkHeight) - 1, Math.floor(rect.y1 / spanY));
     let complete = true;
-    for (const address of chunksIn(layer, k, rect)) {
-      const { x, y } = address;
-      wanted.push(address);
-      const valid = validSize(level, x, y);
-      const world = {
-        x: x * spanX,
-        y: y * spanY,
-        width: valid.width * level.pixelSize,
-        height: valid.height * level.pixelSize,
-      };
-      const tile = this.cache.get(address);
-      if (tile) {
-        this.drawTile(program, tile, world, { x: 0, y: 0, ...valid }, valid);
-        continue;
+    for (let y = y0; y <= y1; y++) {
+      for (let x = x0; x <= x1; x++) {
+        const address = { layer, level: k, x, y };
+        wanted.push(address);
+        const valid = validSize(level, x, y);
+        const world = {
+          x: x * spanX,
+          y: y * spanY,
+          width: valid.width * level.pixelSize,
+          height: valid.height * level.pixelSize,
+        };
+        const tile = this.cache.get(address);
+        if (tile) {
+          this.drawTile(program, tile, world, { x: 0, y: 0, ...valid }, valid);
+          continue;
+        }
+        complete = false;
+        this.drawStandIn(layer, program, k, world);
       }
-      complete = false;
-      this.drawStandIn(layer, program, k, world);
     }
     return complete;
   }
