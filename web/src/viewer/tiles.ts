@@ -82,11 +82,6 @@ export class TileCache {
     this.pump();
   }
 
-  /** Whether nothing wanted is still to come. */
-  get idle(): boolean {
-    return this.pending.size === 0 && [...this.loading].every((key) => !this.wanted.has(key));
-  }
-
   dispose(): void {
     for (const tile of this.tiles.values()) this.gl.deleteTexture(tile.texture);
     this.tiles.clear();
