@@ -1,5 +1,5 @@
 import type { PredictionDryRun, PredictionSubmitted } from '../schemas/jobs';
-import { type CallOptions, call, callRaw, type EndpointInput, type EndpointOutput } from './endpoint';
+import { type CallOptions, call, callRaw, type EndpointInput } from './endpoint';
 import { createTransport, type Transport, type TransportOptions } from './transport';
 
 type Query<N extends Parameters<typeof call>[1]> = EndpointInput<N> extends { query?: infer Q } ? Q : never;

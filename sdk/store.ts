@@ -20,6 +20,8 @@ export interface OmeZarrStore {
   multiscales: Map<string, string[]>;
   /** One level (0 = full resolution) of a multiscale image as a zarrita array. */
   open(name: string, level?: number): Promise<StoreArray>;
+  /** The attributes of a group inside the store (a marker's image group: its `omero` window). */
+  groupAttributes(path: string): Promise<Record<string, unknown>>;
 }
 
 /** zarrita ships only ES modules: loaded on first use, so the CommonJS build can require the SDK. */
@@ -32,7 +34,8 @@ function multiscalesOf(attributes: Record<string, unknown>): Multiscale[] {
 
 async function openStore(url: string, headers: Record<string, string>): Promise<OmeZarrStore> {
   const zarr = await loadZarrita();
-  const store = new zarr.FetchStore(url, { overrides: { headers } });
+  // The service and signed links answer suffix ranges: a shard index is one request, not HEAD + GET.
+  const store = new zarr.FetchStore(url, { overrides: { headers }, useSuffixRequest: true });
   const root = zarr.root(store);
   const group = await zarr.open.v3(root, { kind: 'group' });
   const attributes = group.attrs as Record<string, unknown>;
@@ -47,6 +50,10 @@ async function openStore(url: string, headers: Record<string, string>): Promise<
       const path = multiscales.get(name)?.[level];
       if (path === undefined) throw new SpsError('not_found', `the store has no level ${level} of ${name}`);
       return zarr.open.v3(root.resolve(path), { kind: 'array' });
+    },
+    async groupAttributes(path) {
+      const group = await zarr.open.v3(root.resolve(path), { kind: 'group' });
+      return group.attrs as Record<string, unknown>;
     },
   };
 }
@@ -80,6 +87,47 @@ export async function openResults(client: SpsClient, jobId: string): Promise<Ome
 export async function openSampleHe(client: SpsClient, sampleId: string): Promise<OmeZarrStore> {
   const base = `${client.transport.api}/samples/${encodeURIComponent(sampleId)}/he/files/`;
   return openStore(base, await client.transport.authHeaders());
+}
+
+/** A completed segmentation layer's label mask: the uint32 OME-NGFF label image of its manifest. */
+export async function openSegmentationMask(
+  client: SpsClient,
+  sampleId: string,
+  layerId: string,
+): Promise<OmeZarrStore> {
+  const base = `${client.transport.api}/samples/${encodeURIComponent(sampleId)}/segmentation/${encodeURIComponent(layerId)}/files/mask/`;
+  return openStore(base, await client.transport.authHeaders());
+}
+
+/**
+ * A file read piece by piece with Range requests: the shape of hyparquet's `AsyncBuffer`, so a
+ * Parquet reader fetches only the footer and the column chunks it needs.
+ */
+export interface RangeFile {
+  byteLength: number;
+  slice(start: number, end?: number): Promise<ArrayBuffer>;
+}
+
+/** A file of a completed segmentation layer (`features/instances.parquet`, ...), by Range requests. */
+export async function openSegmentationFile(
+  client: SpsClient,
+  sampleId: string,
+  layerId: string,
+  path: string,
+): Promise<RangeFile> {
+  const read = (range: string) => client.segmentation.file(sampleId, layerId, path, { headers: { range } });
+  // A one-byte read answers the size in Content-Range (`bytes 0-0/SIZE`) without a HEAD route.
+  const first = await read('bytes=0-0');
+  const total = Number(first.headers.get('content-range')?.split('/')[1]);
+  await first.body?.cancel();
+  if (!Number.isSafeInteger(total)) throw new SpsError('invalid_response', `${path} answered no size`);
+  return {
+    byteLength: total,
+    async slice(start, end = total) {
+      if (end <= start) return new ArrayBuffer(0);
+      return (await read(`bytes=${start}-${end - 1}`)).arrayBuffer();
+    },
+  };
 }
 
 interface ArrayMetadata {

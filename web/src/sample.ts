@@ -323,6 +323,8 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     const paintJobs = (current: Sample) =>
       jobs.replaceChildren(h('h2', { id: 'jobs-title' }, 'Job history'), jobHistory(current));
     paintJobs(sample);
+    const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
+    void import('./viewer').then(({ mountViewer }) => mountViewer(viewer, sps, sample));
     content.append(
       details,
       h(
@@ -347,6 +349,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         sampleExpiration(sps, sample.id, reload),
       ),
       segmentationSection(sps, sample),
+      viewer,
       jobs,
       await predictPanel(sps, sample, reload, async () => paintJobs(await sps.samples.get(id))),
       exportsSection(sps, sample.jobs),

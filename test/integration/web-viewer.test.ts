@@ -1,0 +1,467 @@
+/** @jest-environment ./test/support/onnx-environment.js */
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import sharp from 'sharp';
+import { grantCredits } from '../../db/credits';
+import { SegmentationState } from '../../schemas/segmentation';
+import { workflowIds } from '../../schemas/temporal';
+import { testEnv } from '../support/env';
+import { apiClient } from '../support/http';
+import { runPythonJson } from '../support/python';
+import { startStack, type TestStack } from '../support/stack';
+
+/**
+ * The sample page's viewer in headless Chromium (WebGL2 on SwiftShader) over a real ingested
+ * slide, a real prediction and a real segmentation: rendered pixels against the stores' values
+ * under the chosen colour and contrast, outlines from the label mask, the cell under the cursor
+ * against the Parquet rows, scale bar and cursor position, and a new prediction's channel.
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const execFileAsync = promisify(execFile);
+
+let stack: TestStack;
+let browser: Browser;
+let page: Page;
+let call: ReturnType<typeof apiClient>;
+let sampleId: string;
+let jobId: string;
+let layerId: string;
+let screenshots: string;
+let scratch: string;
+const problems: string[] = [];
+/** Everything the page logged, shown when the viewer does not get to a complete view. */
+const consoleLines: string[] = [];
+
+const at = (route: string) => `${stack.baseUrl}${route}`;
+const shoot = (name: string) =>
+  page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
+const canvas = () => page.locator('#viewer-canvas');
+
+async function authJson(url: string): Promise<Record<string, unknown>> {
+  const response = await fetch(url, { headers: { authorization: `Bearer ${stack.tenant.apiKey}` } });
+  expect(response.status).toBe(200);
+  return (await response.json()) as Record<string, unknown>;
+}
+
+/** The x pixel size of each level of a store's first (or named) multiscale, from its root attributes. */
+async function pixelSizes(rootUrl: string, name?: string): Promise<number[]> {
+  const root = (await authJson(`${rootUrl}zarr.json`)) as {
+    attributes: {
+      ome: {
+        multiscales: { name?: string; datasets: { coordinateTransformations: { scale: number[] }[] }[] }[];
+      };
+    };
+  };
+  const multiscales = root.attributes.ome.multiscales;
+  const multiscale = name ? multiscales.find((m) => m.name === name)! : multiscales[0]!;
+  return multiscale.datasets.map((d) => d.coordinateTransformations[0]!.scale.at(-1)!);
+}
+
+/** The level the viewer draws at a zoom of `zoom` CSS (= device) pixels per world unit. */
+const levelAt = (sizes: number[], zoom: number) =>
+  sizes.reduce((chosen, size, k) => (size <= (1 / zoom) * 1.0001 ? k : chosen), 0);
+
+interface Region {
+  shape: number[];
+  data: number[];
+}
+
+async function readStores(
+  reads: { store: 'he' | 'results' | 'mask'; name?: string; level: number; y: number[]; x: number[] }[],
+): Promise<{
+  reads: Region[];
+  windows: Record<string, { color: string; window: { start: number; end: number } }>;
+}> {
+  const script = path.join(__dirname, '..', 'support', 'viewer-store-read.mjs');
+  const input = { baseUrl: stack.baseUrl, apiKey: stack.tenant.apiKey, sampleId, jobId, layerId, reads };
+  const { stdout } = await execFileAsync(process.execPath, [script, JSON.stringify(input)], {
+    maxBuffer: 1 << 30,
+    cwd: path.join(__dirname, '..', '..'),
+  });
+  return JSON.parse(stdout);
+}
+
+/** The canvas's own pixels, RGB (its drawing buffer is preserved; the page runs at device scale 1). */
+async function canvasPixels(): Promise<{ width: number; height: number; rgb: Buffer }> {
+  const url = await page.evaluate<string>("document.getElementById('viewer-canvas').toDataURL('image/png')");
+  const png = Buffer.from(url.slice(url.indexOf(',') + 1), 'base64');
+  const { data, info } = await sharp(png).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { width: info.width, height: info.height, rgb: data };
+}
+
+const pixel = (image: { width: number; rgb: Buffer }, x: number, y: number) => {
+  const i = (y * image.width + x) * 3;
+  return [image.rgb[i]!, image.rgb[i + 1]!, image.rgb[i + 2]!];
+};
+
+/**
+ * A view where one CSS pixel is one H&E level-0 pixel and the canvas's top-left pixel is level-0
+ * pixel (`left`, `top`): pixel centres fall on texel centres of every level.
+ */
+async function openAt(left: number, top: number, zoom: number): Promise<{ width: number; height: number }> {
+  const size = { width: 0, height: 0 };
+  await page.goto(at(`/samples/${sampleId}`));
+  await canvas().waitFor();
+  Object.assign(
+    size,
+    await canvas().evaluate((element: { clientWidth: number; clientHeight: number }) => ({
+      width: element.clientWidth,
+      height: element.clientHeight,
+    })),
+  );
+  const x = (left + size.width / 2) / zoom;
+  const y = (top + size.height / 2) / zoom;
+  await page.goto(at(`/samples/${sampleId}#view=${x},${y},${zoom}`));
+  await page.reload();
+  await complete();
+  return size;
+}
+
+/** Waits for every chunk in view to be drawn; says what the page showed and logged if it never is. */
+async function complete(timeout = 60_000): Promise<void> {
+  try {
+    await page.locator('#viewer-canvas[data-state="complete"]').waitFor({ timeout });
+  } catch (err) {
+    const shown = await page.locator('#main').innerText();
+    throw new Error(
+      `${(err as Error).message}\npage:\n${shown}\nconsole:\n${consoleLines.slice(-80).join('\n')}`,
+    );
+  }
+}
+
+async function setChecked(label: string, checked: boolean): Promise<void> {
+  const box = page.locator('#viewer').getByLabel(label, { exact: true });
+  if ((await box.isChecked()) !== checked) await box.setChecked(checked);
+}
+
+async function settled(): Promise<void> {
+  await page.mouse.move(0, 0);
+  // Two frames: a control's change draws on the next one.
+  await page.evaluate(
+    'new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))',
+  );
+  await complete();
+}
+
+async function waitForSegmentation(): Promise<SegmentationState> {
+  for (let i = 0; i < 1200; i++) {
+    const state = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json);
+    if (state.status === 'completed' || state.status === 'failed') return state;
+    await sleep(250);
+  }
+  throw new Error('segmentation did not end in time');
+}
+
+let heSizes: number[];
+let markerSizes: number[];
+let maskSizes: number[];
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true, sharedSlides: true });
+  call = apiClient(stack.api, stack.tenant.apiKey);
+  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
+  await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
+  expect((await call('POST', `/samples/${sampleId}/segmentation`)).status).toBeLessThan(300);
+  const state = await waitForSegmentation();
+  expect(state.status).toBe('completed');
+  layerId = state.layer!.id;
+  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['DAPI', 'CD3'] });
+  expect(submitted.status).toBe(202);
+  jobId = submitted.json.jobId as string;
+  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
+  await stack.client.workflow.getHandle(workflowIds.segmentationMarkers(layerId, jobId)).result();
+
+  heSizes = await pixelSizes(`${stack.api}/samples/${sampleId}/he/files/`);
+  markerSizes = await pixelSizes(`${stack.api}/jobs/${jobId}/results/files/`, 'CD3');
+  maskSizes = await pixelSizes(`${stack.api}/samples/${sampleId}/segmentation/${layerId}/files/mask/`);
+
+  screenshots = path.join(
+    process.env.SPS_TEST_ARTIFACTS ?? path.join(__dirname, '..', '..', '.data', 'test-artifacts'),
+    'web-viewer',
+  );
+  await mkdir(screenshots, { recursive: true });
+  scratch = await mkdtemp(path.join(testEnv().scratch, 'web-viewer-'));
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--use-angle=swiftshader', '--enable-unsafe-swiftshader'],
+  });
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1 });
+  page.on('response', (response) => {
+    if (response.url().includes('/files/'))
+      consoleLines.push(
+        `${response.status()} ${response.request().headers().range} ${response.headers()['content-range']} ${response.headers()['content-length']} ${response.url().split('/files/')[1]}`,
+      );
+  });
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  page.on('console', (message) => {
+    consoleLines.push(`${message.type()}: ${message.text()}`);
+    if (message.type() === 'error' && /Content Security Policy|WebGL|shader/i.test(message.text()))
+      problems.push(message.text());
+  });
+  await page.goto(at('/settings'));
+  await page.evaluate((key) => sessionStorage.setItem('sps.apiKey', key), stack.tenant.apiKey);
+}, 900_000);
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+});
+
+/** The level-0 pixel of the slide's centre, rounded: where the views below look. */
+const centre = async () => {
+  const detail = await call('GET', `/samples/${sampleId}`);
+  return { x: Math.floor(detail.json.widthPx / 2), y: Math.floor(detail.json.heightPx / 2) };
+};
+
+/** Points spread over the canvas, away from its edges. */
+function grid(width: number, height: number): [number, number][] {
+  const points: [number, number][] = [];
+  for (let i = 1; i <= 6; i++)
+    for (let j = 1; j <= 4; j++) points.push([Math.floor((width * i) / 7), Math.floor((height * j) / 5)]);
+  return points;
+}
+
+test('the H&E is drawn as its pyramid holds it', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const size = await openAt(middle.x - 300, middle.y - 200, zoom);
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  await setChecked('CD3', false);
+  await setChecked('DAPI', false);
+  await page.locator('#viewer').getByLabel('H&E opacity').fill('1');
+  await settled();
+  const level = levelAt(heSizes, zoom);
+  expect(level).toBe(0);
+  const image = await canvasPixels();
+  expect([image.width, image.height]).toEqual([size.width, size.height]);
+  const { reads } = await readStores([
+    { store: 'he', level, y: [top, top + size.height], x: [left, left + size.width] },
+  ]);
+  const [region] = reads as [Region];
+  const plane = region.shape[1]! * region.shape[2]!;
+  for (const [x, y] of grid(size.width, size.height)) {
+    const stored = [0, 1, 2].map((c) => region.data[c * plane + y * region.shape[2]! + x]!);
+    const drawn = pixel(image, x, y);
+    const close = drawn.every((value, c) => Math.abs(value - stored[c]!) <= 1);
+    expect({ x, y, drawn, stored, close }).toEqual({ x, y, drawn, stored, close: true });
+  }
+  await shoot('viewer-he');
+}, 120_000);
+
+test('a marker is drawn as its store holds it, under the chosen colour and contrast limits', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  const size = await openAt(left, top, zoom);
+  const level = levelAt(markerSizes, zoom);
+  const ratio = heSizes[0]! / markerSizes[level]!;
+  const x0 = Math.floor(left * ratio);
+  const y0 = Math.floor(top * ratio);
+  const x1 = Math.ceil((left + size.width) * ratio) + 1;
+  const y1 = Math.ceil((top + size.height) * ratio) + 1;
+  const { reads, windows } = await readStores([
+    { store: 'results', name: 'CD3', level, y: [y0, y1], x: [x0, x1] },
+  ]);
+  const [region] = reads as [Region];
+  const values = region.data.filter((v) => v > 0).sort((a, b) => a - b);
+  expect(values.length).toBeGreaterThan(0);
+  // Defaults: the store's own window and colour.
+  const row = page.locator('.channel[data-channel="CD3"]');
+  await expect(row.getByLabel('CD3 contrast minimum').inputValue()).resolves.toBe(
+    String(Math.round(windows.CD3!.window.start)),
+  );
+  await expect(row.getByLabel('CD3 contrast maximum').inputValue()).resolves.toBe(
+    String(Math.round(windows.CD3!.window.end)),
+  );
+  await expect(row.getByLabel('CD3 colour').inputValue()).resolves.toBe(
+    `#${windows.CD3!.color.toLowerCase()}`,
+  );
+  // Chosen: limits at the region's 10th and 90th percentiles, an orange no default has.
+  const low = values[Math.floor(values.length * 0.1)]!;
+  const high = Math.max(values[Math.floor(values.length * 0.9)]!, low + 1);
+  await setChecked('H&E', false);
+  await setChecked('DAPI', false);
+  await setChecked('CD3', true);
+  await row.getByLabel('CD3 contrast minimum').fill(String(low));
+  await row.getByLabel('CD3 contrast maximum').fill(String(high));
+  await row.getByLabel('CD3 contrast maximum').press('Tab');
+  await row.getByLabel('CD3 colour').fill('#ff8000');
+  await settled();
+  const image = await canvasPixels();
+  const colour = [1, 128 / 255, 0];
+  let lit = 0;
+  for (const [x, y] of grid(size.width, size.height)) {
+    const mx = Math.floor((left + x + 0.5) * ratio) - x0;
+    const my = Math.floor((top + y + 0.5) * ratio) - y0;
+    const stored = region.data[my * region.shape[2]! + mx]!;
+    const level01 = Math.min(1, Math.max(0, (stored - low) / (high - low)));
+    if (level01 > 0) lit += 1;
+    const expected = colour.map((c) => Math.round(255 * c * level01));
+    const drawn = pixel(image, x, y);
+    const close = drawn.every((value, c) => Math.abs(value - expected[c]!) <= 2);
+    expect({ x, y, stored, drawn, expected, close }).toEqual({ x, y, stored, drawn, expected, close: true });
+  }
+  expect(lit).toBeGreaterThan(0);
+  await shoot('viewer-cd3');
+}, 120_000);
+
+/** A label-mask region under the view, level 0 of the mask = one CSS pixel. */
+async function maskUnderView(left: number, top: number, size: { width: number; height: number }) {
+  expect(maskSizes[0]).toBeCloseTo(heSizes[0]!, 9);
+  const { reads } = await readStores([
+    { store: 'mask', level: 0, y: [top, top + size.height], x: [left, left + size.width] },
+  ]);
+  const region = reads[0]!;
+  const width = region.shape[2]!;
+  return (x: number, y: number) => region.data[y * width + x]!;
+}
+
+test('cell outlines from the label mask switch on and off; a border pixel changes, the inside does not', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  const size = await openAt(left, top, zoom);
+  const label = await maskUnderView(left, top, size);
+  const borders: [number, number][] = [];
+  const insides: [number, number][] = [];
+  for (let y = 2; y < size.height - 2; y += 3) {
+    for (let x = 2; x < size.width - 2; x += 3) {
+      if ((left + x) % 512 >= 510 || (top + y) % 512 >= 510 || (top + y) % 512 === 0) continue;
+      const here = label(x, y);
+      if (here !== 0 && here !== label(x + 1, y) && label(x, y - 1) === here && label(x, y + 1) === here)
+        borders.push([x, y]);
+      const around = [-1, 0, 1].flatMap((dy) => [-1, 0, 1].map((dx) => label(x + dx, y + dy)));
+      if (here !== 0 && around.every((v) => v === here)) insides.push([x, y]);
+    }
+  }
+  expect(borders.length).toBeGreaterThan(10);
+  expect(insides.length).toBeGreaterThan(10);
+  await settled();
+  const before = await canvasPixels();
+  await page.locator('#viewer-outlines').check();
+  await settled();
+  const after = await canvasPixels();
+  await shoot('viewer-outlines');
+  for (const [x, y] of borders.slice(0, 40))
+    expect({ x, y, rgb: pixel(after, x, y) }).toEqual({ x, y, rgb: [255, 255, 0] });
+  expect(borders.slice(0, 40).some(([x, y]) => pixel(before, x, y).join() !== '255,255,0')).toBe(true);
+  for (const [x, y] of insides.slice(0, 40))
+    expect({ x, y, rgb: pixel(after, x, y) }).toEqual({ x, y, rgb: pixel(before, x, y) });
+  await page.locator('#viewer-outlines').uncheck();
+  await settled();
+  const off = await canvasPixels();
+  for (const [x, y] of borders.slice(0, 40)) expect(pixel(off, x, y)).toEqual(pixel(before, x, y));
+}, 120_000);
+
+test('hovering a cell shows its id, area and marker means as the Parquet tables hold them', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  const size = await openAt(left, top, zoom);
+  const label = await maskUnderView(left, top, size);
+  let target: [number, number] | undefined;
+  for (let y = size.height / 2; y < size.height - 2 && !target; y += 5) {
+    for (let x = 20; x < size.width - 20; x += 5) {
+      const around = [-2, 0, 2].flatMap((dy) => [-2, 0, 2].map((dx) => label(x + dx, y + dy)));
+      if (label(x, y) !== 0 && around.every((v) => v === label(x, y))) {
+        target = [x, y];
+        break;
+      }
+    }
+  }
+  expect(target).toBeDefined();
+  const [x, y] = target!;
+  const expectedLabel = label(x, y);
+  await canvas().scrollIntoViewIfNeeded();
+  const box = (await canvas().boundingBox())!;
+  await page.mouse.move(box.x + x + 0.5, box.y + y + 0.5);
+  const info = page.locator('#cell-info');
+  await info.locator(`dd[data-field="label"]`, { hasText: String(expectedLabel) }).waitFor();
+  const shown = Object.fromEntries(
+    await info
+      .locator('dd')
+      .evaluateAll((nodes: { dataset: { field?: string }; textContent: string | null }[]) =>
+        nodes.map((node) => [node.dataset.field ?? '', node.textContent ?? '']),
+      ),
+  ) as Record<string, string>;
+  await shoot('viewer-hover');
+
+  const files = `${stack.api}/samples/${sampleId}/segmentation/${layerId}/files/`;
+  const download = async (file: string, name: string) => {
+    const response = await fetch(`${files}${file}`, {
+      headers: { authorization: `Bearer ${stack.tenant.apiKey}` },
+    });
+    const local = path.join(scratch, name);
+    await writeFile(local, new Uint8Array(await response.arrayBuffer()));
+    return local;
+  };
+  const instances = await download('features/instances.parquet', 'instances.parquet');
+  const markers = await Promise.all(
+    ['DAPI', 'CD3'].map((m) => download(`features/markers/${m}.parquet`, `${m}.parquet`)),
+  );
+  const row = await runPythonJson<{ instance_id: string; area_um2: number; DAPI: number; CD3: number }>(
+    `
+import json, sys, pyarrow.parquet as pq
+cells = pq.read_table(sys.argv[1]).to_pylist()
+cell = next(c for c in cells if c['local_label'] == int(sys.argv[2]))
+out = {'instance_id': str(cell['instance_id']), 'area_um2': cell['area_um2']}
+for name, file in zip(['DAPI', 'CD3'], sys.argv[3:]):
+    out[name] = next(r['mean'] for r in pq.read_table(file).to_pylist() if r['instance_id'] == cell['instance_id'])
+print(json.dumps(out))
+`,
+    [instances, String(expectedLabel), ...markers],
+  );
+  expect(shown.instance_id).toBe(row.instance_id);
+  expect(shown.area_um2).toBe(`${row.area_um2.toFixed(2)} µm²`);
+  expect(shown['mean:DAPI']).toBe(row.DAPI.toPrecision(4));
+  expect(shown['mean:CD3']).toBe(row.CD3.toPrecision(4));
+}, 120_000);
+
+test('the scale bar and the cursor position are in micrometres', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  await openAt(left, top, zoom);
+  const text = await page.locator('#viewer-scale-text').textContent();
+  const [length, unit] = text!.split(' ');
+  expect(unit).toBe('µm');
+  expect(['1', '2', '5']).toContain(length!.replace(/0|\./g, '')[0]);
+  const bar = (await page.locator('#viewer-scale .bar').boundingBox())!;
+  expect(Math.abs(bar.width - Number(length) * zoom)).toBeLessThan(1);
+  expect(bar.width).toBeLessThanOrEqual(120);
+  await canvas().scrollIntoViewIfNeeded();
+  const box = (await canvas().boundingBox())!;
+  await page.mouse.move(box.x + 100, box.y + 50);
+  const cursor = await page.locator('#viewer-cursor', { hasText: /µm/ }).textContent();
+  const [, cx, cy] = /x ([\d.]+) µm, y ([\d.]+) µm/.exec(cursor!)!.map(Number);
+  expect(Math.abs(cx! - (left + 100) / zoom)).toBeLessThan(1 / zoom);
+  expect(Math.abs(cy! - (top + 50) / zoom)).toBeLessThan(1 / zoom);
+}, 120_000);
+
+test('the channels of a prediction submitted from the page appear when its job ends', async () => {
+  await page.goto(at(`/samples/${sampleId}`));
+  await complete();
+  const catalog = await call('GET', '/markers');
+  const fresh = (catalog.json.markers as { name: string }[])
+    .map((m) => m.name)
+    .find((m) => !['DAPI', 'CD3'].includes(m))!;
+  expect(await page.locator(`.channel[data-channel="${fresh}"]`).count()).toBe(0);
+  await page.locator(`fieldset.markers input[value="${fresh}"]`).check();
+  await page.getByRole('button', { name: 'Submit prediction' }).click();
+  await page.locator(`.channel[data-channel="${fresh}"]`).waitFor({ timeout: 300_000 });
+  await complete();
+  await expect(page.locator('.channel[data-channel="CD3"]').count()).resolves.toBe(1);
+  await shoot('viewer-new-channel');
+}, 360_000);
+
+test('the viewer broke no CSP rule and threw nothing', () => {
+  expect(problems).toEqual([]);
+});

@@ -1,0 +1,267 @@
+import type { SpsClient } from '../../../sdk';
+import { h, showError } from '../dom';
+import { CellTables } from './cells';
+import '../zarr-codecs';
+import { channelLayers, heLayer, labelLayer } from './sources';
+import { fitView, hashOf, scaleBar, type View, viewFromHash } from './view';
+import { type ChannelState, type Scene, Viewer, type ViewerEvents } from './viewer';
+import './viewer.css';
+
+type Sample = Awaited<ReturnType<SpsClient['samples']['get']>>;
+
+const hex = (colour: readonly number[]) =>
+  `#${colour
+    .map((c) =>
+      Math.round(c * 255)
+        .toString(16)
+        .padStart(2, '0'),
+    )
+    .join('')}`;
+const rgbOf = (value: string): [number, number, number] => [
+  Number.parseInt(value.slice(1, 3), 16) / 255,
+  Number.parseInt(value.slice(3, 5), 16) / 255,
+  Number.parseInt(value.slice(5, 7), 16) / 255,
+];
+
+function channelControls(channel: ChannelState, redraw: () => void): HTMLElement {
+  const name = channel.layer.label;
+  const number = (label: string, index: 0 | 1) =>
+    h('input', {
+      type: 'number',
+      min: 0,
+      max: 65535,
+      step: 1,
+      value: Math.round(channel.limits[index]),
+      'aria-label': `${name} contrast ${label}`,
+      class: 'limit',
+      onchange: (event: Event) => {
+        const value = Number((event.target as HTMLInputElement).value);
+        if (Number.isFinite(value)) channel.limits[index] = value;
+        redraw();
+      },
+    });
+  return h(
+    'div',
+    { class: 'channel', 'data-channel': name },
+    h(
+      'label',
+      { class: 'check' },
+      h('input', {
+        type: 'checkbox',
+        checked: channel.visible,
+        onchange: (event: Event) => {
+          channel.visible = (event.target as HTMLInputElement).checked;
+          redraw();
+        },
+      }),
+      ` ${name}`,
+    ),
+    h('input', {
+      type: 'color',
+      value: hex(channel.colour),
+      'aria-label': `${name} colour`,
+      oninput: (event: Event) => {
+        channel.colour = rgbOf((event.target as HTMLInputElement).value);
+        redraw();
+      },
+    }),
+    number('minimum', 0),
+    number('maximum', 1),
+  );
+}
+
+/** The cell under the cursor: id, area and the marker means from the layer's tables. */
+function cellInfo(summary: Awaited<ReturnType<CellTables['cell']>>, unit: string): (HTMLElement | string)[] {
+  if (!summary) return ['No cell here.'];
+  const entries: [string, string, string][] = [
+    ['instance_id', 'Cell', summary.instanceId],
+    ['label', 'Label', String(summary.label)],
+    ['area_um2', 'Area', `${summary.areaUm2.toFixed(2)} ${unit}²`],
+    ...summary.means.map(({ marker, mean }): [string, string, string] => [
+      `mean:${marker}`,
+      `${marker} mean`,
+      mean.toPrecision(4),
+    ]),
+  ];
+  return [
+    h(
+      'dl',
+      { class: 'meta' },
+      ...entries.flatMap(([field, term, value]) => [
+        h('dt', {}, term),
+        h('dd', { 'data-field': field }, value),
+      ]),
+    ),
+  ];
+}
+
+/**
+ * The sample's viewer: its H&E, the markers of its completed predictions and its cell outlines
+ * in one deep-zoom canvas, with a control per layer, a scale bar, the cursor's position and the
+ * cell under it. Loaded by the sample page on demand (its own chunk: the list pages never load
+ * it); mounted again, with the view kept in the URL hash, when the page reloads after a job.
+ */
+export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: Sample): Promise<void> {
+  const status = h('p', { role: 'alert', hidden: true, class: 'field-error' });
+  section.replaceChildren(h('h2', { id: 'viewer-title' }, 'Viewer'), status);
+  if (sample.status !== 'ready') {
+    section.append(h('p', {}, 'The viewer needs a ready sample.'));
+    return;
+  }
+  try {
+    const layer = sample.segmentation.status === 'completed' ? sample.segmentation.layer : null;
+    const [he, channels, cells, manifest] = await Promise.all([
+      heLayer(sps, sample.id),
+      channelLayers(sps, sample.jobs),
+      layer ? labelLayer(sps, sample.id, layer.id) : undefined,
+      layer ? sps.segmentation.manifest(sample.id, layer.id) : undefined,
+    ]);
+    const scene: Scene = {
+      he: { layer: he.layer, visible: true, opacity: channels.length > 0 ? 0.35 : 1 },
+      channels: channels.map((c) => ({
+        layer: c,
+        visible: true,
+        colour: c.color,
+        limits: [c.window.start, c.window.end],
+      })),
+      cells: cells && { layer: cells, outlines: false, selected: 0 },
+    };
+    const tables =
+      layer && manifest
+        ? new CellTables(sps, sample.id, layer.id, manifest.artifacts.cells.markers)
+        : undefined;
+    await connected(section);
+    build(section, scene, he.unit, tables);
+  } catch (err) {
+    showError(err, status);
+  }
+}
+
+/** The sample page attaches its sections when all are made: the canvas is measured once it is. */
+async function connected(section: HTMLElement): Promise<void> {
+  while (!section.isConnected) await new Promise((resolve) => requestAnimationFrame(resolve));
+}
+
+function build(section: HTMLElement, scene: Scene, unit: string, tables: CellTables | undefined): void {
+  const canvas = h('canvas', {
+    id: 'viewer-canvas',
+    tabindex: 0,
+    'aria-label': 'Slide viewer: drag to pan, wheel or + and - to zoom, arrow keys to move',
+  });
+  const bar = h('span', { class: 'bar' });
+  const barText = h('span', { id: 'viewer-scale-text' });
+  const cursor = h('output', { id: 'viewer-cursor', 'aria-live': 'off' }, '—');
+  const info = h('div', { id: 'cell-info', 'aria-live': 'polite' });
+  const error = h('p', { role: 'alert', hidden: true, class: 'field-error' });
+  let hovered = 0;
+  let viewer: Viewer | undefined;
+  const redraw = () => viewer?.redraw();
+  const events: ViewerEvents = {
+    onView(view) {
+      // Whole: the page's <base> would resolve a bare `#view=...` against the app root.
+      history.replaceState(null, '', `${location.pathname}${location.search}${hashOf(view)}`);
+      const scale = scaleBar(view.zoom, 120);
+      bar.style.width = `${scale.px}px`;
+      barText.textContent = `${scale.length} ${unit}`;
+    },
+    onPointer(world) {
+      cursor.textContent = world ? `x ${world.x.toFixed(1)} ${unit}, y ${world.y.toFixed(1)} ${unit}` : '—';
+      if (!scene.cells || !tables) return;
+      const label = world ? (viewer?.labelAt(world) ?? 0) : 0;
+      if (label === hovered) return;
+      hovered = label;
+      scene.cells.selected = label;
+      redraw();
+      if (label === 0) {
+        info.replaceChildren();
+        return;
+      }
+      tables
+        .cell(label)
+        .then((summary) => {
+          if (hovered === label) info.replaceChildren(...cellInfo(summary, unit));
+        })
+        .catch((err) => showError(err, error));
+    },
+    onError(err) {
+      // The console gets the cause too (zarrita wraps a codec's own error).
+      console.error(String(err), String((err as { cause?: unknown }).cause ?? ''));
+      showError(err, error);
+    },
+  };
+  const controls = h(
+    'fieldset',
+    { class: 'viewer-layers' },
+    h('legend', {}, 'Layers'),
+    h(
+      'div',
+      { class: 'channel', 'data-channel': 'H&E' },
+      h(
+        'label',
+        { class: 'check' },
+        h('input', {
+          type: 'checkbox',
+          checked: scene.he.visible,
+          onchange: (event: Event) => {
+            scene.he.visible = (event.target as HTMLInputElement).checked;
+            redraw();
+          },
+        }),
+        ' H&E',
+      ),
+      h('input', {
+        type: 'range',
+        min: 0,
+        max: 1,
+        step: 0.05,
+        value: scene.he.opacity,
+        'aria-label': 'H&E opacity',
+        oninput: (event: Event) => {
+          scene.he.opacity = Number((event.target as HTMLInputElement).value);
+          redraw();
+        },
+      }),
+    ),
+    ...scene.channels.map((channel) => channelControls(channel, redraw)),
+    scene.cells
+      ? h(
+          'label',
+          { class: 'check' },
+          h('input', {
+            type: 'checkbox',
+            id: 'viewer-outlines',
+            onchange: (event: Event) => {
+              scene.cells!.outlines = (event.target as HTMLInputElement).checked;
+              redraw();
+            },
+          }),
+          ' Cell outlines',
+        )
+      : h('p', { class: 'note' }, 'No completed segmentation: no cell outlines.'),
+  );
+  section.append(
+    h(
+      'div',
+      { class: 'viewer' },
+      h(
+        'div',
+        { class: 'viewer-stage' },
+        canvas,
+        h('div', { class: 'viewer-scale', id: 'viewer-scale' }, bar, barText),
+      ),
+      h('div', { class: 'viewer-side' }, controls, h('p', {}, 'Cursor: ', cursor), info, error),
+    ),
+  );
+  // Sized by the stylesheet: the first view fits the slide to the canvas as laid out.
+  const level0 = scene.he.layer.levels[0]!;
+  const initial: View =
+    viewFromHash(location.hash) ??
+    fitView(
+      canvas.clientWidth,
+      canvas.clientHeight,
+      level0.width * level0.pixelSize,
+      level0.height * level0.pixelSize,
+    );
+  viewer = new Viewer(canvas, scene, initial, events);
+  viewer.setView(initial);
+}

@@ -1,0 +1,127 @@
+import {
+  type OmeZarrStore,
+  openResults,
+  openSampleHe,
+  openSegmentationMask,
+  type SpsClient,
+  type StoreArray,
+} from '../../../sdk';
+
+/** One level of a multiscale image: its array, size, inner chunk side and pixel size in world units. */
+export interface Level {
+  array: StoreArray;
+  width: number;
+  height: number;
+  chunkWidth: number;
+  chunkHeight: number;
+  /** World units (µm, or H&E pixels when the slide has no calibration) per pixel of this level. */
+  pixelSize: number;
+}
+
+export type LayerKind = 'rgb' | 'channel' | 'labels';
+
+/** A multiscale image the viewer draws: the H&E, one predicted marker, or the label mask. */
+export interface Layer {
+  id: string;
+  kind: LayerKind;
+  label: string;
+  levels: Level[];
+}
+
+export interface ChannelLayer extends Layer {
+  kind: 'channel';
+  /** Display colour, 0..1 per component. */
+  color: [number, number, number];
+  /** Contrast limits in stored units (uint16). */
+  window: { start: number; end: number; min: number; max: number };
+}
+
+interface Multiscale {
+  name?: string;
+  axes?: { name: string; unit?: string }[];
+  datasets: { path: string; coordinateTransformations?: { type: string; scale?: number[] }[] }[];
+}
+
+function multiscalesOf(attributes: Record<string, unknown>): Multiscale[] {
+  const ome = attributes.ome as { multiscales?: Multiscale[] } | undefined;
+  return ome?.multiscales ?? [];
+}
+
+function multiscaleNamed(store: OmeZarrStore, name: string): Multiscale {
+  const all = multiscalesOf(store.attributes);
+  const found = all.find((m, i) => (m.name ?? String(i)) === name);
+  if (!found) throw new Error(`the store has no multiscale image ${name}`);
+  return found;
+}
+
+/** Opens every level of a multiscale image, with the x scale its dataset states. */
+async function levelsOf(store: OmeZarrStore, name: string): Promise<Level[]> {
+  const multiscale = multiscaleNamed(store, name);
+  return Promise.all(
+    multiscale.datasets.map(async (dataset, level) => {
+      const array = await store.open(name, level);
+      const scale = dataset.coordinateTransformations?.find((t) => t.type === 'scale')?.scale;
+      const [, height, width] = array.shape as [number, number, number];
+      const [, chunkHeight, chunkWidth] = array.chunks as [number, number, number];
+      return { array, width, height, chunkWidth, chunkHeight, pixelSize: scale?.at(-1) ?? 2 ** level };
+    }),
+  );
+}
+
+/** `"FF8000"` as 0..1 components. */
+function rgbOf(hex: string | undefined): [number, number, number] {
+  const value = Number.parseInt(hex ?? 'FFFFFF', 16);
+  return [((value >> 16) & 255) / 255, ((value >> 8) & 255) / 255, (value & 255) / 255];
+}
+
+/** The sample's H&E pyramid, and whether its axes are calibrated in micrometres. */
+export async function heLayer(sps: SpsClient, sampleId: string): Promise<{ layer: Layer; unit: string }> {
+  const store = await openSampleHe(sps, sampleId);
+  const name = [...store.multiscales.keys()][0]!;
+  const unit = multiscaleNamed(store, name).axes?.at(-1)?.unit === 'micrometer' ? 'µm' : 'px';
+  return { layer: { id: 'he', kind: 'rgb', label: 'H&E', levels: await levelsOf(store, name) }, unit };
+}
+
+interface Omero {
+  channels?: { label?: string; color?: string; window?: Partial<ChannelLayer['window']> }[];
+}
+
+/**
+ * The markers of completed prediction jobs, newest job first, each marker once (a later
+ * prediction of a marker replaces an earlier one): colour and window from the marker's
+ * `omero` metadata.
+ */
+export async function channelLayers(
+  sps: SpsClient,
+  jobs: readonly { id: string; status: string; markers: string[] }[],
+): Promise<ChannelLayer[]> {
+  const seen = new Set<string>();
+  const layers: ChannelLayer[] = [];
+  for (const job of jobs) {
+    if (job.status !== 'completed' || job.markers.every((m) => seen.has(m))) continue;
+    const store = await openResults(sps, job.id);
+    for (const marker of store.multiscales.keys()) {
+      if (seen.has(marker)) continue;
+      seen.add(marker);
+      const attributes = await store.groupAttributes(`markers/${marker}`);
+      const omero = (attributes.ome as { omero?: Omero } | undefined)?.omero?.channels?.[0];
+      const window = { start: 0, end: 65535, min: 0, max: 65535, ...omero?.window };
+      layers.push({
+        id: `${job.id}/${marker}`,
+        kind: 'channel',
+        label: marker,
+        levels: await levelsOf(store, marker),
+        color: rgbOf(omero?.color),
+        window,
+      });
+    }
+  }
+  return layers;
+}
+
+/** The label mask of a completed segmentation layer. */
+export async function labelLayer(sps: SpsClient, sampleId: string, layerId: string): Promise<Layer> {
+  const store = await openSegmentationMask(sps, sampleId, layerId);
+  const name = [...store.multiscales.keys()][0]!;
+  return { id: 'cells', kind: 'labels', label: 'Cell outlines', levels: await levelsOf(store, name) };
+}

@@ -1,0 +1,144 @@
+import type { Layer, LayerKind } from './sources';
+
+/** One decoded chunk of one level of a layer, uploaded as a texture. */
+export interface Tile {
+  key: string;
+  texture: WebGLTexture;
+  /** The chunk's full size in texels (edge chunks are padded to it). */
+  width: number;
+  height: number;
+  /** Label values, kept for the cell under the cursor (label layers only). */
+  labels?: Uint32Array;
+}
+
+export interface TileAddress {
+  layer: Layer;
+  level: number;
+  x: number;
+  y: number;
+}
+
+export const tileKey = (a: TileAddress) => `${a.layer.id}/${a.level}/${a.y}/${a.x}`;
+
+/** Requests in flight at once: the browser's own limit of connections per origin. */
+const CONCURRENCY = 6;
+/** Textures kept: about a dozen viewports of five layers. */
+const CAPACITY = 600;
+
+const formats: Record<LayerKind, { internal: number; format: number; type: number }> = {
+  rgb: {
+    internal: WebGL2RenderingContext.R8,
+    format: WebGL2RenderingContext.RED,
+    type: WebGL2RenderingContext.UNSIGNED_BYTE,
+  },
+  channel: {
+    internal: WebGL2RenderingContext.R16UI,
+    format: WebGL2RenderingContext.RED_INTEGER,
+    type: WebGL2RenderingContext.UNSIGNED_SHORT,
+  },
+  labels: {
+    internal: WebGL2RenderingContext.R32UI,
+    format: WebGL2RenderingContext.RED_INTEGER,
+    type: WebGL2RenderingContext.UNSIGNED_INT,
+  },
+};
+
+/**
+ * Chunks fetched through zarrita (Range reads of the shards) on demand, in the order the frame
+ * asks for them, at most `CONCURRENCY` at once; a request no longer wanted when its turn comes
+ * is dropped. Textures beyond `CAPACITY` are freed least recently used first.
+ */
+export class TileCache {
+  private readonly tiles = new Map<string, Tile>();
+  private readonly pending = new Map<string, TileAddress>();
+  private readonly loading = new Set<string>();
+  private wanted = new Set<string>();
+
+  constructor(
+    private readonly gl: WebGL2RenderingContext,
+    private readonly onLoad: () => void,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  get(address: TileAddress): Tile | undefined {
+    const key = tileKey(address);
+    const tile = this.tiles.get(key);
+    if (tile) {
+      // Re-inserted: the Map's order is the recency order.
+      this.tiles.delete(key);
+      this.tiles.set(key, tile);
+    }
+    return tile;
+  }
+
+  /** The chunks the current frame needs: anything queued and not among them is dropped. */
+  want(addresses: TileAddress[]): void {
+    this.wanted = new Set(addresses.map(tileKey));
+    for (const key of this.pending.keys()) if (!this.wanted.has(key)) this.pending.delete(key);
+    for (const address of addresses) {
+      const key = tileKey(address);
+      if (!this.tiles.has(key) && !this.loading.has(key)) this.pending.set(key, address);
+    }
+    this.pump();
+  }
+
+  dispose(): void {
+    for (const tile of this.tiles.values()) this.gl.deleteTexture(tile.texture);
+    this.tiles.clear();
+    this.pending.clear();
+  }
+
+  private pump(): void {
+    while (this.loading.size < CONCURRENCY && this.pending.size > 0) {
+      const [key, address] = this.pending.entries().next().value as [string, TileAddress];
+      this.pending.delete(key);
+      this.loading.add(key);
+      this.load(key, address)
+        .catch(this.onError)
+        .finally(() => {
+          this.loading.delete(key);
+          this.pump();
+        });
+    }
+  }
+
+  private async load(key: string, address: TileAddress): Promise<void> {
+    const level = address.layer.levels[address.level]!;
+    const chunk = await level.array.getChunk([0, address.y, address.x]);
+    const [channels, height, width] = chunk.shape as [number, number, number];
+    const gl = this.gl;
+    const format = formats[address.layer.kind];
+    const texture = gl.createTexture();
+    gl.bindTexture(gl.TEXTURE_2D, texture);
+    gl.pixelStorei(gl.UNPACK_ALIGNMENT, 1);
+    // Planar channels (the H&E's R, G, B) are stacked vertically in one texture.
+    gl.texImage2D(
+      gl.TEXTURE_2D,
+      0,
+      format.internal,
+      width,
+      height * channels,
+      0,
+      format.format,
+      format.type,
+      chunk.data as ArrayBufferView,
+    );
+    for (const parameter of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER])
+      gl.texParameteri(gl.TEXTURE_2D, parameter, gl.NEAREST);
+    for (const parameter of [gl.TEXTURE_WRAP_S, gl.TEXTURE_WRAP_T])
+      gl.texParameteri(gl.TEXTURE_2D, parameter, gl.CLAMP_TO_EDGE);
+    const labels = address.layer.kind === 'labels' ? (chunk.data as Uint32Array) : undefined;
+    this.tiles.set(key, { key, texture: texture!, width, height, labels });
+    this.evict();
+    this.onLoad();
+  }
+
+  private evict(): void {
+    for (const [key, tile] of this.tiles) {
+      if (this.tiles.size <= CAPACITY) return;
+      if (this.wanted.has(key)) continue;
+      this.gl.deleteTexture(tile.texture);
+      this.tiles.delete(key);
+    }
+  }
+}

@@ -1,0 +1,59 @@
+/** Where the viewer looks: the world point at the canvas centre and CSS pixels per world unit. */
+export interface View {
+  x: number;
+  y: number;
+  zoom: number;
+}
+
+/** The rectangle of the world a canvas of `width` x `height` CSS pixels shows. */
+export function visibleRect(view: View, width: number, height: number) {
+  const halfWidth = width / 2 / view.zoom;
+  const halfHeight = height / 2 / view.zoom;
+  return { x0: view.x - halfWidth, y0: view.y - halfHeight, x1: view.x + halfWidth, y1: view.y + halfHeight };
+}
+
+/** The world point under a CSS pixel offset from the canvas's top-left corner. */
+export function worldAt(view: View, width: number, height: number, px: number, py: number) {
+  return { x: view.x + (px - width / 2) / view.zoom, y: view.y + (py - height / 2) / view.zoom };
+}
+
+/** Zooms by `factor` keeping the world point under (px, py) where it is. */
+export function zoomAbout(
+  view: View,
+  width: number,
+  height: number,
+  px: number,
+  py: number,
+  factor: number,
+): View {
+  const anchor = worldAt(view, width, height, px, py);
+  const zoom = view.zoom * factor;
+  return { zoom, x: anchor.x - (px - width / 2) / zoom, y: anchor.y - (py - height / 2) / zoom };
+}
+
+/** The view that fits a world rectangle into the canvas. */
+export function fitView(width: number, height: number, worldWidth: number, worldHeight: number): View {
+  const zoom = Math.min(width / worldWidth, height / worldHeight);
+  return { x: worldWidth / 2, y: worldHeight / 2, zoom };
+}
+
+/** `#view=x,y,zoom`: a view survives a reload and can be linked to. */
+export function viewFromHash(hash: string): View | undefined {
+  const match = /(?:^#|&)view=([^&]+)/.exec(hash);
+  const [x, y, zoom] = (match?.[1] ?? '').split(',').map(Number);
+  if (![x, y, zoom].every((n) => Number.isFinite(n)) || !(zoom! > 0)) return undefined;
+  return { x: x!, y: y!, zoom: zoom! };
+}
+
+export function hashOf(view: View): string {
+  const round = (n: number) => Number(n.toPrecision(8));
+  return `#view=${round(view.x)},${round(view.y)},${round(view.zoom)}`;
+}
+
+/** A scale bar length: 1, 2 or 5 times a power of ten, at most `maxPx` CSS pixels long. */
+export function scaleBar(zoom: number, maxPx: number): { length: number; px: number } {
+  const most = maxPx / zoom;
+  const power = 10 ** Math.floor(Math.log10(most));
+  const length = [5, 2, 1].map((step) => step * power).find((candidate) => candidate <= most) ?? power;
+  return { length, px: length * zoom };
+}
