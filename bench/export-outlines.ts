@@ -17,15 +17,17 @@ import type { SegmentationTile } from '../compute/segmentation/tiles';
  * whose means the GeoJSON carries. The marker tables are written first (not timed); the outline
  * pass (tracing from the mask, simplification, both writers) runs in a child process of its own
  * so its wall time, CPU time and peak RSS are its alone (on a busy machine the CPU time is the
- * steadier figure).
+ * steadier figure). `--threads N` traces on N worker threads (default: the cores, up to 4), `--threads 0`
+ * on the main thread (the reference).
  *
- *   npm run bench:export-outlines [-- --cells 1000000 --markers 3]
+ *   npm run bench:export-outlines [-- --cells 1000000 --markers 3 --threads 0]
  */
 const run = promisify(execFile);
 const { values } = parseArgs({
   options: {
     cells: { type: 'string', default: '1000000' },
     markers: { type: 'string', default: '3' },
+    threads: { type: 'string' },
     phase: { type: 'string' },
   },
 });
@@ -182,6 +184,7 @@ async function phase(name: string, cells: number, markers: string[]): Promise<vo
     geojsonPath: path.join(scratch, 'cells.geojson'),
     geoparquetPath: path.join(scratch, 'outlines.parquet'),
     markerTables: markers.map((marker) => ({ marker, path: markerPath(marker) })),
+    threads: values.threads === undefined ? undefined : Number(values.threads),
   });
   const seconds = (performance.now() - started) / 1000;
   const used = process.cpuUsage(cpu);
@@ -192,6 +195,7 @@ async function phase(name: string, cells: number, markers: string[]): Promise<vo
 
 async function child(name: string, cells: number, markers: number) {
   const args = [__filename, '--phase', name, '--cells', String(cells), '--markers', String(markers)];
+  if (values.threads !== undefined) args.push('--threads', values.threads);
   const { stdout } = await run(process.execPath, args, { maxBuffer: 1 << 20 });
   return JSON.parse(stdout);
 }
@@ -207,7 +211,8 @@ async function main(): Promise<void> {
   const r = await child('outlines', cells, markerCount);
   const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
   console.log(
-    `outlines of ${r.cells.toLocaleString('en')} cells (${markers.length} marker means): ` +
+    `outlines of ${r.cells.toLocaleString('en')} cells (${markers.length} marker means, ` +
+      `${values.threads ?? 'default'} tracing threads): ` +
       `${r.seconds.toFixed(1)} s (CPU ${r.cpuSeconds.toFixed(1)} s), peak RSS ${r.peakMiB} MiB; ` +
       `cells.geojson ${mib(r.geojsonBytes)} MiB (${r.features} features), outlines.parquet ${mib(r.geoparquetBytes)} MiB`,
   );

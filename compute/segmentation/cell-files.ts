@@ -1,9 +1,11 @@
 import { type FileHandle, open, rename, rm } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
 import { M, MEASUREMENT_COUNT } from './features';
 import { objectsBounds, type TileObjects } from './objects';
-import { type OutlinePolygon, type PixelBox, traceLabel } from './outlines';
+import { tileOutliner } from './outline-pool';
 import { forEachTile, ParquetTableFile, type PixelRect, ROW_GROUP_ROWS, type TableSource } from './tables';
+import { MULTIPOLYGON_BIT, POLYGON_BIT, type TileOutlines } from './tile-outlines';
 
 /**
  * The cell outlines of a segmentation layer, traced from its uint32 label mask, as two files
@@ -12,14 +14,21 @@ import { forEachTile, ParquetTableFile, type PixelRect, ROW_GROUP_ROWS, type Tab
  * `features/outlines.parquet` (GeoParquet 1.1: `instance_id`, `local_label` and the outline as
  * WKB, one row per row of the instance table, in its order). Coordinates are level-0 pixel
  * corners of the H&E, with no CRS. Each tile's cells are traced over the mask region under them,
- * so a cell that crosses a tile or shard border is whole; memory holds one tile's region and the
- * rows of one row group.
+ * so a cell that crosses a tile or shard border is whole. Tiles are traced on worker threads
+ * (tile-outlines.ts), a few ahead of the one being written, and written in order; memory holds
+ * those tiles' regions and the rows of one row group.
  */
 
 export const OUTLINE_COLUMNS = ['instance_id', 'local_label', 'geometry', 'nucleus_geometry'] as const;
 
 /** GeoParquet's metadata version written to the `geo` key. */
 export const GEOPARQUET_VERSION = '1.1.0';
+
+/**
+ * Tracing threads by default, at most: past about four the writing thread (Parquet encoding,
+ * the GeoJSON) is what takes the time, and each more thread holds its own heap and tiles.
+ */
+const MAX_THREADS = 4;
 
 export interface WriteCellOutlinesOptions extends TableSource {
   /** Microns per level-0 pixel. */
@@ -31,6 +40,8 @@ export interface WriteCellOutlinesOptions extends TableSource {
   geoparquetPath: string;
   /** Marker tables already written (`writeMarkerTables`), rows in label order: their means. */
   markerTables: readonly { marker: string; path: string }[];
+  /** Worker threads tracing tiles; 0 traces them on this thread (the reference). Default: the cores, up to 4. */
+  threads?: number;
 }
 
 export interface CellOutlinesResult {
@@ -45,7 +56,9 @@ export interface CellOutlinesResult {
 export async function writeCellOutlines(options: WriteCellOutlinesOptions): Promise<CellOutlinesResult> {
   const { mpp, instanceIdBase, signal } = options;
   const groupRows = options.rowGroupRows ?? ROW_GROUP_ROWS;
+  const threads = options.threads ?? Math.min(availableParallelism(), MAX_THREADS);
   const geojson = await GeoJsonFile.create(options.geojsonPath);
+  const outliner = tileOutliner(threads);
   let parquet: ParquetTableFile | undefined;
   try {
     parquet = await ParquetTableFile.create(
@@ -72,29 +85,26 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
     ].map((name) => encoder.encode(`${JSON.stringify(name)}:`));
     const values = new Float64Array(measurementKeys.length);
     const extent = new Extent();
-    const nucleusTypes = new Set<string>();
     let row = 0;
     let features = 0;
-    await forEachTile(options, async (objects, offset) => {
-      if (objects.count === 0) return 0;
-      const rect = objectsBounds(objects);
-      const window = { ...rect, labels: await options.readMask(rect, signal) };
+    /** Writes one traced tile's rows and features, in label order. */
+    const writeTile = async ({ objects, offset }: { objects: TileObjects; offset: number }) => {
+      const outlines = (await outliner.next())!;
+      extent.add(outlines);
       const m = objects.measurements;
       for (let k = 0; k < objects.count; k++) {
         const label = offset + k + 1;
         const instanceId = instanceIdBase + BigInt(label);
-        // A cell the mask gave wholly to an earlier tile's overlapping cell has no outline.
-        const polygons = traceLabel(window, label, boxOf(objects, k));
         const r = table.row;
         ids[r] = instanceId;
         labels[r] = BigInt(label);
-        geometries[r] = encodeWkb(polygons);
-        extent.add(polygons);
-        const nucleus = objects.nuclei ? traceRuns(objects.nuclei, k) : [];
-        nucleusGeometries[r] = encodeWkb(nucleus);
-        nucleusTypes.add(nucleus.length > 1 ? 'MultiPolygon' : 'Polygon');
-        const markerMeans = await means.next(row++);
-        if (polygons.length > 0) {
+        geometries[r] = outlines.wkb.subarray(k > 0 ? outlines.wkbEnd[k - 1] : 0, outlines.wkbEnd[k]);
+        nucleusGeometries[r] = outlines.nucleusWkb.subarray(
+          k > 0 ? outlines.nucleusWkbEnd[k - 1] : 0,
+          outlines.nucleusWkbEnd[k],
+        );
+        await means.read(row++, values, 5);
+        if (outlines.traced[k] === 1) {
           const b = k * MEASUREMENT_COUNT;
           const area = m[b + M.area]!;
           values[0] = area;
@@ -102,17 +112,33 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
           values[2] = m[b + M.nucleus_area]! * mpp * mpp;
           values[3] = m[b + M.mean_hematoxylin_od]!;
           values[4] = m[b + M.mean_eosin_od]!;
-          markerMeans.forEach((mean, i) => {
-            values[5 + i] = mean;
-          });
-          await geojson.writeCell(polygons, nucleus, instanceId, label, measurementKeys, values);
+          const json = outlines.json.subarray(k > 0 ? outlines.jsonEnd[k - 1] : 0, outlines.jsonEnd[k]);
+          await geojson.writeCell(json, instanceId, label, measurementKeys, values);
           features++;
         }
         if (table.commit()) await table.flush();
       }
+    };
+    // Tiles are traced ahead while earlier ones are written, two per thread at most.
+    const inFlight = Math.max(1, 2 * threads);
+    const waiting: { objects: TileObjects; offset: number }[] = [];
+    await forEachTile(options, async (objects, offset) => {
+      if (objects.count === 0) return 0;
+      const rect = objectsBounds(objects);
+      const labels = await options.readMask(rect, signal);
+      await outliner.submit({
+        ...rect,
+        labels,
+        firstLabel: offset + 1,
+        boxes: boxesOf(objects),
+        nuclei: objects.nuclei,
+      });
+      waiting.push({ objects, offset });
+      while (waiting.length >= inFlight) await writeTile(waiting.shift()!);
       return objects.count;
     });
-    table.metadata.push({ key: 'geo', value: JSON.stringify(geoMetadata(extent, nucleusTypes)) });
+    while (waiting.length > 0) await writeTile(waiting.shift()!);
+    table.metadata.push({ key: 'geo', value: JSON.stringify(geoMetadata(extent)) });
     const geoparquetBytes = await table.close();
     const geojsonBytes = await geojson.close();
     return { cells: table.rowCount, features, geojsonBytes, geoparquetBytes };
@@ -120,101 +146,47 @@ export async function writeCellOutlines(options: WriteCellOutlinesOptions): Prom
     await parquet?.abort();
     await geojson.abort();
     throw err;
+  } finally {
+    await outliner.close();
   }
 }
 
-function boxOf(objects: TileObjects, k: number): PixelBox {
-  const b = k * MEASUREMENT_COUNT;
+/** Each object's box, `minX, minY, maxX, maxY`. */
+function boxesOf(objects: TileObjects): Int32Array {
+  const boxes = new Int32Array(objects.count * 4);
   const m = objects.measurements;
-  return {
-    minX: m[b + M.bbox_min_x]!,
-    minY: m[b + M.bbox_min_y]!,
-    maxX: m[b + M.bbox_max_x]!,
-    maxY: m[b + M.bbox_max_y]!,
-  };
-}
-
-/** ISO WKB, little-endian: a Polygon, a MultiPolygon of several, or an empty Polygon. */
-export function encodeWkb(polygons: readonly OutlinePolygon[]): Uint8Array {
-  const polygonBytes = (p: OutlinePolygon) =>
-    9 + [p.shell, ...p.holes].reduce((sum, ring) => sum + 4 + (ring.length + 2) * 8, 0);
-  const single = polygons.length <= 1;
-  const size = single
-    ? polygons.length === 0
-      ? 9
-      : polygonBytes(polygons[0]!)
-    : 9 + polygons.reduce((sum, p) => sum + polygonBytes(p), 0);
-  const bytes = new Uint8Array(size);
-  const view = new DataView(bytes.buffer);
-  let at = 0;
-  const header = (type: number, count: number) => {
-    view.setUint8(at, 1);
-    view.setUint32(at + 1, type, true);
-    view.setUint32(at + 5, count, true);
-    at += 9;
-  };
-  const polygon = (p: OutlinePolygon) => {
-    header(3, 1 + p.holes.length);
-    for (const ring of [p.shell, ...p.holes]) {
-      view.setUint32(at, ring.length / 2 + 1, true);
-      at += 4;
-      for (let i = 0; i <= ring.length; i += 2) {
-        view.setFloat64(at, ring[i % ring.length]!, true);
-        view.setFloat64(at + 8, ring[(i % ring.length) + 1]!, true);
-        at += 16;
-      }
-    }
-  };
-  if (polygons.length === 0) header(3, 0);
-  else if (single) polygon(polygons[0]!);
-  else {
-    header(6, polygons.length);
-    for (const p of polygons) polygon(p);
+  for (let k = 0; k < objects.count; k++) {
+    const b = k * MEASUREMENT_COUNT;
+    boxes[4 * k] = m[b + M.bbox_min_x]!;
+    boxes[4 * k + 1] = m[b + M.bbox_min_y]!;
+    boxes[4 * k + 2] = m[b + M.bbox_max_x]!;
+    boxes[4 * k + 3] = m[b + M.bbox_max_y]!;
   }
-  return bytes;
+  return boxes;
 }
 
 /** The bounding box and geometry types of everything written, for GeoParquet's `geo` key. */
 class Extent {
-  minX = Number.POSITIVE_INFINITY;
-  minY = Number.POSITIVE_INFINITY;
-  maxX = Number.NEGATIVE_INFINITY;
-  maxY = Number.NEGATIVE_INFINITY;
-  readonly types = new Set<string>();
+  readonly bbox = Float64Array.of(
+    Number.POSITIVE_INFINITY,
+    Number.POSITIVE_INFINITY,
+    Number.NEGATIVE_INFINITY,
+    Number.NEGATIVE_INFINITY,
+  );
+  types = 0;
+  nucleusTypes = 0;
 
-  add(polygons: readonly OutlinePolygon[]): void {
-    this.types.add(polygons.length > 1 ? 'MultiPolygon' : 'Polygon');
-    for (const { shell } of polygons) {
-      for (let i = 0; i < shell.length; i += 2) {
-        this.minX = Math.min(this.minX, shell[i]!);
-        this.maxX = Math.max(this.maxX, shell[i]!);
-        this.minY = Math.min(this.minY, shell[i + 1]!);
-        this.maxY = Math.max(this.maxY, shell[i + 1]!);
-      }
-    }
+  add(outlines: TileOutlines): void {
+    this.types |= outlines.types;
+    this.nucleusTypes |= outlines.nucleusTypes;
+    for (let i = 0; i < 2; i++) this.bbox[i] = Math.min(this.bbox[i]!, outlines.bbox[i]!);
+    for (let i = 2; i < 4; i++) this.bbox[i] = Math.max(this.bbox[i]!, outlines.bbox[i]!);
   }
 }
 
-/** The outline of object `k`'s nucleus, from its runs (nuclei are not in the mask). */
-function traceRuns(nuclei: { runStart: Uint32Array; runs: Uint32Array }, k: number): OutlinePolygon[] {
-  const from = nuclei.runStart[k]! * 3;
-  const to = nuclei.runStart[k + 1]! * 3;
-  if (to === from) return [];
-  const box = { minX: Number.POSITIVE_INFINITY, minY: Number.POSITIVE_INFINITY, maxX: 0, maxY: 0 };
-  for (let r = from; r < to; r += 3) {
-    box.minY = Math.min(box.minY, nuclei.runs[r]!);
-    box.maxY = Math.max(box.maxY, nuclei.runs[r]! + 1);
-    box.minX = Math.min(box.minX, nuclei.runs[r + 1]!);
-    box.maxX = Math.max(box.maxX, nuclei.runs[r + 2]!);
-  }
-  const width = box.maxX - box.minX;
-  const height = box.maxY - box.minY;
-  const labels = new Uint32Array(width * height);
-  for (let r = from; r < to; r += 3) {
-    const row = (nuclei.runs[r]! - box.minY) * width - box.minX;
-    labels.fill(1, row + nuclei.runs[r + 1]!, row + nuclei.runs[r + 2]!);
-  }
-  return traceLabel({ labels, x: box.minX, y: box.minY, width, height }, 1, box);
+/** GeoParquet's names of the geometry types in `bits`, sorted. */
+function typeNames(bits: number): string[] {
+  return [...(bits & MULTIPOLYGON_BIT ? ['MultiPolygon'] : []), ...(bits & POLYGON_BIT ? ['Polygon'] : [])];
 }
 
 /**
@@ -222,17 +194,15 @@ function traceRuns(nuclei: { runStart: Uint32Array; runs: Uint32Array }, k: numb
  * they are pixels of the slide, not places on Earth. Shells wind counterclockwise in the
  * numbers as written (x right, y up as GeoParquet reads them).
  */
-function geoMetadata(extent: Extent, nucleusTypes: ReadonlySet<string>) {
-  const bbox = Number.isFinite(extent.minX)
-    ? [extent.minX, extent.minY, extent.maxX, extent.maxY]
-    : undefined;
+function geoMetadata(extent: Extent) {
+  const bbox = Number.isFinite(extent.bbox[0]) ? [...extent.bbox] : undefined;
   return {
     version: GEOPARQUET_VERSION,
     primary_column: 'geometry',
     columns: {
       geometry: {
         encoding: 'WKB',
-        geometry_types: [...extent.types].sort(),
+        geometry_types: typeNames(extent.types),
         crs: null,
         orientation: 'counterclockwise',
         edges: 'planar',
@@ -240,7 +210,7 @@ function geoMetadata(extent: Extent, nucleusTypes: ReadonlySet<string>) {
       },
       nucleus_geometry: {
         encoding: 'WKB',
-        geometry_types: [...nucleusTypes].sort(),
+        geometry_types: typeNames(extent.nucleusTypes),
         crs: null,
         orientation: 'counterclockwise',
         edges: 'planar',
@@ -272,9 +242,9 @@ class MarkerMeans {
     return new MarkerMeans(files, chunkRows);
   }
 
-  /** Each marker's mean of table row `row` (rows asked in order). */
-  async next(row: number): Promise<number[]> {
-    if (this.files.length === 0) return [];
+  /** Each marker's mean of table row `row` (rows asked in order), into `values` from `at`. */
+  async read(row: number, values: Float64Array, at: number): Promise<void> {
+    if (this.files.length === 0) return;
     if (this.columns.length === 0 || row >= this.start + this.columns[0]!.length) {
       this.start = row;
       this.columns = [];
@@ -285,21 +255,17 @@ class MarkerMeans {
         this.columns.push(Float64Array.from(read, (r) => r.mean as number));
       }
     }
-    return this.columns.map((column) => column[row - this.start]!);
+    for (let i = 0; i < this.columns.length; i++) values[at + i] = this.columns[i]![row - this.start]!;
   }
 }
 
 const encoder = new TextEncoder();
 const ascii = (text: string) => encoder.encode(text);
 const FEATURE_START = ascii('{"type":"Feature","geometry":{"type":"');
-const COORDINATES = ascii('","coordinates":');
-const NUCLEUS = ascii('},"nucleusGeometry":{"type":"');
 const PROPERTIES = ascii('},"properties":{"objectType":"cell","instance_id":"');
 const LOCAL_LABEL = ascii('","local_label":');
 const MEASUREMENTS = ascii(',"measurements":{');
 const FEATURE_END = ascii('}}}');
-const POLYGON = ascii('Polygon');
-const MULTIPOLYGON = ascii('MultiPolygon');
 const SEPARATOR = ascii(',\n');
 
 /**
@@ -328,35 +294,24 @@ class GeoJsonFile {
   /**
    * One QuPath cell: the outline is the cell (the mask's label); `measurements` is a
    * name-to-number object (QuPath 0.4 on) without the values that are not numbers (a marker
-   * with no pixels). No classification: the segmenter does not classify cells. GeoJSON rings
-   * close on their first point.
+   * with no pixels). No classification: the segmenter does not classify cells. `geometry` is
+   * the cell's geometry members as `outlineTile` writes them.
    */
   async writeCell(
-    polygons: readonly OutlinePolygon[],
-    nucleus: readonly OutlinePolygon[],
+    geometry: Uint8Array,
     instanceId: bigint,
     label: number,
     keys: readonly Uint8Array[],
     values: Float64Array,
   ): Promise<void> {
-    let points = 0;
-    for (const p of [...polygons, ...nucleus])
-      for (const ring of [p.shell, ...p.holes]) points += ring.length / 2 + 1;
     let keyBytes = 0;
     for (const key of keys) keyBytes += key.length;
-    // Each point at most 2 x 11 digits and 4 marks; a value at most 25 characters and a comma.
-    await this.reserve(
-      points * 26 + (polygons.length + nucleus.length) * 8 + 320 + keyBytes + keys.length * 26,
-    );
+    // A value at most 25 characters and a comma.
+    await this.reserve(geometry.length + 320 + keyBytes + keys.length * 26);
     if (!this.first) this.bytes(SEPARATOR);
     this.first = false;
     this.bytes(FEATURE_START);
-    this.geometry(polygons);
-    // QuPath reads a cell's nucleus from this member beside `geometry`.
-    if (nucleus.length > 0) {
-      this.bytes(NUCLEUS);
-      this.geometry(nucleus);
-    }
+    this.bytes(geometry);
     this.bytes(PROPERTIES);
     this.text(instanceId.toString());
     this.bytes(LOCAL_LABEL);
@@ -385,36 +340,6 @@ class GeoJsonFile {
   async abort(): Promise<void> {
     await this.file.close().catch(() => undefined);
     await rm(this.temporary, { force: true });
-  }
-
-  /** The type's name, then its coordinates: a Polygon, or a MultiPolygon of several. */
-  private geometry(polygons: readonly OutlinePolygon[]): void {
-    this.bytes(polygons.length === 1 ? POLYGON : MULTIPOLYGON);
-    this.bytes(COORDINATES);
-    if (polygons.length !== 1) this.char(0x5b);
-    polygons.forEach((polygon, i) => {
-      if (i > 0) this.char(0x2c);
-      this.polygon(polygon);
-    });
-    if (polygons.length !== 1) this.char(0x5d);
-  }
-
-  private polygon(polygon: OutlinePolygon): void {
-    this.char(0x5b);
-    [polygon.shell, ...polygon.holes].forEach((ring, r) => {
-      if (r > 0) this.char(0x2c);
-      this.char(0x5b);
-      for (let i = 0; i <= ring.length; i += 2) {
-        if (i > 0) this.char(0x2c);
-        this.char(0x5b);
-        this.int(ring[i % ring.length]!);
-        this.char(0x2c);
-        this.int(ring[(i % ring.length) + 1]!);
-        this.char(0x5d);
-      }
-      this.char(0x5d);
-    });
-    this.char(0x5d);
   }
 
   /** Room for `length` more bytes: the buffer goes to the file first, or grows. */

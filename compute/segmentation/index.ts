@@ -1,6 +1,5 @@
 export {
   type CellOutlinesResult,
-  encodeWkb,
   GEOPARQUET_VERSION,
   OUTLINE_COLUMNS,
   type WriteCellOutlinesOptions,

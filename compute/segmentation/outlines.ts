@@ -102,13 +102,18 @@ export function traceRings(window: LabelWindow, label: number, box: PixelBox): I
   const oy = y0 - 1;
   for (let start = 0; edges > 0 && start < out.length; start++) {
     while (out[start] !== 0) {
-      const points: number[] = [];
+      let points = scratch.points;
+      let n = 0;
       const first = 31 - Math.clz32(out[start]!);
       let v = start;
       let d = first;
       let previous = -1;
       for (;;) {
-        if (d !== previous) points.push((v % vw) + ox, Math.floor(v / vw) + oy);
+        if (d !== previous) {
+          if (n + 2 > points.length) points = scratch.growPoints();
+          points[n++] = (v % vw) + ox;
+          points[n++] = Math.floor(v / vw) + oy;
+        }
         out[v]! &= ~(1 << d);
         edges--;
         v += DX[d]! + DY[d]! * vw;
@@ -122,7 +127,7 @@ export function traceRings(window: LabelWindow, label: number, box: PixelBox): I
         else d = 31 - Math.clz32(bits);
       }
       // The last edge may run straight on through the start corner: then it is no corner.
-      rings.push(Int32Array.from(previous === first ? points.slice(2) : points));
+      rings.push(points.slice(previous === first ? 2 : 0, n));
     }
   }
   return rings;
@@ -257,6 +262,14 @@ const scratch = {
   inside(length: number): Uint8Array {
     if (this.insideBuffer.length < length) this.insideBuffer = new Uint8Array(length * 2);
     return this.insideBuffer.fill(0, 0, length).subarray(0, length);
+  },
+  /** One ring's corners as they are traced. */
+  points: new Int32Array(1024) as Int32Array,
+  growPoints(): Int32Array {
+    const grown = new Int32Array(this.points.length * 2);
+    grown.set(this.points);
+    this.points = grown;
+    return grown;
   },
   keepBuffer: new Uint8Array(1024),
   stack: [] as number[],
