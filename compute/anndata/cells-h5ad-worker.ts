@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Dataset, Group } from 'h5wasm/node';
 import type { CellsH5adJob } from './cells-h5ad';
-import { type Column, openParquet, typedColumn } from './parquet-columns';
+import { type Column, INDEX_COLUMN, openCellTables, SPATIAL_COLUMNS, typedColumn } from './parquet-columns';
 
 /**
  * Writes `cells.h5ad` in AnnData's HDF5 encoding (anndata.readthedocs.io, "On-disk format"):
@@ -11,10 +11,6 @@ import { type Column, openParquet, typedColumn } from './parquet-columns';
  * holds one block whatever the cell count.
  */
 
-/** The column of `instances.parquet` that is `obs`'s index; every other one is a column of `obs`. */
-const INDEX_COLUMN = 'instance_id';
-/** The columns `obsm['spatial']` copies, (x, y) in microns as squidpy expects. */
-const SPATIAL_COLUMNS = ['centroid_x_um', 'centroid_y_um'] as const;
 /** Decimal digits of the largest uint64: the fixed width of the index strings. */
 const ID_WIDTH = 20;
 
@@ -61,18 +57,7 @@ async function write(job: CellsH5adJob): Promise<number> {
   // h5wasm offers its module to `import` only (no `require` condition), so a real dynamic import.
   const { File, ready } = await import('h5wasm/node');
   await ready;
-  const instances = await openParquet(job.instances);
-  const markers = await Promise.all(
-    job.markers.map(async (m) => ({ ...m, table: await openParquet(m.path) })),
-  );
-  for (const marker of markers) {
-    if (marker.table.rows !== instances.rows) {
-      throw new Error(`${marker.name}: ${marker.table.rows} rows, the instance table has ${instances.rows}`);
-    }
-  }
-  // The index is written at a fixed width that holds any uint64, and only those.
-  if (instances.kinds.get(INDEX_COLUMN) !== 'int64')
-    throw new Error(`${INDEX_COLUMN} is not a 64-bit integer`);
+  const { instances, markers } = await openCellTables(job.instances, job.markers);
   const obsColumns = instances.names.filter((name) => name !== INDEX_COLUMN);
   const n = instances.rows;
   const m = markers.length;

@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import type { KeyValueStore } from '../store';
 import { encodeJson, groupMetadata } from '../zarr';
-import { type Column, openParquet, typedColumn } from './parquet-columns';
+import { type Column, INDEX_COLUMN, openCellTables, SPATIAL_COLUMNS, typedColumn } from './parquet-columns';
 
 /**
  * A segmentation layer's per-cell tables as a SpatialData table element: AnnData's Zarr v3
@@ -29,8 +29,6 @@ export interface CellsTableZarrOptions {
   signal?: AbortSignal;
 }
 
-const INDEX_COLUMN = 'instance_id';
-const SPATIAL_COLUMNS = ['centroid_x_um', 'centroid_y_um'] as const;
 const REGION_KEY = 'region';
 const INSTANCE_KEY = 'local_label';
 
@@ -157,17 +155,7 @@ export async function writeCellsTableZarr(
       return options.store.put(key, bytes, putOptions);
     },
   };
-  const instances = await openParquet(options.instances);
-  const markers = await Promise.all(
-    options.markers.map(async (m) => ({ ...m, table: await openParquet(m.path) })),
-  );
-  for (const marker of markers) {
-    if (marker.table.rows !== instances.rows) {
-      throw new Error(`${marker.name}: ${marker.table.rows} rows, the instance table has ${instances.rows}`);
-    }
-  }
-  if (instances.kinds.get(INDEX_COLUMN) !== 'int64')
-    throw new Error(`${INDEX_COLUMN} is not a 64-bit integer`);
+  const { instances, markers } = await openCellTables(options.instances, options.markers);
   if (instances.kinds.get(INSTANCE_KEY) !== 'int64')
     throw new Error(`${INSTANCE_KEY} is not a 64-bit integer`);
   const obsColumns = instances.names.filter((name) => name !== INDEX_COLUMN);

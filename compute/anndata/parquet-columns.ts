@@ -51,6 +51,33 @@ export async function openParquet(path: string): Promise<ParquetColumns> {
   };
 }
 
+/** The column that indexes `obs`: the cells' instance ids. */
+export const INDEX_COLUMN = 'instance_id';
+/** The columns `obsm['spatial']` copies, (x, y) in microns as squidpy expects. */
+export const SPATIAL_COLUMNS = ['centroid_x_um', 'centroid_y_um'] as const;
+
+/**
+ * A layer's instance table and its marker tables, opened and checked to be one table: as many
+ * rows each, indexed by 64-bit instance ids.
+ */
+export async function openCellTables<M extends { name: string; path: string }>(
+  instancesPath: string,
+  markerTables: readonly M[],
+): Promise<{ instances: ParquetColumns; markers: (M & { table: ParquetColumns })[] }> {
+  const instances = await openParquet(instancesPath);
+  const markers = await Promise.all(
+    markerTables.map(async (m) => ({ ...m, table: await openParquet(m.path) })),
+  );
+  for (const marker of markers) {
+    if (marker.table.rows !== instances.rows) {
+      throw new Error(`${marker.name}: ${marker.table.rows} rows, the instance table has ${instances.rows}`);
+    }
+  }
+  if (instances.kinds.get(INDEX_COLUMN) !== 'int64')
+    throw new Error(`${INDEX_COLUMN} is not a 64-bit integer`);
+  return { instances, markers };
+}
+
 export function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
   const n = values.length;
   if (like === 'int64') {

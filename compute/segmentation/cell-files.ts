@@ -1,6 +1,7 @@
 import { type FileHandle, open, rename, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
+import { writeDecimal } from './decimal';
 import { M, MEASUREMENT_COUNT } from './features';
 import { objectsBounds, type TileObjects } from './objects';
 import { tileOutliner } from './outline-pool';
@@ -369,19 +370,7 @@ class GeoJsonFile {
     this.buffer[this.at++] = code;
   }
 
-  /** A safe integer in decimal digits. */
   private int(value: number): void {
-    let n = value;
-    if (n < 0) {
-      this.char(0x2d);
-      n = -n;
-    }
-    let digits = 1;
-    for (let t = n; t >= 10; t = Math.floor(t / 10)) digits++;
-    for (let i = digits - 1; i >= 0; i--) {
-      this.buffer[this.at + i] = 0x30 + (n % 10);
-      n = Math.floor(n / 10);
-    }
-    this.at += digits;
+    this.at = writeDecimal(this.buffer, this.at, value);
   }
 }

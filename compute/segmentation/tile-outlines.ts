@@ -1,3 +1,4 @@
+import { writeDecimal } from './decimal';
 import { type OutlinePolygon, traceLabel } from './outlines';
 
 /**
@@ -287,19 +288,7 @@ class ByteSink {
     this.buffer[this.at++] = code;
   }
 
-  /** A safe integer in decimal digits. */
   private int(value: number): void {
-    let n = value;
-    if (n < 0) {
-      this.char(0x2d);
-      n = -n;
-    }
-    let digits = 1;
-    for (let t = n; t >= 10; t = Math.floor(t / 10)) digits++;
-    for (let i = digits - 1; i >= 0; i--) {
-      this.buffer[this.at + i] = 0x30 + (n % 10);
-      n = Math.floor(n / 10);
-    }
-    this.at += digits;
+    this.at = writeDecimal(this.buffer, this.at, value);
   }
 }
