@@ -39,7 +39,21 @@ export function startTimeSkipping(): Promise<TestWorkflowEnvironment> {
  * that stalls runs on a server of its own (`withOwnServer`).
  */
 export async function stallPastHeartbeatTimeout(env: TestWorkflowEnvironment): Promise<void> {
-  await Promise.race([env.sleep('3 minutes'), Context.current().cancelled]);
+  const sleep = env.sleep('3 minutes');
+  pendingSleeps(env).add(sleep.catch(() => undefined));
+  await Promise.race([sleep, Context.current().cancelled]);
+}
+
+/**
+ * The server clock sleeps still running on each server. Teardown waits for them: a sleep cut
+ * off by the server's exit is retried by the client on a timer, and that retry throws
+ * outside any promise once the channel is closed ("Channel has been shut down").
+ */
+const sleepsOf = new WeakMap<TestWorkflowEnvironment, Set<Promise<unknown>>>();
+function pendingSleeps(env: TestWorkflowEnvironment): Set<Promise<unknown>> {
+  const sleeps = sleepsOf.get(env) ?? new Set<Promise<unknown>>();
+  sleepsOf.set(env, sleeps);
+  return sleeps;
 }
 
 /** Runs `work` on a time-skipping test server of its own, stopped afterwards. */
@@ -48,6 +62,7 @@ export async function withOwnServer<T>(work: (env: TestWorkflowEnvironment) => P
   try {
     return await work(env);
   } finally {
+    await Promise.all(pendingSleeps(env));
     await env.teardown();
   }
 }
