@@ -214,55 +214,71 @@ async function child(name: string, side: number, markers: number): Promise<Phase
   return JSON.parse(stdout) as PhaseResult;
 }
 
+/** `vips tiffsave` of a loaded image as a 512-px tiled pyramid; answers seconds, bytes, peak RSS, and removes both files. */
+async function vipsTiffsave(loaded: string, out: string, compression: string[]) {
+  const started = performance.now();
+  const { stderr } = await run(
+    '/usr/bin/time',
+    [
+      '-f',
+      'maxrss=%M',
+      'vips',
+      'tiffsave',
+      loaded,
+      out,
+      '--tile',
+      '--tile-width',
+      '512',
+      '--tile-height',
+      '512',
+      '--pyramid',
+      '--subifd',
+      '--bigtiff',
+      ...compression,
+    ],
+    { env: systemVipsEnv() },
+  );
+  const result = {
+    seconds: seconds(started),
+    bytes: (await stat(out)).size,
+    peakMiB: Math.round(Number(/maxrss=(\d+)/.exec(stderr)?.[1] ?? 0) / 1024),
+  };
+  await rm(out);
+  await rm(loaded);
+  return result;
+}
+
 /** `vips tiffsave` of every marker plane; answers seconds, bytes and the largest peak RSS. */
 async function vipsReference(dir: string, layout: PredictionStoreLayout, compress: boolean) {
+  // libvips 8.14 has no deflate level: libtiff's default, zlib's 6, as ours.
+  const compression = compress
+    ? ['--compression', 'deflate', '--predictor', 'none']
+    : ['--compression', 'none'];
   let total = 0;
   let bytes = 0;
   let peak = 0;
   for (const marker of layout.markers) {
-    const raw = path.join(dir, `${marker}.raw`);
     const loaded = path.join(dir, `${marker}.v`);
     await run(
       'vips',
-      ['rawload', raw, loaded, String(layout.widthPx), String(layout.heightPx), '1', '--format', 'ushort'],
-      {
-        env: systemVipsEnv(),
-      },
-    );
-    const out = path.join(dir, `${marker}.vips.tif`);
-    // libvips 8.14 has no deflate level: libtiff's default, zlib's 6, as ours.
-    const compression = compress
-      ? ['--compression', 'deflate', '--predictor', 'none']
-      : ['--compression', 'none'];
-    const started = performance.now();
-    const { stderr } = await run(
-      '/usr/bin/time',
       [
-        '-f',
-        'maxrss=%M',
-        'vips',
-        'tiffsave',
+        'rawload',
+        path.join(dir, `${marker}.raw`),
         loaded,
-        out,
-        '--tile',
-        '--tile-width',
-        '512',
-        '--tile-height',
-        '512',
-        '--pyramid',
-        '--subifd',
-        '--bigtiff',
-        ...compression,
+        String(layout.widthPx),
+        String(layout.heightPx),
+        '1',
+        '--format',
+        'ushort',
       ],
       { env: systemVipsEnv() },
     );
-    total += seconds(started);
-    bytes += (await stat(out)).size;
-    peak = Math.max(peak, Number(/maxrss=(\d+)/.exec(stderr)?.[1] ?? 0) / 1024);
-    await rm(out);
-    await rm(loaded);
+    const saved = await vipsTiffsave(loaded, path.join(dir, `${marker}.vips.tif`), compression);
+    total += saved.seconds;
+    bytes += saved.bytes;
+    peak = Math.max(peak, saved.peakMiB);
   }
-  return { seconds: total, bytes, peakMiB: Math.round(peak) };
+  return { seconds: total, bytes, peakMiB: peak };
 }
 
 const jpegQuality = () => Number(values['jpeg-quality']);
@@ -314,40 +330,12 @@ async function vipsHeReference(dir: string, side: number) {
   await run('vips', ['rawload', path.join(dir, 'he.raw'), loaded, String(side), String(side), '3'], {
     env: systemVipsEnv(),
   });
-  const out = path.join(dir, 'he.vips.tif');
-  const started = performance.now();
-  const { stderr } = await run(
-    '/usr/bin/time',
-    [
-      '-f',
-      'maxrss=%M',
-      'vips',
-      'tiffsave',
-      loaded,
-      out,
-      '--tile',
-      '--tile-width',
-      '512',
-      '--tile-height',
-      '512',
-      '--pyramid',
-      '--subifd',
-      '--bigtiff',
-      '--compression',
-      'jpeg',
-      '--Q',
-      String(jpegQuality()),
-    ],
-    { env: systemVipsEnv() },
-  );
-  const result = {
-    seconds: seconds(started),
-    bytes: (await stat(out)).size,
-    peakMiB: Math.round(Number(/maxrss=(\d+)/.exec(stderr)?.[1] ?? 0) / 1024),
-  };
-  await rm(out);
-  await rm(loaded);
-  return result;
+  return vipsTiffsave(loaded, path.join(dir, 'he.vips.tif'), [
+    '--compression',
+    'jpeg',
+    '--Q',
+    String(jpegQuality()),
+  ]);
 }
 
 /** The H&E JPEG comparison at one size: one printed line. */
