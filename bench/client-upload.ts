@@ -1,10 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
-import { request } from 'node:http';
 import path from 'node:path';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
@@ -14,6 +11,7 @@ import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createClient, uploadSource } from '../sdk';
 import { fileSource, nodeFetch } from '../sdk/node';
+import { generated, putChunk, waitReady } from './upload-protocol';
 
 /**
  * Client-side upload: one file through the SDK (`uploadSource` over `fileSource`) and through
@@ -36,31 +34,6 @@ const { values } = parseArgs({
   },
 });
 
-/** The raw client: each chunk a PUT streamed from the file, no buffering beyond the stream's. */
-function putFromFile(
-  url: string,
-  file: string,
-  start: number,
-  length: number,
-  total: number,
-): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      method: 'PUT',
-      headers: {
-        'content-range': `bytes ${start}-${start + length - 1}/${total}`,
-        'content-length': String(length),
-      },
-    });
-    req.on('response', (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', reject);
-    createReadStream(file, { start, end: start + length - 1, highWaterMark: MiB }).pipe(req);
-  });
-}
-
 /** Child mode: one upload by one client, configured through SPS_BASE_URL and SPS_API_KEY. */
 async function runClient(kind: string, file: string): Promise<void> {
   const client = createClient({
@@ -80,24 +53,16 @@ async function runClient(kind: string, file: string): Promise<void> {
   });
   for (let offset = 0; offset < source.size; offset += RAW_CHUNK) {
     const length = Math.min(RAW_CHUNK, source.size - offset);
-    const status = await putFromFile(created.uploadUrl!, file, offset, length, source.size);
+    const status = await putChunk(
+      created.uploadUrl!,
+      offset,
+      length,
+      source.size,
+      createReadStream(file, { start: offset, end: offset + length - 1, highWaterMark: MiB }),
+    );
     if (status !== (offset + length === source.size ? 200 : 308))
       throw new Error(`chunk at ${offset}: HTTP ${status}`);
   }
-}
-
-function generated(bytes: number): Readable {
-  const block = randomBytes(MiB);
-  let sent = 0;
-  return new Readable({
-    read() {
-      if (sent >= bytes) return this.push(null);
-      const size = Math.min(MiB, bytes - sent);
-      block.writeUInt32LE(sent / MiB, 0);
-      this.push(Buffer.from(block.subarray(0, size)));
-      sent += size;
-    },
-  });
 }
 
 function exited(child: ChildProcess): Promise<void> {
@@ -118,16 +83,6 @@ async function measure(argv: string[], env: Record<string, string>, scratch: str
   const seconds = (performance.now() - started) / 1000;
   const rssMib = Number((await readFile(report, 'utf8')).trim().split('\n').at(-1)) / 1024;
   return { seconds, rssMib };
-}
-
-async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 240; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {}
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error('api did not become ready');
 }
 
 async function main() {

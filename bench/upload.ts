@@ -1,10 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
-import { request } from 'node:http';
 import path from 'node:path';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
@@ -12,6 +9,7 @@ import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
+import { generated, putChunk, waitReady } from './upload-protocol';
 
 /**
  * Upload throughput through the resumable protocol on loopback, and the API process's peak
@@ -32,42 +30,9 @@ const scratch = process.env.SPS_TEST_SCRATCH!;
 const adminUrl = process.env.TEST_DATABASE_URL!;
 const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS!;
 
-/** `bytes` of generated data, 1 MiB at a time, never all at once. */
-function generated(bytes: number): Readable {
-  const block = randomBytes(MiB);
-  let sent = 0;
-  return new Readable({
-    read() {
-      if (sent >= bytes) return this.push(null);
-      const size = Math.min(MiB, bytes - sent);
-      block.writeUInt32LE(sent / MiB, 0);
-      this.push(Buffer.from(block.subarray(0, size)));
-      sent += size;
-    },
-  });
-}
-
 async function peakRssMiB(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
-
-function putChunk(url: string, start: number, length: number, total: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      method: 'PUT',
-      headers: {
-        'content-range': `bytes ${start}-${start + length - 1}/${total}`,
-        'content-length': String(length),
-      },
-    });
-    req.on('response', (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', reject);
-    generated(length).pipe(req);
-  });
 }
 
 async function startProcess(script: string, env: Record<string, string>): Promise<ChildProcess> {
@@ -76,16 +41,6 @@ async function startProcess(script: string, env: Record<string, string>): Promis
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   return child;
-}
-
-async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 240; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {}
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error('api did not become ready');
 }
 
 async function run(label: string, bytes: number, sqlUrl: string, apiKey: string) {
@@ -124,7 +79,7 @@ async function run(label: string, bytes: number, sqlUrl: string, apiKey: string)
     const started = performance.now();
     for (let offset = 0; offset < bytes; offset += chunkMib * MiB) {
       const length = Math.min(chunkMib * MiB, bytes - offset);
-      const status = await putChunk(upload.uploadUrl, offset, length, bytes);
+      const status = await putChunk(upload.uploadUrl, offset, length, bytes, generated(length));
       if (status !== (offset + length === bytes ? 200 : 308))
         throw new Error(`chunk at ${offset}: HTTP ${status}`);
     }

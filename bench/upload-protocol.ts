@@ -1,0 +1,58 @@
+import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
+import { Readable } from 'node:stream';
+
+/** The pieces of the resumable upload protocol that the upload benchmarks share. */
+
+const MiB = 1024 * 1024;
+
+/** `bytes` of generated data, 1 MiB at a time, never all at once. */
+export function generated(bytes: number): Readable {
+  const block = randomBytes(MiB);
+  let sent = 0;
+  return new Readable({
+    read() {
+      if (sent >= bytes) return this.push(null);
+      const size = Math.min(MiB, bytes - sent);
+      block.writeUInt32LE(sent / MiB, 0);
+      this.push(Buffer.from(block.subarray(0, size)));
+      sent += size;
+    },
+  });
+}
+
+/** One chunk as a PUT with its Content-Range, streamed from `body`; answers the HTTP status. */
+export function putChunk(
+  url: string,
+  start: number,
+  length: number,
+  total: number,
+  body: Readable,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      method: 'PUT',
+      headers: {
+        'content-range': `bytes ${start}-${start + length - 1}/${total}`,
+        'content-length': String(length),
+      },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    body.pipe(req);
+  });
+}
+
+/** Waits until the API at `url` answers /readyz. */
+export async function waitReady(url: string): Promise<void> {
+  for (let i = 0; i < 240; i++) {
+    try {
+      if ((await fetch(`${url}/readyz`)).ok) return;
+    } catch {}
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error('api did not become ready');
+}
