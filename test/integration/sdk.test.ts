@@ -27,10 +27,19 @@ let client: SpsClient;
 let sampleId: string;
 let jobId: string;
 const SLIDE = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
+/**
+ * The sample the predictions and the segmentation run on: OS-1's detail (1101 px a side), quick
+ * to predict and segment; the calls are the same for any slide. (SLIDE, big enough for an
+ * upload of several 256 KiB chunks, is the one the upload test interrupts.)
+ */
+let smallId: string;
 
 beforeAll(async () => {
   stack = await startStack({ worker: true });
   client = createClient({ baseUrl: stack.baseUrl, apiKey: stack.tenant.apiKey });
+  const small = await fileSource(path.join(SHARED_WSI, 'OS-1-detail.ome.tif'));
+  smallId = (await uploadSource(client, small, { autoSegment: false })).id;
+  await stack.client.workflow.getHandle(workflowIds.ingest(smallId)).result();
 }, 120_000);
 afterAll(async () => {
   await stack?.close();
@@ -160,9 +169,9 @@ function stallingFetch(onConnect: (lastEventId: string | null) => number): typeo
 }
 
 test('predict: estimate, submit, a stream cut mid-way resumes with Last-Event-ID, no event lost or repeated', async () => {
-  const estimate = await client.predictions.estimate({ uploadId: sampleId, markers: ['DAPI', 'CD3'] });
+  const estimate = await client.predictions.estimate({ uploadId: smallId, markers: ['DAPI', 'CD3'] });
   expect(estimate.estimatedCredits).toBe(estimate.patchCount * 2);
-  const submitted = await client.predictions.submit({ uploadId: sampleId, markers: ['DAPI', 'CD3'] });
+  const submitted = await client.predictions.submit({ uploadId: smallId, markers: ['DAPI', 'CD3'] });
   expect(submitted).toMatchObject({ status: 'queued', reservedCredits: estimate.estimatedCredits });
   jobId = submitted.jobId;
 
@@ -236,23 +245,23 @@ test('exports: request an OME-TIFF, then read its manifest until ready', async (
 }, 180_000);
 
 test('segmentation: start, state, start again (reused), manifest and a file', async () => {
-  expect((await client.segmentation.get(sampleId)).status).toBe('not_started');
-  let state = await client.segmentation.start(sampleId);
+  expect((await client.segmentation.get(smallId)).status).toBe('not_started');
+  let state = await client.segmentation.start(smallId);
   expect(['queued', 'running', 'postprocessing', 'completed']).toContain(state.status);
   for (let i = 0; i < 600 && state.status !== 'completed' && state.status !== 'failed'; i++) {
     await new Promise((resolve) => setTimeout(resolve, 500));
-    state = await client.segmentation.get(sampleId);
+    state = await client.segmentation.get(smallId);
   }
   expect(state.status).toBe('completed');
-  expect((await client.segmentation.start(sampleId)).status).toBe('completed');
-  const manifest = await client.segmentation.manifest(sampleId, state.layer!.id);
+  expect((await client.segmentation.start(smallId)).status).toBe('completed');
+  const manifest = await client.segmentation.manifest(smallId, state.layer!.id);
   expect(manifest.layerId).toBe(state.layer!.id);
-  const provenance = await client.segmentation.file(sampleId, state.layer!.id, 'provenance.json');
+  const provenance = await client.segmentation.file(smallId, state.layer!.id, 'provenance.json');
   expect(provenance.status).toBe(200);
 }, 360_000);
 
 test('jobs: cancel an active job', async () => {
-  const submitted = await client.predictions.submit({ uploadId: sampleId, markers: ['CD8'] });
+  const submitted = await client.predictions.submit({ uploadId: smallId, markers: ['CD8'] });
   await expect(client.jobs.cancel(submitted.jobId)).resolves.toEqual({
     id: submitted.jobId,
     status: 'cancelled',

@@ -1,38 +1,29 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { SegmentationManifest, SegmentationState } from '../../schemas/segmentation';
-import { workflowIds } from '../../schemas/temporal';
 import { segmentationLayerFiles } from '../../storage/locator';
 import { testEnv } from '../support/env';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
-import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 /**
- * The cell outlines of a real slide's layer, on the real worker: `features/cells.geojson` read
- * with shapely, every polygon rasterised over its pixel centres and checked against its label
- * in the uint32 mask (read with zarr-python); `features/outlines.parquet` read with pyarrow,
- * its WKB decoded by shapely and its `geo` metadata checked; the key-value metadata of the
- * layer's Parquet files.
+ * The cell outlines of a real slide's layer made by the real worker (the run's processed
+ * template, cloned: segmented, predicted and the marker tables made): `features/cells.geojson`
+ * read with shapely, every polygon rasterised over its pixel centres and checked against its
+ * label in the uint32 mask (read with zarr-python); `features/outlines.parquet` read with
+ * pyarrow, its WKB decoded by shapely and its `geo` metadata checked; the key-value metadata of
+ * the layer's Parquet files.
  */
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
 let sampleId: string;
+/** The processed template's prediction, whose marker tables the layer holds. */
+let jobId: string;
 let state: SegmentationState;
 let manifest: SegmentationManifest;
 let scratch: string;
-
-async function waitForSegmentation(): Promise<SegmentationState> {
-  for (let i = 0; i < 1200; i++) {
-    const current = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json);
-    if (current.status === 'completed' || current.status === 'failed') return current;
-    await sleep(250);
-  }
-  throw new Error('segmentation did not end in time');
-}
 
 /** Downloads a layer file through the API into the scratch folder; answers its local path. */
 async function download(url: string, name: string): Promise<{ file: string; contentType: string | null }> {
@@ -50,23 +41,20 @@ async function maskRoot(): Promise<string> {
 }
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true });
+  stack = await startStack({ sharedSlides: 'processed' });
   call = apiClient(stack.api, stack.tenant.apiKey);
   scratch = await mkdtemp(path.join(testEnv().scratch, 'segmentation-outlines-'));
-  const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'), {
-    autoSegment: true,
-  });
-  sampleId = upload.id;
-  await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
-  state = await waitForSegmentation();
+  ({ sampleId, jobId } = stack.processedSample());
+  state = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json);
   expect({ status: state.status, error: state.job?.errorMessage }).toEqual({
     status: 'completed',
     error: null,
   });
+  expect(state.layer!.id).toBe(stack.processedSample().layerId);
   manifest = SegmentationManifest.parse(
     (await call('GET', `/samples/${sampleId}/segmentation/${state.layer!.id}/manifest`)).json,
   );
-}, 600_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });
@@ -231,20 +219,9 @@ test("an export of the segmentation job links the outlines, pinned to the layer'
   }
 });
 
-test('after a prediction the GeoJSON carries each cell its marker means, those of the marker table', async () => {
-  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['CD3'] });
-  expect(submitted.status).toBe(202);
-  const jobId = submitted.json.jobId as string;
-  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
-  await stack.client.workflow.getHandle(workflowIds.segmentationMarkers(manifest.layerId, jobId)).result();
-  const refreshed = SegmentationManifest.parse(
-    (await call('GET', `/samples/${sampleId}/segmentation/${manifest.layerId}/manifest`)).json,
-  );
-  const geojson = await download(refreshed.artifacts.outlines!.geojsonUrl, 'cells-cd3.geojson');
-  const cd3 = await download(
-    `${refreshed.artifacts.cells.markerExpressionBaseUrl}CD3.parquet`,
-    'CD3.parquet',
-  );
+test("after a prediction the GeoJSON carries each cell its marker means, those of the job's marker table", async () => {
+  const geojson = await download(manifest.artifacts.outlines!.geojsonUrl, 'cells-cd3.geojson');
+  const cd3 = await download(`${manifest.artifacts.cells.markerExpressionBaseUrl}CD3.parquet`, 'CD3.parquet');
   const read = await runPythonJson<{
     features: number;
     withMean: number;

@@ -5,10 +5,7 @@ import { createServer, request as httpRequest } from 'node:http';
 import path from 'node:path';
 import pino from 'pino';
 import { createApp } from '../../api/app';
-import type { RunningWorkers } from '../../cli/runtime';
-import { grantCredits } from '../../db/credits';
 import { ExportManifest } from '../../schemas/exports';
-import { workflowIds } from '../../schemas/temporal';
 import {
   createObjectStore,
   ensureBucket,
@@ -19,7 +16,7 @@ import {
 import { apiClient } from '../support/http';
 import { startMinio } from '../support/minio';
 import { runPythonJson } from '../support/python';
-import { defaultTestSettings, startStack, type TestStack } from '../support/stack';
+import { defaultTestSettings, SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 import { readWithZarrita } from '../support/zarrita';
 
 /**
@@ -30,7 +27,6 @@ import { readWithZarrita } from '../support/zarrita';
  * for a bad or expired token, no way out of the store, and CORS.
  */
 let stack: TestStack;
-let workers: RunningWorkers;
 let call: ReturnType<typeof apiClient>;
 let sampleId: string;
 let jobId: string;
@@ -41,23 +37,17 @@ const MARKERS = ['DAPI', 'CD3'];
 const LINK = /^(http:\/\/127\.0\.0\.1:\d+)\/stores\/([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)\/zarr\.json$/;
 
 beforeAll(async () => {
-  stack = await startStack({ sharedSlides: true });
-  workers = await stack.startWorker();
+  stack = await startStack({ sharedSlides: 'processed' });
   call = apiClient(stack.api, stack.tenant.apiKey);
-  await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 10_000 });
-  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
-  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: MARKERS });
-  expect(submitted.status).toBe(202);
-  jobId = submitted.json.jobId as string;
-  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
+  ({ sampleId, jobId } = stack.processedSample());
+  expect(stack.processedSample().markers).toEqual(MARKERS);
   const results = await call('GET', `/jobs/${jobId}/results`);
   expect(results.status).toBe(200);
   resultUrl = results.json.resultUrl as string;
   resultRoot = path.join(stack.fsRoot, results.json.resultBasePath as string);
   heRoot = path.join(stack.fsRoot, `orgs/${stack.tenant.organizationId}/samples/${sampleId}/he`);
-}, 400_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
-  await workers?.shutdown();
   await stack?.close();
 });
 

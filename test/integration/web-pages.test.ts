@@ -4,10 +4,9 @@ import path from 'node:path';
 import { type Browser, chromium, type Page, type Request } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
 import { insertFieldDefinition } from '../../db/sample-fields';
-import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { insertJob, insertSample } from '../support/samples';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
 /**
@@ -17,7 +16,10 @@ import { SHARED_WSI } from '../support/uploads';
  * and exports from the sample page.
  */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SLIDE = path.join(SHARED_WSI, 'CMU-1-Small-Region.svs');
+/** The resumable upload's slide: 2.7 MB, eleven chunks of 256 KiB, 650 x 743 px to ingest. */
+const SLIDE = path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff');
+/** A small slide (1101 px a side) for the ingest and segmentation that the pages follow. */
+const SMALL_SLIDE = path.join(SHARED_WSI, 'OS-1-detail.ome.tif');
 const LIST_API = '/api/v1/samples';
 
 let stack: TestStack;
@@ -28,6 +30,8 @@ let screenshots: string;
 const problems: string[] = [];
 let sharedId: string;
 let jobId: string;
+/** The sample of the badge test: ingested in this file, not segmented. */
+let badgeId: string;
 const facet: Record<'alpha' | 'beta' | 'gamma', string> = { alpha: '', beta: '', gamma: '' };
 const definition: Record<'site' | 'batch' | 'tags', string> = { site: '', batch: '', tags: '' };
 
@@ -58,14 +62,11 @@ async function thumbnailOf(id: string): Promise<{ state: string | null; why: str
 }
 
 beforeAll(async () => {
-  stack = await startStack({ sharedSlides: true, worker: true });
+  stack = await startStack({ sharedSlides: 'processed', worker: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
-  sharedId = stack.sharedSample('CMU-1-Small-Region.svs');
-  // A real prediction for the exports test, started now so that it runs while the others do.
+  // The shared slide with a completed prediction (for the exports test).
+  ({ sampleId: sharedId, jobId } = stack.processedSample());
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
-  const submitted = await call('POST', '/predict', { uploadId: sharedId, markers: ['CD3'] });
-  expect(submitted.status).toBe(202);
-  jobId = submitted.json.jobId as string;
 
   screenshots = path.join(
     process.env.SPS_TEST_ARTIFACTS ?? path.join(__dirname, '..', '..', '.data', 'test-artifacts'),
@@ -83,7 +84,7 @@ beforeAll(async () => {
   await page.getByLabel('API key (development sign-in)').fill(stack.tenant.apiKey);
   await page.keyboard.press('Enter');
   await page.locator('#key-state', { hasText: 'An API key is set' }).waitFor();
-}, 240_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await browser?.close();
   await stack?.close();
@@ -261,15 +262,16 @@ test('the list pages with its cursor as it scrolls, to the same rows as the API'
 });
 
 test('a badge follows ingest while the list is open, and a ready sample gets its H&E thumbnail', async () => {
-  const bytes = await readFile(SLIDE);
+  const bytes = await readFile(SMALL_SLIDE);
   const created = await call('POST', '/uploads', {
-    filename: 'badge.svs',
+    filename: 'badge.ome.tif',
     name: 'Badge slide',
     fileSize: bytes.length,
     contentType: 'image/tiff',
     autoSegment: false,
   });
   const id = created.json.id as string;
+  badgeId = id;
   await page.goto(at('/samples?q=Badge'));
   const row = page.locator(`tr[data-id="${id}"]`);
   await row.locator('.badge-uploading').waitFor();
@@ -380,7 +382,7 @@ test('an upload survives a lost connection and a reload: it resumes from the sto
   await page.reload();
   await page.unrouteAll({ behavior: 'ignoreErrors' });
   await page
-    .locator('li.unfinished', { hasText: 'CMU-1-Small-Region.svs' })
+    .locator('li.unfinished', { hasText: path.basename(SLIDE) })
     .locator('.badge-uploading')
     .waitFor();
   const asked: Promise<string | null>[] = [];
@@ -392,7 +394,7 @@ test('an upload survives a lost connection and a reload: it resumes from the sto
       asked.push(request.response().then((response) => response?.headerValue('range') ?? null));
   });
   await page.setInputFiles('#files', SLIDE);
-  const upload = page.locator('li.upload', { hasText: 'CMU-1-Small-Region.svs' });
+  const upload = page.locator('li.upload', { hasText: path.basename(SLIDE) });
   await upload.locator('.badge-ready').waitFor({ timeout: 240_000 });
   page.removeAllListeners('request');
 
@@ -448,11 +450,11 @@ test('the sample page shows the contract errors inline beside each field, and sa
 });
 
 test('segmentation starts from the sample page and its state follows to completed', async () => {
-  await page.goto(at(`/samples/${sharedId}`));
+  await page.goto(at(`/samples/${badgeId}`));
   await page.locator('#segmentation-state .badge-not_started').waitFor();
   await page.getByRole('button', { name: 'Start segmentation' }).click();
   await page.locator('#segmentation-state .badge-completed').waitFor({ timeout: 300_000 });
-  const state = (await call('GET', `/samples/${sharedId}/segmentation`)).json;
+  const state = (await call('GET', `/samples/${badgeId}/segmentation`)).json;
   expect(state.status).toBe('completed');
   await expect(page.locator('#segmentation-state').textContent()).resolves.toContain(
     `${state.layer.instanceCount} cells`,
@@ -461,7 +463,6 @@ test('segmentation starts from the sample page and its state follows to complete
 }, 320_000);
 
 test('an export requested on the sample page becomes ready, and its link downloads the API file', async () => {
-  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
   await page.goto(at(`/samples/${sharedId}`));
   await page.getByLabel('Format').selectOption('ome-zarr-zip');
   await page.getByRole('button', { name: 'Request export' }).click();

@@ -2,23 +2,21 @@
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import sharp from 'sharp';
 import { grantCredits } from '../../db/credits';
-import { SegmentationState } from '../../schemas/segmentation';
-import { workflowIds } from '../../schemas/temporal';
 import { testEnv } from '../support/env';
 import { apiClient } from '../support/http';
 import { runPythonJson } from '../support/python';
-import { startStack, type TestStack } from '../support/stack';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 /**
  * The sample page's viewer in headless Chromium (WebGL2 on SwiftShader) over a real ingested
- * slide, a real prediction and a real segmentation: rendered pixels against the stores' values
- * under the chosen colour and contrast, outlines from the label mask, the cell under the cursor
- * against the Parquet rows, scale bar and cursor position, and a new prediction's channel.
+ * slide, a real prediction and a real segmentation (the run's processed template, cloned):
+ * rendered pixels against the stores' values under the chosen colour and contrast, outlines from
+ * the label mask, the cell under the cursor against the Parquet rows, scale bar and cursor
+ * position, and a new prediction's channel.
  */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const execFileAsync = promisify(execFile);
@@ -147,33 +145,16 @@ async function settled(): Promise<void> {
   await complete();
 }
 
-async function waitForSegmentation(): Promise<SegmentationState> {
-  for (let i = 0; i < 1200; i++) {
-    const state = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json);
-    if (state.status === 'completed' || state.status === 'failed') return state;
-    await sleep(250);
-  }
-  throw new Error('segmentation did not end in time');
-}
-
 let heSizes: number[];
 let markerSizes: number[];
 let maskSizes: number[];
 
 beforeAll(async () => {
-  stack = await startStack({ worker: true, sharedSlides: true });
+  stack = await startStack({ worker: true, sharedSlides: 'processed' });
   call = apiClient(stack.api, stack.tenant.apiKey);
-  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
+  ({ sampleId, jobId, layerId } = stack.processedSample());
+  expect(stack.processedSample().markers).toEqual(['DAPI', 'CD3']);
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
-  expect((await call('POST', `/samples/${sampleId}/segmentation`)).status).toBeLessThan(300);
-  const state = await waitForSegmentation();
-  expect(state.status).toBe('completed');
-  layerId = state.layer!.id;
-  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['DAPI', 'CD3'] });
-  expect(submitted.status).toBe(202);
-  jobId = submitted.json.jobId as string;
-  await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).result();
-  await stack.client.workflow.getHandle(workflowIds.segmentationMarkers(layerId, jobId)).result();
 
   heSizes = await pixelSizes(`${stack.api}/samples/${sampleId}/he/files/`);
   markerSizes = await pixelSizes(`${stack.api}/jobs/${jobId}/results/files/`, 'CD3');
@@ -204,7 +185,7 @@ beforeAll(async () => {
   });
   await page.goto(at('/settings'));
   await page.evaluate((key) => sessionStorage.setItem('sps.apiKey', key), stack.tenant.apiKey);
-}, 900_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await browser?.close();
   await stack?.close();

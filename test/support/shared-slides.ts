@@ -78,6 +78,7 @@ const buildDatabase = (kind: SharedSlidesKind) => `${templates[kind].database}_b
 /** pg_advisory_lock key: one build at a time across parallel test files. */
 const BUILD_LOCK = 0x5350_5331;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const UUID_IN_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
 
 const folder = (kind: SharedSlidesKind) => path.join(testEnv().scratch, templates[kind].folder);
 const manifestFile = (kind: SharedSlidesKind) => path.join(folder(kind), 'manifest.json');
@@ -297,12 +298,25 @@ BEGIN
 END $$`);
 }
 
-/** Copies the folder `from` to `to`, each file or folder name that is an id renamed. */
+/**
+ * Copies the folder `from` to `to`, each file or folder name that is an id renamed, and each id
+ * in a file's bytes too: the stored manifests and provenance (JSON), the Parquet tables' key-value
+ * metadata and the AnnData file's string attributes (an HDF5 global heap) hold the layer's,
+ * sample's and job's ids as plain text. An id and its new name are both 36 ASCII bytes, so no
+ * length or offset in any file moves, and none of those places is under a checksum.
+ */
 async function copyRenamed(from: string, to: string, renamed: (name: string) => string): Promise<void> {
   await mkdir(to, { recursive: true });
   for (const entry of await readdir(from, { withFileTypes: true })) {
+    const source = path.join(from, entry.name);
     const target = path.join(to, renamed(entry.name));
-    if (entry.isDirectory()) await copyRenamed(path.join(from, entry.name), target, renamed);
-    else await copyFile(path.join(from, entry.name), target);
+    if (entry.isDirectory()) {
+      await copyRenamed(source, target, renamed);
+      continue;
+    }
+    const text = (await readFile(source)).toString('latin1');
+    const renamedText = text.replace(UUID_IN_TEXT, renamed);
+    if (renamedText === text) await copyFile(source, target);
+    else await writeFile(target, Buffer.from(renamedText, 'latin1'));
   }
 }

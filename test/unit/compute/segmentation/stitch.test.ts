@@ -23,12 +23,15 @@ import { memorySlide } from './helpers';
 import { monusegTiles, readAnnotatedTile } from './monuseg';
 
 /**
- * Stitching on real tissue with the real segmenter: a MoNuSeg tile (1000 x 1000 at 0.25 µm)
- * cut into 200 px cores, so about one nucleus in four crosses a core border. The stitched mask
- * must hold every object once and whole, as the segmenter sees it in one piece.
+ * Stitching on real tissue with the real segmenter: the central 600 x 600 px of a MoNuSeg tile
+ * (1000 x 1000 at 0.25 µm) cut into 200 px cores, so about one nucleus in three crosses a core
+ * border (over 200 nuclei, 70 crossing). The stitched mask must hold every object once and
+ * whole, as the segmenter sees it in one piece.
  */
 const { name, mpp } = monusegTiles[0];
 const coreSize = 200;
+/** 3 x 3 cores: the middle one borders another core on every side. */
+const crop = { left: 200, top: 200, width: 600, height: 600 };
 
 interface Region {
   area: number;
@@ -151,7 +154,7 @@ describe('stitching real tissue', () => {
   ])(
     'holds every nucleus once and whole across 200 px tile borders, %s',
     async (_, pinned) => {
-      const { image } = await readAnnotatedTile(name);
+      const { image } = await readAnnotatedTile(name, crop);
       const { width, height } = image;
       const slide = memorySlide(image);
       const cut = wholeImageCut(image);
@@ -186,7 +189,7 @@ describe('stitching real tissue', () => {
       const ours = regions(stitched, width);
       const theirs = regions(whole.labels, width);
       // Labels 1..N, every one painted, each in one piece.
-      expect(total).toBeGreaterThan(300);
+      expect(total).toBeGreaterThan(150);
       expect(ours.size).toBe(total);
       expect(Math.max(...ours.keys())).toBe(total);
       const pieces = piecesPerLabel(stitched, width, height);
