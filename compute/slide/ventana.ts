@@ -246,24 +246,27 @@ export function stitchedSlide(
       }
       const out = new Uint8Array(width * height * 3).fill(255);
       const rawLevel = raw.levels[region.level]!;
-      for (const tile of layout.tiles) {
+      const parts = layout.tiles.flatMap((tile) => {
         const x0 = Math.max(x, tile.x);
         const y0 = Math.max(y, tile.y);
-        const x1 = Math.min(x + width, tile.x + layout.w);
-        const y1 = Math.min(y + height, tile.y + layout.h);
         const sx = tile.source.x + x0 - tile.x;
         const sy = tile.source.y + y0 - tile.y;
-        if (x1 <= x0 || y1 <= y0 || sx >= rawLevel.widthPx || sy >= rawLevel.heightPx) continue;
-        const part = await raw.readRegion(
-          {
-            level: region.level,
-            x: sx,
-            y: sy,
-            width: Math.min(x1 - x0, rawLevel.widthPx - sx),
-            height: Math.min(y1 - y0, rawLevel.heightPx - sy),
-          },
-          signal,
-        );
+        const w = Math.min(x + width, tile.x + layout.w) - x0;
+        const h = Math.min(y + height, tile.y + layout.h) - y0;
+        if (w <= 0 || h <= 0 || sx >= rawLevel.widthPx || sy >= rawLevel.heightPx) return [];
+        const source = {
+          level: region.level,
+          x: sx,
+          y: sy,
+          width: Math.min(w, rawLevel.widthPx - sx),
+          height: Math.min(h, rawLevel.heightPx - sy),
+        };
+        return [{ x0, y0, source }];
+      });
+      // Read together, painted in order: the later tile is the one on top of an overlap.
+      const images = await Promise.all(parts.map(({ source }) => raw.readRegion(source, signal)));
+      for (const [i, { x0, y0 }] of parts.entries()) {
+        const part = images[i]!;
         for (let row = 0; row < part.height; row++) {
           const from = row * part.width * 3;
           out.set(part.data.subarray(from, from + part.width * 3), ((y0 - y + row) * width + (x0 - x)) * 3);

@@ -2,7 +2,9 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { type DeidReport, deidentifyTiff } from '../../../compute/deid';
+import { isComputeError } from '../../../compute/errors';
 import { openTiffSlide, probeSlide, type SlideProbe } from '../../../compute/slide';
+import { detectSlideFormat } from '../../../compute/slide/format';
 import { bytesSource } from '../../../compute/source';
 import { allIfds, openTiff, readTile, type TiffFile } from '../../../compute/tiff';
 import { runPythonJson } from '../../support/python';
@@ -294,5 +296,27 @@ describe.each(cases)('$file', (vendorCase) => {
       for (let i = 0; i < theirs.length; i++) if (ours.data[i] !== theirs[i]) differing++;
       expect({ level, differing }).toEqual({ level, differing: 0 });
     }
+  });
+});
+
+describe('formats refused by name', () => {
+  const refusal = (bytes: Uint8Array, filename?: string) =>
+    detectSlideFormat(bytesSource(bytes), undefined, filename).then(
+      () => 'read',
+      (err: unknown) => (isComputeError(err, 'UnsupportedFormat') ? err.message : String(err)),
+    );
+
+  test('by signature whatever the name, by extension whatever the bytes', async () => {
+    const tiffHeader = new Uint8Array([0x49, 0x49, 42, 0, 8, 0, 0, 0]);
+    expect(await refusal(Buffer.from('\xEF\xBB\xBF[GENERAL]\r\n', 'latin1'), 'upload.bin')).toContain(
+      'MIRAX',
+    );
+    expect(await refusal(Buffer.from('[Virtual Microscope Specimen]\n'))).toContain('Hamamatsu VMS');
+    expect(await refusal(Buffer.from('SQLite format 3\0'))).toContain('Sakura SVSLIDE');
+    const vsi = await refusal(tiffHeader, 'Scan 12.VSI');
+    expect(vsi).toContain('Olympus VSI');
+    expect(vsi).toContain('OME-TIFF');
+    expect(vsi).toContain('raw2ometiff');
+    expect(await refusal(tiffHeader, 'slide.tif')).toBe('read');
   });
 });
