@@ -45,9 +45,27 @@ print(json.dumps({'vendor': p['openslide.vendor'], 'mpp': float(p['openslide.mpp
 const barcodes = ['CMU-1', Buffer.from('CMU-1').toString('base64').replace(/=+$/, '')];
 
 describe.each([
-  ['CMU-1-Small-Region.leica.scn', { vendor: 'leica', widthPx: 2208, heightPx: 2960 }],
-  ['CMU-1-Small-Region.ventana.bif', { vendor: 'ventana', widthPx: 2040, heightPx: 3056 }],
-  ['CMU-1-Small-Region.philips.tiff', { vendor: 'philips', widthPx: 2048, heightPx: 2560 }],
+  [
+    'CMU-1-Small-Region.leica.scn',
+    {
+      vendor: 'leica',
+      widthPx: 2208,
+      heightPx: 2960,
+      // Where the XML places the main image on the slide, as OpenSlide reports it.
+      metadata: {
+        'openslide.objective-power': '20',
+        'openslide.bounds-x': '16032',
+        'openslide.bounds-y': '80160',
+        'openslide.bounds-width': '2208',
+        'openslide.bounds-height': '2960',
+      },
+    },
+  ],
+  [
+    'CMU-1-Small-Region.ventana.bif',
+    { vendor: 'ventana', widthPx: 2040, heightPx: 3056, metadata: { 'openslide.objective-power': '20' } },
+  ],
+  ['CMU-1-Small-Region.philips.tiff', { vendor: 'philips', widthPx: 2048, heightPx: 2560, metadata: {} }],
 ])('%s', (file, expected) => {
   const original = path.join(SHARED_WSI, 'synthetic', file);
   let sampleId: string;
