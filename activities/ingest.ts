@@ -71,7 +71,7 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     const deidKey = objectKeys.deidentified(sample.organizationId, sample.id, sample.filename);
     if (sample.status === 'deid_running') {
       const source = await sourceOf(sample.storageKey);
-      const format = await detectSlideFormat(source);
+      const format = await detectSlideFormat(source, undefined, sample.filename);
       const { sink, stored } = objectWriter(store, deidKey, contentTypeOf(format));
       // New DICOM UIDs are derived from the sample, so a retried de-id writes the same bytes.
       const uidKey = createHash('sha256').update(`dicom-uids/${sample.id}`).digest();

@@ -11,6 +11,8 @@ export type ComputeErrorTag =
   | 'MalformedTiff'
   /** A valid TIFF that uses a feature this code does not handle. */
   | 'UnsupportedTiff'
+  /** A whole-slide format recognised and refused by name (MIRAX, Olympus VSI, Hamamatsu VMS, SVSLIDE). */
+  | 'UnsupportedFormat'
   /** The bytes are not a DICOM Part 10 file (no `DICM` preamble). */
   | 'NotDicom'
   /** The DICOM structure is inconsistent or lacks what a whole-slide image needs. */

@@ -1,4 +1,4 @@
-import { patched, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SampleStatus } from '../schemas/enums';
 import { reasonOf } from './failures';
@@ -38,7 +38,7 @@ export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> 
   try {
     await compute.deidentifySlide({ sampleId });
   } catch (err) {
-    return fail(sampleId, 'deid_failed', err);
+    return fail(sampleId, isRefusedFormat(err) ? 'preprocess_failed' : 'deid_failed', err);
   }
   try {
     await compute.probeSlide({ sampleId });
@@ -75,6 +75,16 @@ async function startAutoSegmentation(sampleId: string): Promise<void> {
   } catch {
     // Retried by the proxy already; the sample stays ready without a run.
   }
+}
+
+/**
+ * A slide format refused by name (MIRAX, VSI, VMS, SVSLIDE) is found when de-identification
+ * first reads the file, but nothing failed to be de-identified: the service cannot read the
+ * slide at all, which is what `preprocess_failed` says.
+ */
+function isRefusedFormat(err: unknown): boolean {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure && cause.type === 'UnsupportedFormat';
 }
 
 async function fail(sampleId: string, status: 'deid_failed' | 'preprocess_failed', err: unknown) {

@@ -1,4 +1,6 @@
 import { formatAperioDescription, isAperioDescription, isOmeXml, parseAperioDescription } from '../slide';
+import { isPhilipsXml, scrubPhilipsXml } from '../slide/philips';
+import { ventanaLevelOf } from '../slide/ventana';
 
 /**
  * Aperio keys that describe the scan, not the patient, the operator or the site. An allowlist:
@@ -57,6 +59,16 @@ export interface ScrubOptions {
 export function scrubDescription(description: string, options: ScrubOptions): ScrubbedDescription {
   if (isAperioDescription(description)) return scrubAperio(description);
   if (isOmeXml(description)) return scrubOme(description, options.ifdRenumbering);
+  if (isPhilipsXml(description)) return scrubPhilipsXml(description);
+  const bifLevel = ventanaLevelOf(description);
+  if (bifLevel !== undefined) {
+    // BIF names its levels in the description (`level=0 mag=20 quality=90`); nothing else is kept.
+    const text = /^level=\d+ mag=[\d.]+ quality=\d+$/.test(description)
+      ? description
+      : `level=${bifLevel.level} mag=${bifLevel.magnification}`;
+    return { text, removed: text === description ? [] : ['ventana.ImageDescription'] };
+  }
+  if (description === 'Thumbnail') return { text: description, removed: [] };
   // Free text from an unknown writer: nothing says which part is safe.
   return { text: undefined, removed: ['ImageDescription'] };
 }

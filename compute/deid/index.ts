@@ -53,7 +53,8 @@ async function writeCopy(
   { signal, bigTiff }: DeidOptions,
 ): Promise<DeidReport> {
   const tiff = await openTiff(source, { signal });
-  const plan = await planDeid(tiff, slideLayout(tiff, detectVendor(tiff)), signal);
+  const vendor = detectVendor(tiff);
+  const plan = await planDeid(tiff, slideLayout(tiff, vendor), vendor, signal);
   const layout = layOut(plan.roots, {
     bigTiff: bigTiff === true || tiff.bigTiff,
     littleEndian: tiff.littleEndian,

@@ -8,6 +8,8 @@ export interface PlannedIfd {
   copied: TiffEntry[];
   /** The scrubbed ImageDescription, NUL-terminated, when one is kept. */
   description: Uint8Array | undefined;
+  /** The scrubbed XMP packet, when one is kept (BIF level 0's stitching). */
+  xmp?: Uint8Array | undefined;
   /** Source offsets and byte counts of every tile or strip. */
   blockOffsets: number[];
   blockCounts: number[];
@@ -132,6 +134,10 @@ function entrySpecs(plan: PlannedIfd, kind: OutputKind): EntrySpec[] {
       count: description.length,
       value: () => description,
     });
+  }
+  const xmp = plan.xmp;
+  if (xmp !== undefined) {
+    specs.push({ tag: Tag.XMP, type: FieldType.BYTE, count: xmp.length, value: () => xmp });
   }
   if (plan.children.length > 0) {
     const type = kind.bigTiff ? FieldType.IFD8 : FieldType.IFD;

@@ -1,6 +1,8 @@
 import { ComputeError } from '../errors';
-import type { AssociatedKind, SlideLayout } from '../slide';
-import { Compression, type IfdPath, type TiffFile, type TiffIfd, tagName } from '../tiff';
+import type { AssociatedKind, SlideLayout, SlideVendor } from '../slide';
+import { scrubLeicaXml } from '../slide/leica';
+import { scrubIScanXmp, scrubVentanaXmp, ventanaLevelOf, xmpText } from '../slide/ventana';
+import { Compression, type IfdPath, Tag, type TiffFile, type TiffIfd, tagName } from '../tiff';
 import { scrubDescription } from './description';
 import type { PlannedIfd } from './layout';
 import { decideTag } from './tags';
@@ -35,7 +37,12 @@ function kindOf(ifd: TiffIfd, layout: SlideLayout): DroppedImage['kind'] {
 const encoder = new TextEncoder();
 
 /** Decides every IFD and tag of the copy and loads what it copies; reads no tile. */
-export async function planDeid(tiff: TiffFile, layout: SlideLayout, signal?: AbortSignal): Promise<DeidPlan> {
+export async function planDeid(
+  tiff: TiffFile,
+  layout: SlideLayout,
+  vendor: SlideVendor,
+  signal?: AbortSignal,
+): Promise<DeidPlan> {
   const kept = keptIfds(layout);
   const plan: DeidPlan = { roots: [], droppedImages: [], droppedTags: new Set(), scrubbed: new Set() };
   const ifdRenumbering = new Map<number, number>();
@@ -58,7 +65,7 @@ export async function planDeid(tiff: TiffFile, layout: SlideLayout, signal?: Abo
     }
     const copied = [];
     for (const entry of ifd.entries.values()) {
-      const decision = decideTag(entry.tag, entry.type);
+      const decision = isPhilipsSoftware(ifd, entry.tag, vendor) ? 'copy' : decideTag(entry.tag, entry.type);
       if (decision === 'drop') plan.droppedTags.add(tagName(entry.tag));
       if (decision !== 'copy') continue;
       await ifd.load(entry.tag, signal);
@@ -72,10 +79,35 @@ export async function planDeid(tiff: TiffFile, layout: SlideLayout, signal?: Abo
     return {
       source: ifd,
       copied,
-      description: scrubbedDescription(ifd, ifdRenumbering, plan),
+      description: encodeText(vendorDescription(ifd) ?? scrubbedDescription(ifd, ifdRenumbering, plan)),
+      xmp: encodeText(vendor === 'ventana' ? ventanaXmp(ifd) : undefined),
       ...(await blocksOf(ifd, signal)),
       children,
     };
+  };
+  const firstKept = tiff.ifds.find((ifd) => kept.has(ifd));
+  /** SCN XML lives in the first IFD, the macro's: the copy's first IFD carries it, scrubbed. */
+  const vendorDescription = (ifd: TiffIfd): string | undefined => {
+    if (vendor !== 'leica' || ifd !== firstKept) return undefined;
+    const { text, removed } = scrubLeicaXml(tiff.ifds[0]?.description ?? '', ifdRenumbering);
+    for (const what of removed) plan.scrubbed.add(what);
+    return text;
+  };
+  /**
+   * BIF level 0 keeps its stitching and scale (see scrubVentanaXmp), and the copy's first IFD
+   * the scrubbed iScan packet OpenSlide tells a BIF by; no other XMP is kept.
+   */
+  const ventanaXmp = (ifd: TiffIfd): string | undefined => {
+    const macroXmp = xmpText(layout.associated.get('macro')?.entries.get(Tag.XMP)?.raw);
+    const encodeInfo = xmpText(ifd.entries.get(Tag.XMP)?.raw);
+    const scrubbed =
+      ventanaLevelOf(ifd.description)?.level === 0 && encodeInfo !== undefined
+        ? scrubVentanaXmp(encodeInfo, macroXmp)
+        : ifd === firstKept
+          ? scrubIScanXmp(macroXmp)
+          : undefined;
+    for (const what of scrubbed?.removed ?? []) plan.scrubbed.add(what);
+    return scrubbed?.text;
   };
   for (const ifd of tiff.ifds) {
     const root = await planIfd(ifd);
@@ -89,7 +121,21 @@ function scrubbedDescription(ifd: TiffIfd, ifdRenumbering: Map<number, number>, 
   if (description === undefined) return undefined;
   const { text, removed } = scrubDescription(description, { ifdRenumbering });
   for (const what of removed) plan.scrubbed.add(what);
+  return text;
+}
+
+function encodeText(text: string | undefined): Uint8Array | undefined {
   return text === undefined ? undefined : encoder.encode(`${text}\0`);
+}
+
+/**
+ * OpenSlide tells a Philips TIFF by its Software tag, `Philips DP v1.0`: a product and version,
+ * kept exactly when it says nothing more.
+ */
+function isPhilipsSoftware(ifd: TiffIfd, tag: number, vendor: SlideVendor): boolean {
+  return (
+    vendor === 'philips' && tag === Tag.Software && /^Philips DP v[\d.]+$/.test(ifd.text(Tag.Software) ?? '')
+  );
 }
 
 /** Checked before a byte is written, so a bad offset fails the copy instead of truncating it. */

@@ -3,9 +3,20 @@ import type { ByteSource } from '../source';
 import { type IfdPath, type OpenTiffOptions, openTiff, Tag, type TiffFile, type TiffIfd } from '../tiff';
 import { aperioImageKind, isAperioDescription, parseAperioDescription } from './aperio';
 import { effectiveMppOf, type Mpp, mppOf, omeLengthToMicrons, resolutionToMpp } from './calibration';
+import { isLeicaXml, type LeicaSlide, leicaBounds, leicaMpp, parseLeicaXml } from './leica';
 import { isOmeXml, omeImageNames, omePixels } from './ome';
+import { isPhilipsXml, type PhilipsSlide, parsePhilipsXml } from './philips';
+import {
+  iScanElement,
+  isVentanaMacro,
+  parseEncodeInfo,
+  parseIScan,
+  stitchedLevelSize,
+  ventanaLevelOf,
+  xmpText,
+} from './ventana';
 
-export type SlideVendor = 'aperio' | 'hamamatsu' | 'ome' | 'generic-tiff';
+export type SlideVendor = 'aperio' | 'hamamatsu' | 'leica' | 'ventana' | 'philips' | 'ome' | 'generic-tiff';
 export type AssociatedKind = 'label' | 'macro' | 'thumbnail';
 
 export interface SlideLevel {
@@ -53,18 +64,19 @@ export function probeTiff(tiff: TiffFile): SlideProbe {
   const layout = slideLayout(tiff, vendor);
   const base = layout.levels[0];
   if (base === undefined) throw new ComputeError('MalformedTiff', 'the file has no pyramid level');
-  const mpp = calibrate(base, vendor);
+  const sizes = levelSizes(tiff, vendor, layout.levels);
+  const mpp = calibrate(tiff, base, vendor);
   const associated: SlideProbe['associated'] = {};
   for (const [kind, ifd] of layout.associated) associated[kind] = ifd.path;
   return {
     vendor,
-    widthPx: base.width,
-    heightPx: base.height,
-    levels: layout.levels.map((ifd, index) => levelOf(ifd, index, base)),
+    widthPx: sizes[0]!.width,
+    heightPx: sizes[0]!.height,
+    levels: layout.levels.map((ifd, index) => levelOf(ifd, index, sizes)),
     mpp,
     effectiveMpp: effectiveMppOf(mpp),
     associated,
-    metadata: metadataOf(base, vendor),
+    metadata: metadataOf(tiff, base, vendor),
   };
 }
 
@@ -73,19 +85,120 @@ export function detectVendor(tiff: TiffFile): SlideVendor {
   if (first === undefined) throw new ComputeError('MalformedTiff', 'the file has no IFD');
   if (isAperioDescription(first.description)) return 'aperio';
   if (first.has(Tag.NdpiFormatFlag)) return 'hamamatsu';
+  if (isLeicaXml(first.description)) return 'leica';
+  if (isPhilipsXml(first.description)) return 'philips';
   if (isOmeXml(first.description)) return 'ome';
+  if (tiff.ifds.some((ifd) => ventanaLevelOf(ifd.description) !== undefined)) return 'ventana';
   return 'generic-tiff';
 }
 
 export function slideLayout(tiff: TiffFile, vendor: SlideVendor): SlideLayout {
-  const layout =
-    vendor === 'aperio'
-      ? aperioLayout(tiff)
-      : vendor === 'hamamatsu'
-        ? ndpiLayout(tiff)
-        : pyramidLayout(tiff);
+  const layouts: Partial<Record<SlideVendor, (tiff: TiffFile) => SlideLayout>> = {
+    aperio: aperioLayout,
+    hamamatsu: ndpiLayout,
+    leica: leicaLayout,
+    ventana: ventanaLayout,
+    philips: philipsLayout,
+  };
+  const layout = (layouts[vendor] ?? pyramidLayout)(tiff);
   layout.levels.sort((a, b) => b.width * b.height - a.width * a.height);
   return layout;
+}
+
+/** The main image's resolutions are the levels; the macro's largest is the macro. */
+function leicaLayout(tiff: TiffFile): SlideLayout {
+  const slide = leicaOf(tiff);
+  const ifdOf = (ifd: number) => {
+    const found = tiff.ifds[ifd];
+    if (found === undefined)
+      throw new ComputeError('MalformedTiff', `the SCN XML names IFD ${ifd}, which is absent`);
+    return found;
+  };
+  const layout: SlideLayout = {
+    levels: slide.main.dimensions.map(({ ifd }) => ifdOf(ifd)),
+    associated: new Map(),
+  };
+  const macro = slide.macro?.dimensions[0];
+  if (macro !== undefined) layout.associated.set('macro', ifdOf(macro.ifd));
+  return layout;
+}
+
+/** Levels say `level=N mag=M`; the `Label Image` is the slide photograph (OpenSlide's macro). */
+function ventanaLayout(tiff: TiffFile): SlideLayout {
+  const layout: SlideLayout = { levels: [], associated: new Map() };
+  for (const ifd of tiff.ifds) {
+    if (ventanaLevelOf(ifd.description) !== undefined) layout.levels.push(ifd);
+    else if (isVentanaMacro(ifd.description)) layout.associated.set('macro', ifd);
+    else if (ifd.description === 'Thumbnail') layout.associated.set('thumbnail', ifd);
+  }
+  return layout;
+}
+
+/** Every tiled IFD is a level; the stripped `Label` and `Macro` images are what they say. */
+function philipsLayout(tiff: TiffFile): SlideLayout {
+  const layout: SlideLayout = { levels: [], associated: new Map() };
+  for (const ifd of tiff.ifds) {
+    if (ifd.isTiled) layout.levels.push(ifd);
+    else if (ifd.description?.startsWith('Label')) layout.associated.set('label', ifd);
+    else if (ifd.description?.startsWith('Macro')) layout.associated.set('macro', ifd);
+  }
+  return layout;
+}
+
+function leicaOf(tiff: TiffFile): LeicaSlide {
+  return parseLeicaXml(tiff.ifds[0]?.description ?? '');
+}
+
+function philipsOf(tiff: TiffFile): PhilipsSlide {
+  return parsePhilipsXml(tiff.ifds[0]?.description ?? '');
+}
+
+/** The iScan metadata: the macro's XMP in a scanner's file, level 0's EncodeInfo in our copy. */
+function iScanOf(tiff: TiffFile, base: TiffIfd) {
+  for (const ifd of [...tiff.ifds, base]) {
+    const element = iScanElement(xmpText(ifd.entries.get(Tag.XMP)?.raw));
+    if (element !== undefined) return parseIScan(element);
+  }
+  return undefined;
+}
+
+/**
+ * The true size of each level: BIF levels are the stitched camera tiles, Philips levels are
+ * padded to whole tiles in the file and clipped back to level 0 over the downsample.
+ */
+function levelSizes(
+  tiff: TiffFile,
+  vendor: SlideVendor,
+  levels: TiffIfd[],
+): Array<{ width: number; height: number }> {
+  const stored = levels.map((ifd) => ({ width: ifd.width, height: ifd.height }));
+  const base = levels[0]!;
+  if (vendor === 'philips') {
+    const { downsamples } = philipsOf(tiff);
+    if (downsamples.length !== levels.length) {
+      throw new ComputeError(
+        'MalformedTiff',
+        `the Philips XML lists ${downsamples.length} levels; the file has ${levels.length}`,
+      );
+    }
+    return downsamples.map((d) => ({
+      width: Math.floor(base.width / d),
+      height: Math.floor(base.height / d),
+    }));
+  }
+  if (vendor === 'ventana') {
+    const geometry = parseEncodeInfo(
+      xmpText(base.entries.get(Tag.XMP)?.raw),
+      base.tileWidth,
+      base.tileHeight,
+    );
+    if (geometry === undefined) return stored;
+    const magnification0 = ventanaLevelOf(base.description)!.magnification;
+    return levels.map((ifd) =>
+      stitchedLevelSize(geometry, magnification0 / ventanaLevelOf(ifd.description)!.magnification),
+    );
+  }
+  return stored;
 }
 
 /** OpenSlide's rule: every tiled IFD is a level; IFD 1 untiled is the thumbnail; the rest say what they are. */
@@ -158,23 +271,47 @@ function isReductionOf(base: TiffIfd, ifd: TiffIfd): boolean {
   return Math.abs(ifd.height - expectedHeight) <= Math.max(2, 0.02 * expectedHeight);
 }
 
-function levelOf(ifd: TiffIfd, index: number, base: TiffIfd): SlideLevel {
+function levelOf(
+  ifd: TiffIfd,
+  index: number,
+  sizes: ReadonlyArray<{ width: number; height: number }>,
+): SlideLevel {
+  const base = sizes[0]!;
+  const { width, height } = sizes[index]!;
   return {
     index,
     ifd: ifd.path,
-    widthPx: ifd.width,
-    heightPx: ifd.height,
+    widthPx: width,
+    heightPx: height,
     tileWidth: ifd.tileWidth,
     tileHeight: ifd.tileHeight,
     compression: ifd.compression,
-    downsample: (base.width / ifd.width + base.height / ifd.height) / 2,
+    downsample: (base.width / width + base.height / height) / 2,
   };
 }
 
-/** The vendor's own scale first (SVS MPP, OME PhysicalSize), else the TIFF resolution tags. */
-function calibrate(base: TiffIfd, vendor: SlideVendor): Mpp | null {
-  const own = vendor === 'aperio' ? aperioMpp(base) : vendor === 'ome' ? omeMpp(base) : null;
-  return own ?? tiffMpp(base);
+/**
+ * The vendor's own scale first (SVS MPP, OME PhysicalSize, the SCN view over its pixels, BIF
+ * ScanRes, Philips DICOM_PIXEL_SPACING), else the TIFF resolution tags.
+ */
+function calibrate(tiff: TiffFile, base: TiffIfd, vendor: SlideVendor): Mpp | null {
+  const own: Partial<Record<SlideVendor, () => Mpp | null>> = {
+    aperio: () => aperioMpp(base),
+    ome: () => omeMpp(base),
+    leica: () => {
+      const { x, y } = leicaMpp(leicaOf(tiff));
+      return mppOf(x, y);
+    },
+    ventana: () => {
+      const scanRes = iScanOf(tiff, base)?.scanRes ?? null;
+      return mppOf(scanRes, scanRes);
+    },
+    philips: () => {
+      const { x, y } = philipsOf(tiff).mpp;
+      return mppOf(x, y);
+    },
+  };
+  return own[vendor]?.() ?? tiffMpp(base);
 }
 
 function aperioMpp(base: TiffIfd): Mpp | null {
@@ -198,7 +335,7 @@ function tiffMpp(base: TiffIfd): Mpp | null {
   return mppOf(resolutionToMpp(base.xResolution, unit), resolutionToMpp(base.yResolution, unit));
 }
 
-function metadataOf(base: TiffIfd, vendor: SlideVendor): Record<string, string> {
+function metadataOf(tiff: TiffFile, base: TiffIfd, vendor: SlideVendor): Record<string, string> {
   const metadata: Record<string, string> = {};
   const put = (key: string, value: string | number | undefined) => {
     if (value !== undefined) metadata[key] = String(value);
@@ -217,5 +354,24 @@ function metadataOf(base: TiffIfd, vendor: SlideVendor): Record<string, string> 
     for (const [key, value] of Object.entries(omePixels(base.description ?? '') ?? {}))
       put(`ome.Pixels.${key}`, value);
   }
+  if (vendor === 'leica') {
+    const slide = leicaOf(tiff);
+    put('leica.objective', slide.main.objective);
+    put('openslide.objective-power', integerText(slide.main.objective));
+    for (const [key, value] of Object.entries(leicaBounds(slide))) put(`openslide.bounds-${key}`, value);
+  }
+  if (vendor === 'ventana') {
+    const iScan = iScanOf(tiff, base);
+    put('ventana.ScanRes', iScan?.scanRes);
+    put('ventana.Magnification', iScan?.magnification);
+    put('openslide.objective-power', iScan?.magnification);
+  }
+  if (vendor === 'philips')
+    put('philips.DICOM_PIXEL_SPACING', `${philipsOf(tiff).mpp.y / 1000} ${philipsOf(tiff).mpp.x / 1000}`);
   return metadata;
+}
+
+/** An objective such as `20` as OpenSlide copies it to `openslide.objective-power`: integers only. */
+function integerText(text: string | undefined): string | undefined {
+  return text !== undefined && /^\d+$/.test(text) ? text : undefined;
 }

@@ -3,9 +3,10 @@ import { decodeJpegMosaic, fitsJpegMosaic } from '../decode/libtiff';
 import { ComputeError, isComputeError } from '../errors';
 import type { ImageLevel, Region, RgbImage, SlideImage } from '../image';
 import type { ByteSource } from '../source';
-import { ifdAt, openTiff, readTile, type TiffFile, type TiffIfd } from '../tiff';
+import { ifdAt, openTiff, readTile, type TiffFile, type TiffIfd, Tag as TiffTag } from '../tiff';
 import { probeTiff, type SlideLevel, type SlideProbe } from './probe';
 import { Limiter, TileCache } from './tile-cache';
+import { type BifGeometry, parseEncodeInfo, stitchedSlide, xmpText } from './ventana';
 
 export interface TiffSlideOptions {
   signal?: AbortSignal;
@@ -65,8 +66,42 @@ export async function openTiffSlide(source: ByteSource, options: TiffSlideOption
     );
   }
   checkSlideSize(probe);
+  if (probe.vendor === 'ventana') {
+    const base = ifdAt(tiff, probe.levels[0]!.ifd)!;
+    const geometry = parseEncodeInfo(
+      xmpText(base.entries.get(TiffTag.XMP)?.raw),
+      base.tileWidth,
+      base.tileHeight,
+    );
+    if (geometry !== undefined) return stitchedBif(tiff, probe, geometry, options);
+  }
   const levels = await Promise.all(probe.levels.map((level) => levelOf(tiff, level, options.signal)));
   return new TiffSlideImage(probe, levels, options);
+}
+
+/**
+ * A BIF with overlapping camera tiles: its TIFF levels are read as stored (the raw mosaic),
+ * and the stitched slide is drawn from them (see ventana.ts).
+ */
+async function stitchedBif(
+  tiff: TiffFile,
+  probe: SlideProbe,
+  geometry: BifGeometry,
+  options: TiffSlideOptions,
+): Promise<TiffSlide> {
+  const stored = probe.levels.map((level) => {
+    const ifd = ifdAt(tiff, level.ifd)!;
+    return { ...level, widthPx: ifd.width, heightPx: ifd.height };
+  });
+  const rawProbe = { ...probe, widthPx: stored[0]!.widthPx, heightPx: stored[0]!.heightPx, levels: stored };
+  const levels = await Promise.all(stored.map((level) => levelOf(tiff, level, options.signal)));
+  const raw = new TiffSlideImage(rawProbe, levels, options);
+  const levelsOut = probe.levels.map(({ widthPx, heightPx, downsample }) => ({
+    widthPx,
+    heightPx,
+    downsample,
+  }));
+  return Object.assign(stitchedSlide(raw, geometry, levelsOut), { probe });
 }
 
 interface Level {
@@ -128,7 +163,8 @@ async function levelOf(tiff: TiffFile, level: SlideLevel, signal: AbortSignal | 
     height: level.heightPx,
     tileWidth: level.tileWidth,
     tileHeight: level.tileHeight,
-    tilesAcross: Math.ceil(level.widthPx / level.tileWidth),
+    // The stored width: Philips pads levels to whole tiles beyond the level's true width.
+    tilesAcross: Math.ceil(ifd.width / level.tileWidth),
     strips: !ifd.isTiled,
     format,
     mosaic: ifd.isTiled && format.compression === 7 && format.samplesPerPixel === 3,
