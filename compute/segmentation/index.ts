@@ -9,8 +9,9 @@ export {
   type ClassicalOptions,
   createClassicalSegmenter,
   defaultClassicalOptions,
+  estimateSlideStain,
+  type SlideStain,
   segmentClassical,
-  slideHematoxylinThreshold,
 } from './classical';
 export { distanceToBackground, squaredDistanceToSites } from './distance';
 export { expandLabels } from './expand';
@@ -51,7 +52,16 @@ export {
   traceLabel,
 } from './outlines';
 export { type SegmentationQuality, segmentationQuality } from './quality';
-export { EOSIN_OD, glassPixels, HEMATOXYLIN_OD, type StainDensities, stainDensities } from './stain';
+export {
+  EOSIN_OD,
+  glassPixels,
+  HEMATOXYLIN_OD,
+  RUIFROK_STAINS,
+  type StainDensities,
+  type StainVectors,
+  stainDensities,
+} from './stain';
+export { estimateStains, StainSample } from './stain-estimate';
 export {
   EXPRESSION_COLUMNS,
   GEOMETRY_COLUMNS,
