@@ -52,16 +52,7 @@ export {
   traceLabel,
 } from './outlines';
 export { type SegmentationQuality, segmentationQuality } from './quality';
-export {
-  EOSIN_OD,
-  glassPixels,
-  HEMATOXYLIN_OD,
-  RUIFROK_STAINS,
-  type StainDensities,
-  type StainVectors,
-  stainDensities,
-} from './stain';
-export { estimateStains, StainSample } from './stain-estimate';
+export { EOSIN_OD, glassPixels, HEMATOXYLIN_OD, type StainDensities, stainDensities } from './stain';
 export {
   EXPRESSION_COLUMNS,
   GEOMETRY_COLUMNS,
