@@ -123,5 +123,11 @@ export function perturbations(mpp: number): Perturbation[] {
     },
     { name: 'JPEG q70', apply: (image) => viaSharp(image, (s) => s.jpeg({ quality: 70 })) },
     { name: 'downsampled to 0.5 µm', apply: halveImage, halve: true },
+    {
+      // A faint 20x slide: the case issue 24's held-out tiles lost most on.
+      name: 'hematoxylin 40 %, 0.5 µm',
+      apply: (image) => halveImage(restain(image, { hematoxylin: H, eosin: E, h: 0.4 })),
+      halve: true,
+    },
   ];
 }
