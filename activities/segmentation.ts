@@ -16,6 +16,7 @@ import {
   EarlierTileObjects,
   EXPRESSION_COLUMNS,
   encodeTileObjects,
+  estimateSlideStain,
   GEOMETRY_COLUMNS,
   haloPixels,
   type LabelMaskProgress,
@@ -25,8 +26,8 @@ import {
   planSegmentationTiles,
   predictionMarkerReader,
   type SegmentationTile,
+  type SlideStain,
   segmentTileObjects,
-  slideHematoxylinThreshold,
   type TileObjects,
   writeInstanceTable as writeInstances,
   writeMarkerTables as writeMarkers,
@@ -74,8 +75,8 @@ export interface TileIndex {
 interface TilesProgress {
   nextTile: number;
   counts: number[];
-  /** The slide-wide hematoxylin cut every tile is segmented at. */
-  thresholdOd: number;
+  /** The slide-wide stain vectors and hematoxylin cut every tile is segmented with. */
+  stain: SlideStain;
 }
 
 const tileObjectsKey = (prefix: string, tileIndex: number) =>
@@ -153,8 +154,8 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     });
     const resume = context.info.heartbeatDetails as TilesProgress | undefined;
     const signal = context.cancellationSignal;
-    const threshold = resume?.thresholdOd ?? (await slideHematoxylinThreshold(he, tiles, mpp, { signal }));
-    const segmenter = createClassicalSegmenter({ minThresholdOd: threshold, maxThresholdOd: threshold });
+    const stain = resume?.stain ?? (await estimateSlideStain(he, tiles, mpp, { signal }));
+    const segmenter = createClassicalSegmenter({}, stain);
     const haloPx = haloPixels(DEFAULT_HALO_UM, mpp);
     const counts = resume?.counts.slice(0, resume.nextTile) ?? [];
     const prefix = layerPrefixOf(run);
@@ -167,7 +168,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
       await store.put(tileObjectsKey(prefix, tile.index), encodeTileObjects(objects));
       earlier.add(objects);
       counts.push(objects.count);
-      heartbeat({ nextTile: counts.length, counts, thresholdOd: threshold } satisfies TilesProgress);
+      heartbeat({ nextTile: counts.length, counts, stain } satisfies TilesProgress);
       if (Date.now() - lastEvent >= PROGRESS_INTERVAL_MS) {
         lastEvent = Date.now();
         const progress = (TILES_SHARE_OF_PROGRESS * counts.length) / tiles.length;

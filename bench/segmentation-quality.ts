@@ -1,5 +1,8 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import sharp from 'sharp';
 import type { RgbImage } from '../compute/image';
 import {
@@ -10,6 +13,7 @@ import {
   segmentationQuality,
 } from '../compute/segmentation';
 import { segmentationModelSpec } from '../models/registry';
+import { halveImage, halveLabels, perturbations } from './perturb';
 
 /**
  * Nucleus segmentation quality and speed on the annotated MoNuSeg tiles of the shared test data
@@ -19,9 +23,26 @@ import { segmentationModelSpec } from '../models/registry';
  * µm/px (image and labels halved), the scale of 20x slides, to check that the parameters in
  * microns carry over. Times are of warm single-threaded runs on this machine.
  *
- *   npm run bench:segmentation-quality [-- --repeat 3]
+ * Then the robustness table: the same tiles under perturbations that mimic other labs and
+ * scanners (bench/perturb.ts), each scored for the default segmenter beside the plain
+ * scikit-image pipeline (bench/segmentation_skimage_plain.py, run in the checkers' venv) on the
+ * same pixels: F1 at IoU 0.5, AJI and PQ, means over the tiles. These tiles were used to develop
+ * the segmenter, so the table measures robustness to the perturbations, not accuracy on unseen
+ * slides.
+ *
+ *   npm run bench:segmentation-quality [-- --repeat 3] [-- --only robustness]
  */
-const { values } = parseArgs({ options: { repeat: { type: 'string', default: '3' } } });
+const { values } = parseArgs({
+  options: {
+    repeat: { type: 'string', default: '3' },
+    only: { type: 'string' },
+    python: {
+      type: 'string',
+      default:
+        process.env.SPS_TEST_PYTHON ?? path.join(process.env.HOME ?? '/root', '.cache/sps/venv/bin/python'),
+    },
+  },
+});
 const repeat = Math.max(1, Number(values.repeat));
 const dataDir = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'nuclei', 'monuseg');
 
@@ -63,33 +84,6 @@ async function readCase(name: string, mpp: number, halve: boolean): Promise<Case
   return { name: halve ? `${name} @0.5` : name, mpp: halve ? mpp * 2 : mpp, image, reference };
 }
 
-/** 2 x 2 block means: what a scanner's 20x level or a pyramid level would hold. */
-function halveImage(image: RgbImage): RgbImage {
-  const width = image.width >> 1;
-  const height = image.height >> 1;
-  const data = new Uint8Array(width * height * 3);
-  const src = image.data;
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) {
-      for (let c = 0; c < 3; c++) {
-        const a = (2 * y * image.width + 2 * x) * 3 + c;
-        const b = a + image.width * 3;
-        data[(y * width + x) * 3 + c] = Math.round((src[a]! + src[a + 3]! + src[b]! + src[b + 3]!) / 4);
-      }
-    }
-  }
-  return { data, width, height };
-}
-
-/** The top-left label of each 2 x 2 block: ids survive, as nearest-neighbour downsampling keeps them. */
-function halveLabels(labels: Uint16Array, width: number, height: number): Uint16Array {
-  const w = width >> 1;
-  const h = height >> 1;
-  const out = new Uint16Array(w * h);
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) out[y * w + x] = labels[2 * y * width + 2 * x]!;
-  return out;
-}
-
 interface Row {
   segmenter: string;
   tile: string;
@@ -118,7 +112,9 @@ async function score(segmenter: Segmenter, label: string, c: Case): Promise<Row>
 const f3 = (v: number) => v.toFixed(3);
 
 function printRows(rows: Row[]): void {
-  console.log(['segmenter', 'tile', 'ref', 'pred', 'P', 'R', 'F1', 'mIoU', 'AJI', 'ms', 'Mpx/s'].join('\t'));
+  console.log(
+    ['segmenter', 'tile', 'ref', 'pred', 'P', 'R', 'F1', 'mIoU', 'PQ', 'AJI', 'ms', 'Mpx/s'].join('\t'),
+  );
   for (const r of rows) {
     const q = r.quality;
     console.log(
@@ -131,6 +127,7 @@ function printRows(rows: Row[]): void {
         f3(q.recall),
         f3(q.f1),
         f3(q.meanMatchedIou),
+        f3(q.pq),
         f3(q.aji),
         r.ms.toFixed(0),
         (r.megapixels / (r.ms / 1000)).toFixed(2),
@@ -162,7 +159,111 @@ function printMeans(rows: Row[]): void {
   console.log([literature.label, f3(literature.f1), '-', f3(literature.aji), '-'].join('\t'));
 }
 
+interface RobustnessCase {
+  perturbation: string;
+  tile: string;
+  image: RgbImage;
+  mpp: number;
+  reference: Uint16Array;
+}
+
+async function perturbedCases(): Promise<RobustnessCase[]> {
+  const out: RobustnessCase[] = [];
+  for (const t of tiles) {
+    const { image, reference } = await readCase(t.name, t.mpp, false);
+    for (const p of perturbations(t.mpp)) {
+      out.push({
+        perturbation: p.name,
+        tile: t.name,
+        image: await p.apply(image),
+        mpp: p.halve ? 2 * t.mpp : t.mpp,
+        reference: p.halve ? halveLabels(reference, image.width, image.height) : reference,
+      });
+    }
+  }
+  return out;
+}
+
+/** The plain scikit-image pipeline's labels for every case, from one run of the venv's Python. */
+async function skimageLabels(cases: RobustnessCase[]): Promise<Uint32Array[]> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'sps-robustness-'));
+  try {
+    const spec = await Promise.all(
+      cases.map(async (c, k) => {
+        const image = path.join(dir, `${k}.rgb`);
+        await writeFile(image, c.image.data);
+        return {
+          image,
+          labels: path.join(dir, `${k}.labels`),
+          width: c.image.width,
+          height: c.image.height,
+          mpp: c.mpp,
+        };
+      }),
+    );
+    await writeFile(path.join(dir, 'cases.json'), JSON.stringify(spec));
+    const script = path.join(__dirname, '..', '..', 'bench', 'segmentation_skimage_plain.py');
+    await promisify(execFile)(values.python, [script, path.join(dir, 'cases.json')], {
+      env: { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' },
+    });
+    return Promise.all(
+      spec.map(async (s) => {
+        const bytes = await readFile(s.labels);
+        return new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4).slice();
+      }),
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function robustness(): Promise<void> {
+  const segmenter = createClassicalSegmenter();
+  const cases = await perturbedCases();
+  const plain = await skimageLabels(cases);
+  const scores = await Promise.all(
+    cases.map(async (c, k) => ({
+      c,
+      ours: segmentationQuality(c.reference, (await segmenter.segment(c.image, c.mpp)).nuclei.labels),
+      skimage: segmentationQuality(c.reference, plain[k]!),
+    })),
+  );
+  const names = [...new Set(cases.map((c) => c.perturbation))];
+  const mean = (name: string, pick: (s: (typeof scores)[number]) => number) => {
+    const group = scores.filter((s) => s.c.perturbation === name);
+    return group.reduce((sum, s) => sum + pick(s), 0) / group.length;
+  };
+  const unperturbed = mean(names[0]!, (s) => s.ours.f1);
+  console.log(
+    `\nrobustness: ${segmenter.name} ${segmenter.version} beside plain scikit-image, means over ${tiles.length} tiles`,
+  );
+  console.log(
+    ['perturbation', 'F1', 'AJI', 'PQ', 'skimage F1', 'skimage AJI', 'skimage PQ', 'F1 drop', 'holds'].join(
+      '\t',
+    ),
+  );
+  for (const name of names) {
+    const f1 = mean(name, (s) => s.ours.f1);
+    const skimageF1 = mean(name, (s) => s.skimage.f1);
+    const holds = unperturbed - f1 <= 0.05 && f1 > skimageF1;
+    console.log(
+      [
+        name,
+        f3(f1),
+        f3(mean(name, (s) => s.ours.aji)),
+        f3(mean(name, (s) => s.ours.pq)),
+        f3(skimageF1),
+        f3(mean(name, (s) => s.skimage.aji)),
+        f3(mean(name, (s) => s.skimage.pq)),
+        f3(unperturbed - f1),
+        holds ? 'yes' : 'NO',
+      ].join('\t'),
+    );
+  }
+}
+
 async function main(): Promise<void> {
+  if (values.only === 'robustness') return robustness();
   const spec = segmentationModelSpec('segmentation-baseline-v1');
   const segmenters: [string, Segmenter][] = [
     ['classical', createClassicalSegmenter()],
@@ -184,6 +285,7 @@ async function main(): Promise<void> {
     for (const c of cases) rows.push(await score(segmenter, label, c));
   printRows(rows);
   printMeans(rows);
+  await robustness();
 }
 
 main().catch((err: unknown) => {

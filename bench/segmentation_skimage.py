@@ -19,22 +19,62 @@ from scipy.spatial import ConvexHull
 from skimage import filters, measure, morphology, segmentation
 from skimage.feature import peak_local_max
 
-# Ruifrok and Johnston's unit stain vectors and the unmixing of stain.ts (H, E and their cross product).
+# Ruifrok and Johnston's unit stain vectors, the fallback of stain-estimate.ts.
 H = np.array([0.644211, 0.716556, 0.266844])
 E = np.array([0.092789, 0.954111, 0.283111])
 H /= np.linalg.norm(H)
 E /= np.linalg.norm(E)
-R = np.cross(H, E)
-R /= np.linalg.norm(R)
-UNMIX = np.linalg.inv(np.stack([H, E, R])).astype(np.float32)  # od (RGB) @ UNMIX = (h, e, r)
 OD_OF_VALUE = (-np.log10((np.arange(256) + 1) / 256)).astype(np.float32)
 
 
+def degrees(a, b):
+    return np.degrees(np.arccos(np.clip(a @ b / np.linalg.norm(a) / np.linalg.norm(b), -1, 1)))
+
+
+def macenko(od):
+    """stain-estimate.ts: the stains at the 1st and 99th percentile angles in the plane of the two
+    largest eigenvectors of the tissue pixels' OD covariance, Ruifrok's where implausible."""
+    flat = od.reshape(-1, 3)
+    flat = flat[:: max(1, -(-len(flat) // 20_000))]
+    tissue = flat[flat.sum(axis=1) >= 0.3]
+    if len(tissue) < 2000:
+        return H, E
+    values, vectors = np.linalg.eigh(np.cov(tissue.T))
+    plane = vectors[:, np.argsort(values)[::-1][:2]]
+    plane *= np.where(plane.sum(axis=0) < 0, -1, 1)
+    angles = np.sort(np.arctan2(tissue @ plane[:, 1], tissue @ plane[:, 0]))
+    n = len(angles)
+    ends = [angles[int(np.floor(0.01 * (n - 1)))], angles[int(np.ceil(0.99 * (n - 1)))]]
+    a, b = (np.clip(plane @ [np.cos(t), np.sin(t)], 0, None) for t in ends)
+    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+    h, e = (a, b) if a[0] > b[0] else (b, a)
+    if degrees(h, e) < 10 or degrees(h, H) >= degrees(h, E) or degrees(e, E) >= degrees(e, H):
+        return H, E
+    return h, e
+
+
 def stain_densities(rgb):
-    """rgb2hed-style colour deconvolution with stain.ts's density convention."""
+    """stain.ts's colour deconvolution with the tile's own vectors (H, E and their cross product)."""
     od = OD_OF_VALUE[rgb]
-    hed = od @ UNMIX
+    h, e = macenko(od)
+    r = np.cross(h, e)
+    unmix = np.linalg.inv(np.stack([h, e, r / np.linalg.norm(r)])).astype(np.float32)
+    hed = od @ unmix
     return hed[..., 0], hed[..., 1]
+
+
+def relative_otsu_cut(densities, p):
+    """threshold.ts: Otsu on densities coded in 1/128ths of their 99th percentile, within bounds."""
+    if densities.size == 0:
+        return np.inf
+    scale = np.percentile(densities, 99)
+    codes = np.clip(np.floor(densities / (scale / 128)), 0, 255).astype(np.int64)
+    counts = np.bincount(codes, minlength=256)
+    cumulative = np.cumsum(counts) / counts.sum()
+    if np.searchsorted(cumulative, 0.99) - np.searchsorted(cumulative, 0.01) < 8:
+        return np.inf
+    cut = filters.threshold_otsu(hist=(counts, np.arange(256))) + 1
+    return min(max(cut * scale / 128, p["minCutFraction"] * scale), p["maxCutFraction"] * scale)
 
 
 CORNERS = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
@@ -53,15 +93,7 @@ def segment(rgb, mpp, p):
     h, e = stain_densities(rgb)
     smooth = filters.gaussian(h, sigma=p["smoothingUm"] / mpp, mode="nearest", truncate=3.0, preserve_range=True)
     glass = np.all(rgb >= p["whiteLevel"], axis=-1)
-    # Otsu over densities coded in 0.01 OD steps, as threshold.ts does; codes above t are nucleus.
-    codes = np.clip(np.rint(smooth[~glass] / 0.01), 0, 255).astype(np.int64)
-    counts = np.bincount(codes, minlength=256)
-    if np.count_nonzero(counts) > 1:
-        cut = (filters.threshold_otsu(hist=(counts, np.arange(256))) + 0.5) * 0.01
-    else:
-        cut = p["maxThresholdOd"]
-    cut = min(max(cut, p["minThresholdOd"]), p["maxThresholdOd"])
-    mask = smooth >= cut
+    mask = smooth >= relative_otsu_cut(smooth[~glass], p)
     radius = round(p["openingRadiusUm"] / mpp)
     if radius > 0:
         mask = ndi.binary_opening(mask, morphology.disk(radius))

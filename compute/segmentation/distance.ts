@@ -40,23 +40,31 @@ export function distanceToBackground(mask: Uint8Array, width: number, height: nu
 
 /**
  * Per column, the squared distance to the nearest site in that column and that site's row (-1
- * when the column has none): one sweep down remembering the last site, one up.
+ * when the column has none): one sweep down remembering each column's last site, one up. Both
+ * sweeps go row by row over all columns at once, so memory is read in order, not with the
+ * image's stride.
  */
 function columnPass(sites: Uint8Array, width: number, height: number, nearestRow: Int32Array): Float64Array {
   const sq = new Float64Array(width * height);
-  for (let x = 0; x < width; x++) {
-    let last = -1;
-    for (let y = 0, i = x; y < height; y++, i += width) {
-      if (sites[i] !== 0) last = y;
-      nearestRow[i] = last;
+  const last = new Int32Array(width).fill(-1);
+  for (let y = 0; y < height; y++) {
+    const row = y * width;
+    for (let x = 0; x < width; x++) {
+      if (sites[row + x] !== 0) last[x] = y;
+      nearestRow[row + x] = last[x]!;
     }
-    last = -1;
-    for (let y = height - 1, i = x + (height - 1) * width; y >= 0; y--, i -= width) {
-      if (sites[i] !== 0) last = y;
+  }
+  last.fill(-1);
+  for (let y = height - 1; y >= 0; y--) {
+    const row = y * width;
+    for (let x = 0; x < width; x++) {
+      const i = row + x;
+      if (sites[i] !== 0) last[x] = y;
+      const below = last[x]!;
       const above = nearestRow[i]!;
-      if (last >= 0 && (above < 0 || last - y < y - above)) nearestRow[i] = last;
-      const row = nearestRow[i]!;
-      sq[i] = row < 0 ? Number.POSITIVE_INFINITY : (y - row) * (y - row);
+      const nearest = below >= 0 && (above < 0 || below - y < y - above) ? below : above;
+      nearestRow[i] = nearest;
+      sq[i] = nearest < 0 ? Number.POSITIVE_INFINITY : (y - nearest) * (y - nearest);
     }
   }
   return sq;

@@ -9,8 +9,9 @@ export {
   type ClassicalOptions,
   createClassicalSegmenter,
   defaultClassicalOptions,
+  estimateSlideStain,
+  type SlideStain,
   segmentClassical,
-  slideHematoxylinThreshold,
 } from './classical';
 export { distanceToBackground, squaredDistanceToSites } from './distance';
 export { expandLabels } from './expand';

@@ -5,6 +5,8 @@
  *   0.5, which makes the matching one-to-one by itself (two objects cannot both overlap a third
  *   by more than half its union);
  * - the mean IoU of those matched pairs;
+ * - Panoptic Quality (Kirillov et al. 2019, as Graham et al. use it for nuclei): the matched
+ *   IoUs summed over `matched + unmatched / 2`, which is the F1 times the mean matched IoU;
  * - the Aggregated Jaccard Index of Kumar et al. (IEEE TMI 2017): every reference object is
  *   paired with the prediction of highest IoU with it (a prediction may serve several), their
  *   intersections summed over their unions, plus every prediction never chosen added to the
@@ -20,6 +22,8 @@ export interface SegmentationQuality {
   f1: number;
   /** Mean IoU of the matched pairs; 0 when none matched. */
   meanMatchedIou: number;
+  /** Panoptic Quality at IoU 0.5: F1 (detection) times mean matched IoU (segmentation). */
+  pq: number;
   aji: number;
 }
 
@@ -70,6 +74,7 @@ export function segmentationQuality(
   const precision = nPred === 0 ? 0 : matched / nPred;
   const recall = nRef === 0 ? 0 : matched / nRef;
   const f1 = nRef + nPred === 0 ? 1 : (2 * matched) / (nRef + nPred);
+  const meanMatchedIou = matched === 0 ? 0 : iouSum / matched;
   return {
     reference: nRef,
     predicted: nPred,
@@ -77,7 +82,8 @@ export function segmentationQuality(
     precision,
     recall,
     f1,
-    meanMatchedIou: matched === 0 ? 0 : iouSum / matched,
+    meanMatchedIou,
+    pq: nRef + nPred === 0 ? 1 : f1 * meanMatchedIou,
     aji: aggregatedJaccard(o, pairs),
   };
 }

@@ -40,47 +40,108 @@ export function peakSeeds(
   return { labels, count };
 }
 
-/** The maximum over the `(2r + 1)^2` square around each pixel, clipped at the edges: rows, then columns. */
+/**
+ * The maximum over the `(2r + 1)^2` square around each pixel, clipped at the edges: rows, then
+ * columns. The column pass runs van Herk / Gil-Werman over whole rows at once, so every read
+ * and write is a contiguous row rather than a walk down a column with the image's stride.
+ */
 export function maxFilter(src: Float32Array, width: number, height: number, radius: number): Float32Array {
   const rows = new Float32Array(src.length);
-  const line = new Float32Array(Math.max(width, height));
-  const out = new Float32Array(src.length);
+  const line = new Float32Array(width);
   for (let y = 0; y < height; y++) {
     const at = y * width;
-    slidingMax(src, at, 1, width, radius, line);
+    slidingMax(src, at, width, radius, line);
     rows.set(line.subarray(0, width), at);
   }
-  for (let x = 0; x < width; x++) {
-    slidingMax(rows, x, width, height, radius, line);
-    for (let y = 0, i = x; y < height; y++, i += width) out[i] = line[y]!;
+  return columnMax(rows, width, height, radius);
+}
+
+/**
+ * Van Herk / Gil-Werman down the columns: rows padded by `radius` rows of -Infinity above and
+ * below, cut into blocks of the window's length; per padded row a prefix maximum (from its
+ * block's start) and a suffix maximum (to its block's end); the window from padded row y to
+ * y + 2r is the suffix at y beside the prefix at y + 2r.
+ */
+function columnMax(src: Float32Array, width: number, height: number, radius: number): Float32Array {
+  const size = 2 * radius + 1;
+  const padded = height + 2 * radius;
+  const prefix = new Float32Array(padded * width);
+  const suffix = new Float32Array(padded * width);
+  const rowOf = (i: number) => i - radius;
+  for (let i = 0; i < padded; i++) {
+    if (i % size === 0) startBlock(src, rowOf(i), height, width, prefix, i * width);
+    else extendBlock(src, rowOf(i), height, width, prefix, i * width, (i - 1) * width);
+  }
+  for (let i = padded - 1; i >= 0; i--) {
+    if (i === padded - 1 || (i + 1) % size === 0) startBlock(src, rowOf(i), height, width, suffix, i * width);
+    else extendBlock(src, rowOf(i), height, width, suffix, i * width, (i + 1) * width);
+  }
+  const out = new Float32Array(src.length);
+  for (let y = 0; y < height; y++) {
+    const a = y * width;
+    const b = (y + size - 1) * width;
+    const to = y * width;
+    for (let x = 0; x < width; x++) {
+      const s = suffix[a + x]!;
+      const p = prefix[b + x]!;
+      out[to + x] = Math.max(s, p);
+    }
   }
   return out;
 }
 
+/** A block's first row: source row `y`, or -Infinity where `y` is padding. */
+function startBlock(
+  src: Float32Array,
+  y: number,
+  height: number,
+  width: number,
+  dst: Float32Array,
+  to: number,
+): void {
+  if (y < 0 || y >= height) dst.fill(Number.NEGATIVE_INFINITY, to, to + width);
+  else dst.set(src.subarray(y * width, (y + 1) * width), to);
+}
+
+/** A block's next row: the running maximum so far (`dst` at `previous`) with source row `y`, if any. */
+function extendBlock(
+  src: Float32Array,
+  y: number,
+  height: number,
+  width: number,
+  dst: Float32Array,
+  to: number,
+  previous: number,
+): void {
+  if (y < 0 || y >= height) {
+    dst.copyWithin(to, previous, previous + width);
+    return;
+  }
+  const from = y * width;
+  for (let x = 0; x < width; x++) {
+    const a = dst[previous + x]!;
+    const b = src[from + x]!;
+    dst[to + x] = Math.max(a, b);
+  }
+}
+
 /**
- * The running maximum over a window of `2r + 1` along one line (van Herk / Gil-Werman): blocks
+ * The running maximum over a window of `2r + 1` along one row (van Herk / Gil-Werman): blocks
  * of the window's length, a prefix and a suffix maximum per block, two reads per output.
  */
-function slidingMax(
-  src: Float32Array,
-  start: number,
-  step: number,
-  n: number,
-  radius: number,
-  out: Float32Array,
-): void {
+function slidingMax(src: Float32Array, start: number, n: number, radius: number, out: Float32Array): void {
   const size = 2 * radius + 1;
   const padded = n + 2 * radius;
   const prefix = scratch(padded, 0);
   const suffix = scratch(padded, 1);
   for (let i = 0; i < padded; i++) {
     const j = i - radius;
-    const v = j >= 0 && j < n ? src[start + j * step]! : Number.NEGATIVE_INFINITY;
+    const v = j >= 0 && j < n ? src[start + j]! : Number.NEGATIVE_INFINITY;
     prefix[i] = i % size === 0 ? v : Math.max(prefix[i - 1]!, v);
   }
   for (let i = padded - 1; i >= 0; i--) {
     const j = i - radius;
-    const v = j >= 0 && j < n ? src[start + j * step]! : Number.NEGATIVE_INFINITY;
+    const v = j >= 0 && j < n ? src[start + j]! : Number.NEGATIVE_INFINITY;
     suffix[i] = i === padded - 1 || (i + 1) % size === 0 ? v : Math.max(suffix[i + 1]!, v);
   }
   for (let x = 0; x < n; x++) {

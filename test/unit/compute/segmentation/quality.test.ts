@@ -10,7 +10,15 @@ describe('segmentation quality', () => {
     const reference = labels('1100', '1100', '0022', '0022');
     const predicted = labels('7700', '7700', '0033', '0033');
     const q = segmentationQuality(reference, predicted);
-    expect(q).toMatchObject({ reference: 2, predicted: 2, matched: 2, f1: 1, meanMatchedIou: 1, aji: 1 });
+    expect(q).toMatchObject({
+      reference: 2,
+      predicted: 2,
+      matched: 2,
+      f1: 1,
+      meanMatchedIou: 1,
+      pq: 1,
+      aji: 1,
+    });
   });
 
   it('matches only above IoU 0.5 and scores F1 from the counts', () => {
@@ -25,6 +33,8 @@ describe('segmentation quality', () => {
     expect(q.recall).toBeCloseTo(1 / 2);
     expect(q.f1).toBeCloseTo((2 * 1) / (2 + 3));
     expect(q.meanMatchedIou).toBeCloseTo(0.75);
+    // PQ: the matched IoU over TP + FP / 2 + FN / 2 = 1 + 2 / 2 + 1 / 2.
+    expect(q.pq).toBeCloseTo(0.75 / 2.5);
     // AJI: ref 1 -> pred 1 (I 3, U 4), ref 2 -> pred 2 (I 2, U 4); pred 3 unused (+1 to U).
     expect(q.aji).toBeCloseTo(5 / 9);
   });

@@ -1,8 +1,4 @@
-import type { RgbImage } from '../../../../compute/image';
-import {
-  createClassicalSegmenter,
-  defaultClassicalOptions,
-} from '../../../../compute/segmentation/classical';
+import { createClassicalSegmenter, estimateSlideStain } from '../../../../compute/segmentation/classical';
 import { writeLabelMask } from '../../../../compute/segmentation/mask';
 import {
   decodeTileObjects,
@@ -13,9 +9,6 @@ import {
   segmentTileObjects,
   type TileObjects,
 } from '../../../../compute/segmentation/objects';
-import { gaussianBlur } from '../../../../compute/segmentation/smooth';
-import { glassPixels, stainDensities } from '../../../../compute/segmentation/stain';
-import { hematoxylinThreshold } from '../../../../compute/segmentation/threshold';
 import { DEFAULT_HALO_UM, haloPixels, planSegmentationTiles } from '../../../../compute/segmentation/tiles';
 import type { LabelImage } from '../../../../compute/segmentation/types';
 import { memoryStore, openArray } from '../../../../compute/zarr';
@@ -128,25 +121,10 @@ function bestMatches(
   return out;
 }
 
-/** Otsu's cut over the whole image, as the default segmenter would find it there. */
-function wholeImageCut(image: RgbImage): number {
-  const o = defaultClassicalOptions;
-  const hematoxylin = gaussianBlur(
-    stainDensities(image).hematoxylin,
-    image.width,
-    image.height,
-    o.smoothingUm / mpp,
-  );
-  return hematoxylinThreshold(hematoxylin, glassPixels(image, o.whiteLevel), {
-    min: o.minThresholdOd,
-    max: o.maxThresholdOd,
-  });
-}
-
 describe('stitching real tissue', () => {
-  // The default segmenter picks its Otsu cut per window, so a window and the whole image can
-  // disagree on faint nuclei whatever the stitching does. With the cut pinned to the whole
-  // image's, any remaining difference between the stitched mask and the whole image is the
+  // The default segmenter estimates its stains and Otsu cut per window, so a window and the
+  // whole image can disagree on faint nuclei whatever the stitching does. With the stains and
+  // cut pinned to the whole image's (as a slide's run pins them), any remaining difference between the stitched mask and the whole image is the
   // stitcher's (or the halo's).
   it.each([
     ['the cut pinned to the whole image', true],
@@ -157,8 +135,9 @@ describe('stitching real tissue', () => {
       const { image } = await readAnnotatedTile(name, crop);
       const { width, height } = image;
       const slide = memorySlide(image);
-      const cut = wholeImageCut(image);
-      const segmenter = createClassicalSegmenter(pinned ? { minThresholdOd: cut, maxThresholdOd: cut } : {});
+      const wholeImage = [{ x: 0, y: 0, width, height }];
+      const stain = pinned ? await estimateSlideStain(slide, wholeImage, mpp) : undefined;
+      const segmenter = createClassicalSegmenter({}, stain);
       const haloPx = haloPixels(DEFAULT_HALO_UM, mpp);
       const tiles = planSegmentationTiles(slide, { coreSize });
       const stored = new Map<number, TileObjects>();
