@@ -268,6 +268,38 @@ describe('the archive plan and the zip writer', () => {
     ).rejects.toThrow('two sources write a/zarr.json');
   });
 
+  it('stacks arrays of one layout as channels, keys c/{index}/…, and refuses arrays that differ', async () => {
+    const json = (doc: object) => new TextEncoder().encode(JSON.stringify(doc));
+    const array = (height: number) => ({
+      zarr_format: 3,
+      node_type: 'array',
+      shape: [1, height, 2],
+      data_type: 'uint16',
+      chunk_grid: { name: 'regular', configuration: { chunk_shape: [1, 2, 2] } },
+      chunk_key_encoding: { name: 'default', configuration: { separator: '/' } },
+      fill_value: 0,
+      codecs: [{ name: 'bytes', configuration: { endian: 'little' } }],
+    });
+    const marker = async (height: number) => {
+      const sink = memoryStore();
+      await sink.put('zarr.json', json(array(height)));
+      return sink;
+    };
+    const stack = (sinks: Awaited<ReturnType<typeof marker>>[]) =>
+      sinks.map((sink, index) => ({ sink, from: '', to: 'img/0', channel: { index, count: sinks.length } }));
+    const entries = await planZarrArchive(stack([await marker(4), await marker(4), await marker(4)]));
+    expect(entries.map((e) => e.name)).toEqual([
+      'img/zarr.json',
+      'img/0/zarr.json',
+      ...[0, 1, 2].flatMap((c) => [`img/0/c/${c}/0/0`, `img/0/c/${c}/1/0`]),
+    ]);
+    const stacked = JSON.parse(new TextDecoder().decode(await entries[1]!.read()));
+    expect(stacked.shape).toEqual([3, 4, 2]);
+    await expect(planZarrArchive(stack([await marker(4), await marker(6)]))).rejects.toThrow(
+      'img/0/zarr.json: the stacked arrays differ',
+    );
+  });
+
   it('leaves out entries that read as missing and fails when a read fails', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'sps-zip-unit-'));
     try {
