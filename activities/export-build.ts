@@ -1,8 +1,10 @@
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import { writeCellsTableZarr } from '../compute/anndata';
 import {
   DEFAULT_JPEG_QUALITY,
   fromLevelOfSize,
@@ -15,15 +17,16 @@ import {
   writeZarrZip,
 } from '../compute/export';
 import { fileSource } from '../compute/source';
-import { prefixedStore } from '../compute/store';
+import { type KeyValueStore, prefixedStore } from '../compute/store';
 import { openTiff } from '../compute/tiff';
+import { folderStore, parseJson } from '../compute/zarr';
 import type { Sql } from '../db';
 import { type ExportRow, findExportById } from '../db/exports';
 import { findJobById } from '../db/jobs';
 import { findSlide } from '../db/sample-slides';
-import { findCompletedLayerById } from '../db/segmentation-runs';
+import { findCompletedLayerById, type SegmentationRunRow } from '../db/segmentation-runs';
 import type { ObjectStore } from '../storage';
-import { objectKeys, segmentationLayerFiles } from '../storage/locator';
+import { markerTableKey, objectKeys, segmentationLayerFiles } from '../storage/locator';
 
 /**
  * The conversion of an export (compute queue): the file is written to a private scratch
@@ -66,7 +69,9 @@ export function createExportBuildActivities(deps: {
         });
         await verifyTiff(path, written.planes);
       } else {
-        const entries = await planPredictionArchive({ ...sources, signal });
+        const { layer, ...stores } = sources;
+        const table = layer && (await cellTable(layer, folder, signal));
+        const entries = await planPredictionArchive({ ...stores, table, signal });
         const written = await writeZarrZip(path, entries, { signal, onProgress });
         await verifySize(path, written.bytes);
       }
@@ -101,6 +106,45 @@ export function createExportBuildActivities(deps: {
     return images;
   }
 
+  /**
+   * The layer's cell table as SpatialData's table element (AnnData's Zarr encoding), written in
+   * the scratch folder from the tables the layer serves: its instance table and the marker
+   * tables of its current generation, the same content as its `cells.h5ad`.
+   */
+  async function cellTable(layer: SegmentationRunRow, folder: string, signal: AbortSignal) {
+    const prefix = layer.layerPrefix!;
+    const fetchTable = async (key: string, name: string) => {
+      const body = await store.read(`${prefix}${key}`, { signal });
+      if (!body) throw new Error(`layer file ${prefix}${key} is missing`);
+      const path = join(folder, name);
+      await pipeline(body, createWriteStream(path), { signal });
+      return path;
+    };
+    const instances = await fetchTable(segmentationLayerFiles.instances, 'instances.parquet');
+    const markers = [];
+    for (const [i, name] of (layer.markerJobId ? layer.markers : []).entries()) {
+      const key = markerTableKey(layer.markerJobId!, `${name}.parquet`);
+      markers.push({ name, path: await fetchTable(key, `marker-${i}.parquet`) });
+    }
+    const sink = folderStore(join(folder, 'table'));
+    const { keys } = await writeCellsTableZarr({
+      store: sink,
+      instances,
+      markers,
+      mpp: await levelZeroMpp(prefixedStore(store, `${prefix}${segmentationLayerFiles.mask}`), signal),
+      provenance: {
+        layerId: layer.layerId,
+        sampleId: layer.sampleId,
+        predictionJobId: layer.markerJobId ?? '',
+        coordinateFrame: 'he-level-0-pixels',
+        writer: 'slide-prediction-service compute/anndata',
+      },
+      region: 'cells',
+      signal,
+    });
+    return { sink, keys };
+  }
+
   /** The stores the selection names, as compute sinks; what a format cannot hold was refused at request. */
   async function sourcesOf(row: ExportRow) {
     const job = await findJobById(sql, row.jobId);
@@ -115,16 +159,17 @@ export function createExportBuildActivities(deps: {
     return {
       prediction: prefixedStore(store, job.resultPrefix),
       he: slide?.hePrefix ? prefixedStore(store, slide.hePrefix) : undefined,
-      labels: layer ? prefixedStore(store, `${layer}${segmentationLayerFiles.mask}`) : undefined,
+      labels: layer ? prefixedStore(store, `${layer.layerPrefix}${segmentationLayerFiles.mask}`) : undefined,
+      layer,
     };
   }
 
-  async function layerOf(row: ExportRow): Promise<string> {
+  async function layerOf(row: ExportRow): Promise<SegmentationRunRow> {
     const layer = row.layerId ? await findCompletedLayerById(sql, row.layerId) : undefined;
     if (!layer?.layerPrefix) {
       throw ApplicationFailure.nonRetryable('the segmentation layer of the export is gone', 'conflict');
     }
-    return layer.layerPrefix;
+    return layer;
   }
 
   return { buildExport };
@@ -141,6 +186,20 @@ async function verifyTiff(path: string, planes: number): Promise<void> {
   } finally {
     await source.close();
   }
+}
+
+/** Microns per pixel of a label image's level 0: the last entry of its NGFF scale (x). */
+async function levelZeroMpp(mask: KeyValueStore, signal: AbortSignal): Promise<number> {
+  const bytes = await mask.get('zarr.json', { signal });
+  const doc =
+    bytes && (parseJson(bytes, 'mask zarr.json') as { attributes?: { ome?: { multiscales?: unknown } } });
+  const multiscales = doc?.attributes?.ome?.multiscales as
+    | { datasets: { coordinateTransformations: { scale?: number[] }[] }[] }[]
+    | undefined;
+  const scale = multiscales?.[0]?.datasets[0]?.coordinateTransformations[0]?.scale;
+  const mpp = scale?.[scale.length - 1];
+  if (!mpp) throw new Error('the segmentation mask has no pixel size');
+  return mpp;
 }
 
 async function verifySize(path: string, bytes: number): Promise<void> {

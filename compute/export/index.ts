@@ -18,7 +18,6 @@ export {
   writeOmeTiff,
 } from './ome-tiff';
 export { type OmePixelType, type OmeXmlChannel, omeColor } from './ome-xml';
-export { planSpatialDataArchive, type SpatialDataArchiveSources } from './spatialdata-archive';
 export {
   ARCHIVE_HE_PATH,
   ARCHIVE_LABELS_PATH,

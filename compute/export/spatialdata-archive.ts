@@ -1,22 +1,14 @@
 import { ComputeError } from '../errors';
-import type { KeyValueStore } from '../store';
-import { type GroupMetadata, groupMetadata, parseJson } from '../zarr';
-import { type ArchiveDocument, type ArchiveSource, planZarrArchive } from './zarr-archive';
-import type { ZipEntrySource } from './zarr-zip';
+import { type GroupMetadata, groupMetadata } from '../zarr';
 
-/** The parts of a SpatialData archive: NGFF 0.5 image groups at their sink roots, a table's keys. */
-export interface SpatialDataArchiveSources {
-  /** The H&E pyramid, as the image element `images/he`. */
-  he: KeyValueStore;
-  /** The label mask (`c, y, x`, c = 1), as the 2-D label element `labels/cells`. */
-  labels: KeyValueStore;
-  /**
-   * A table written by `writeCellsTableZarr` at the sink root (its `region` `cells`), as
-   * `tables/table`: SpatialData's element names are unique across kinds.
-   */
-  table: { sink: KeyValueStore; keys: readonly string[] };
-  signal?: AbortSignal;
-}
+/**
+ * SpatialData's on-disk format as spatialdata 0.7.3 reads it (container format 0.2 on Zarr v3):
+ * the root's `spatialdata_attrs.version`, and `images/{name}`, `labels/{name}`, `tables/{name}`
+ * groups below it. It reads image and label groups only with its own NGFF version string
+ * (`0.5-dev-spatialdata`: a plain `0.5` is a KeyError) and a multiscale-level transformation
+ * that names its output coordinate system. ome-zarr-py reads such groups as NGFF 0.5.
+ */
+export const SPATIALDATA_CONTAINER = { version: '0.2' } as const;
 
 interface Axis {
   name: string;
@@ -30,32 +22,47 @@ interface Multiscale {
   [key: string]: unknown;
 }
 
+interface Omero {
+  channels: Record<string, unknown>[];
+  [key: string]: unknown;
+}
+
 /**
- * The entries of a zipped SpatialData store (spatialdata 0.7.3's format 0.2, Zarr v3) of the
- * H&E, the cell labels and the cell table (`images/he`, `labels/cells`, `tables/table`). SpatialData reads image and label groups only with
- * its own NGFF version string (`0.5-dev-spatialdata`) and a multiscale-level transformation
- * that names its output coordinate system, so those groups get SpatialData's `zarr.json`
- * (ome-zarr-py reads them too); their arrays are the sources' bytes. Labels are 2-D in
- * SpatialData, so the mask's channel axis is dropped from its metadata and chunk keys.
+ * An image element from an NGFF 0.5 image group: the same levels, SpatialData's metadata.
+ * `omero` names the channels (SpatialData's `c` coordinate); default the source's.
  */
-export async function planSpatialDataArchive(sources: SpatialDataArchiveSources): Promise<ZipEntrySource[]> {
-  const { signal } = sources;
-  const he = await readGroup(sources.he, signal);
-  const labels = await readGroup(sources.labels, signal);
-  const parts: ArchiveSource[] = [
-    { sink: sources.he, from: '', to: 'images/he' },
-    { sink: sources.labels, from: '', to: 'labels/cells', dropLeadingAxis: true },
-    { sink: sources.table.sink, from: '', to: 'tables/table', keys: sources.table.keys },
+export function imageElement(source: GroupMetadata, name: string, omero?: Omero): GroupMetadata {
+  const own = (source.attributes.ome as { omero?: Omero } | undefined)?.omero;
+  const channels = omero ?? own;
+  return elementGroup(source, name, false, channels === undefined ? {} : { omero: channels });
+}
+
+/**
+ * A 2-D label element (SpatialData's labels are `y, x`) from an NGFF 0.5 label image of axes
+ * `c, y, x`: the metadata without the channel axis (the archive drops it from the arrays). Its
+ * `image-label` keeps colours and properties but names no source image: ome-zarr-py's reader
+ * would load the source as a second image, which SpatialData refuses.
+ */
+export function labelElement(source: GroupMetadata, name: string): GroupMetadata {
+  const label = (source.attributes.ome as { 'image-label'?: Record<string, unknown> } | undefined)?.[
+    'image-label'
   ];
-  const documents: ArchiveDocument[] = [
-    { path: '', metadata: groupMetadata({ spatialdata_attrs: { version: '0.2' } }) },
-    { path: 'images', metadata: groupMetadata({}) },
-    { path: 'images/he', metadata: elementGroup(he, 'he', false) },
-    { path: 'labels', metadata: groupMetadata({ ome: { labels: ['cells'] } }) },
-    { path: 'labels/cells', metadata: elementGroup(labels, 'cells', true) },
-    { path: 'tables', metadata: groupMetadata({}) },
-  ];
-  return planZarrArchive(parts, documents, signal);
+  const { source: _source, ...imageLabel } = label ?? {};
+  return elementGroup(source, name, true, { 'image-label': imageLabel });
+}
+
+/**
+ * The channels of a prediction as one `omero`: each marker image's own channel (label, colour,
+ * window), in the prediction's marker order.
+ */
+export function stackedOmero(markers: readonly GroupMetadata[]): Omero {
+  const channels = markers.map((marker, i) => {
+    const omero = (marker.attributes.ome as { omero?: Omero } | undefined)?.omero;
+    const channel = omero?.channels?.[0];
+    if (!channel) throw new ComputeError('UnsupportedZarr', `marker ${i} has no omero channel`);
+    return channel;
+  });
+  return { channels, rdefs: { model: 'color' } };
 }
 
 /**
@@ -63,8 +70,13 @@ export async function planSpatialDataArchive(sources: SpatialDataArchiveSources)
  * (as SpatialData writes them), and level 0's pixel size as the transformation from the
  * element's pixels to the `global` coordinate system, in the axes' unit (micrometres).
  */
-function elementGroup(source: GroupMetadata, name: string, dropLeadingAxis: boolean): GroupMetadata {
-  const ome = source.attributes.ome as { multiscales?: Multiscale[]; omero?: unknown } | undefined;
+function elementGroup(
+  source: GroupMetadata,
+  name: string,
+  dropLeadingAxis: boolean,
+  extra: Record<string, unknown>,
+): GroupMetadata {
+  const ome = source.attributes.ome as { multiscales?: Multiscale[] } | undefined;
   const multiscale = ome?.multiscales?.[0];
   const scaleOf = (dataset: Multiscale['datasets'][number]) =>
     dataset.coordinateTransformations.find((t) => t.type === 'scale')?.scale;
@@ -98,14 +110,8 @@ function elementGroup(source: GroupMetadata, name: string, dropLeadingAxis: bool
           ],
         },
       ],
-      ...(ome?.omero === undefined || dropLeadingAxis ? {} : { omero: ome.omero }),
+      ...extra,
     },
     spatialdata_attrs: { version: '0.3' },
   });
-}
-
-async function readGroup(sink: KeyValueStore, signal?: AbortSignal): Promise<GroupMetadata> {
-  const bytes = await sink.get('zarr.json', { signal });
-  if (bytes === undefined) throw new ComputeError('UnsupportedZarr', 'no zarr.json: the store is unfinished');
-  return parseJson(bytes, 'zarr.json') as unknown as GroupMetadata;
 }

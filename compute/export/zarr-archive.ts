@@ -1,5 +1,6 @@
 import { ComputeError } from '../errors';
 import { encodeJson, type GroupMetadata, groupMetadata, type KeyValueStore, parseJson } from '../zarr';
+import { imageElement, labelElement, SPATIALDATA_CONTAINER, stackedOmero } from './spatialdata-archive';
 import type { ZipEntrySource } from './zarr-zip';
 
 /** One Zarr hierarchy (or part of one) to put into an archive. */
@@ -20,6 +21,13 @@ export interface ArchiveSource {
    * dimension fewer.
    */
   dropLeadingAxis?: boolean;
+  /**
+   * Arrays seen as channel `index` of `count` stacked along their leading axis (1 long in the
+   * source): one marker's `c, y, x` levels as a channel of a multichannel image. The same chunk
+   * bytes under keys `c/{index}/…`; every source of a stack must have the same array metadata.
+   * Groups of a stack come from its channel 0 (or from a document).
+   */
+  channel?: { index: number; count: number };
 }
 
 /** A `zarr.json` written into the archive instead of (or besides) what the sources hold. */
@@ -53,20 +61,30 @@ export async function planZarrArchive(
   }
   const overridden = new Set(metadata.keys());
   const claimed = new Set<string>();
+  const stacked = new Map<string, Uint8Array>();
   for (const source of sources) {
     const walk = source.keys
       ? await listedNodes(source.sink, source.keys, signal)
       : await walkNode(source.sink, trim(source.from), signal);
     for (const node of walk.nodes) {
       const target = metadataKey(relocate(node.path, source));
+      const bytes = viewOf(node.bytes, target, source);
+      if (source.channel && claimed.has(target)) {
+        // Another channel of the stack claimed it: the same array, or a group taken from channel 0.
+        if (bytes && !sameBytes(stacked.get(target), bytes)) {
+          throw new ComputeError('UnsupportedZarr', `${target}: the stacked arrays differ`);
+        }
+        continue;
+      }
       if (claimed.has(target)) throw new RangeError(`two sources write ${target}`);
       claimed.add(target);
-      if (overridden.has(target)) continue;
-      const bytes = source.dropLeadingAxis ? withoutLeadingAxis(node.bytes, target) : node.bytes;
+      if (source.channel && bytes) stacked.set(target, bytes);
+      if (overridden.has(target) || !bytes) continue;
       metadata.set(target, { name: target, read: async () => bytes });
     }
-    for (const key of walk.chunkKeys) {
-      const name = relocate(source.dropLeadingAxis ? key.replace(/\/c\/0\//, '/c/') : key, source);
+    for (const { array, chunk } of walk.chunks) {
+      const name = relocate(join(array, chunkOf(chunk, source)), source);
+      const key = join(array, chunk);
       chunks.push({ name, read: (readSignal) => source.sink.get(key, { signal: readSignal }) });
     }
   }
@@ -96,10 +114,10 @@ async function listedNodes(
   keys: readonly string[],
   signal?: AbortSignal,
 ): Promise<Walk> {
-  const walk: Walk = { nodes: [], chunkKeys: [] };
+  const walk: Walk = { nodes: [], chunks: [] };
   for (const key of keys) {
     if (key !== 'zarr.json' && !key.endsWith('/zarr.json')) {
-      walk.chunkKeys.push(key);
+      walk.chunks.push({ array: '', chunk: key });
       continue;
     }
     const bytes = await sink.get(key, { signal });
@@ -107,6 +125,36 @@ async function listedNodes(
     walk.nodes.push({ path: key.slice(0, -'zarr.json'.length).replace(/\/$/, ''), bytes });
   }
   return walk;
+}
+
+/**
+ * A node's `zarr.json` as the archive holds it: arrays with their leading axis dropped or
+ * stacked; a group of a stack's channel other than 0 is left out (`undefined`).
+ */
+function viewOf(bytes: Uint8Array, where: string, source: ArchiveSource): Uint8Array | undefined {
+  if (source.dropLeadingAxis) return withoutLeadingAxis(bytes, where);
+  if (!source.channel) return bytes;
+  const doc = parseJson(bytes, where);
+  if (doc.node_type !== 'array') return source.channel.index === 0 ? bytes : undefined;
+  const shape = doc.shape as number[];
+  if (shape[0] !== 1)
+    throw new ComputeError('UnsupportedZarr', `${where}: no leading axis of length 1 to stack`);
+  return new TextEncoder().encode(
+    JSON.stringify({ ...doc, shape: [source.channel.count, ...shape.slice(1)] }),
+  );
+}
+
+/** A chunk key (`c/0/…` of a leading axis of 1) as the archive holds it. */
+function chunkOf(chunk: string, source: ArchiveSource): string {
+  if (!source.dropLeadingAxis && !source.channel) return chunk;
+  const rest = /^c\/0\/(.*)$/.exec(chunk)?.[1];
+  if (rest === undefined)
+    throw new ComputeError('UnsupportedZarr', `${chunk}: not a chunk of a leading axis of 1`);
+  return source.channel ? `c/${source.channel.index}/${rest}` : `c/${rest}`;
+}
+
+function sameBytes(a: Uint8Array | undefined, b: Uint8Array): boolean {
+  return a !== undefined && Buffer.from(a).equals(b);
 }
 
 /** An array's metadata with its leading (length 1) axis dropped; groups as they are. */
@@ -165,11 +213,12 @@ function relocate(path: string, source: ArchiveSource): string {
 
 interface Walk {
   nodes: { path: string; bytes: Uint8Array }[];
-  chunkKeys: string[];
+  /** Chunk keys relative to their array's path. */
+  chunks: { array: string; chunk: string }[];
 }
 
 async function walkNode(sink: KeyValueStore, root: string, signal?: AbortSignal): Promise<Walk> {
-  const walk: Walk = { nodes: [], chunkKeys: [] };
+  const walk: Walk = { nodes: [], chunks: [] };
   const seen = new Set<string>();
   const visit = async (path: string, required: boolean): Promise<void> => {
     if (seen.has(path)) return;
@@ -183,7 +232,7 @@ async function walkNode(sink: KeyValueStore, root: string, signal?: AbortSignal)
     walk.nodes.push({ path, bytes });
     const doc = parseJson(bytes, key);
     if (doc.node_type === 'array') {
-      for (const chunk of chunkKeys(doc, key)) walk.chunkKeys.push(join(path, chunk));
+      for (const chunk of chunkKeys(doc, key)) walk.chunks.push({ array: path, chunk });
       return;
     }
     const ome = (doc.attributes as { ome?: Record<string, unknown> } | undefined)?.ome ?? {};
@@ -250,58 +299,103 @@ export function chunkKeys(doc: Record<string, unknown>, where: string): string[]
   }
 }
 
-/** Where the parts of a prediction export sit inside the archive. */
-export const ARCHIVE_HE_PATH = 'he';
+/** Where the parts of a prediction export sit inside the archive (SpatialData's element paths). */
+export const ARCHIVE_HE_PATH = 'images/he';
+const ARCHIVE_PREDICTION_IMAGE_PATH = 'images/prediction';
 export const ARCHIVE_LABELS_PATH = 'labels';
+const ARCHIVE_TABLE_PATH = 'tables/table';
 
 export interface PredictionArchiveSources {
   /** The prediction store (its root group lists one multiscale per marker). */
   prediction: KeyValueStore;
-  /** The H&E pyramid, to add under `he/`. */
+  /** The H&E pyramid, to add as the image `images/he`. */
   he?: KeyValueStore;
   /** A label image (the segmentation mask's group at the sink root), to add as `labels/{labelName}`. */
   labels?: KeyValueStore;
   /** Default `cells`. */
   labelName?: string;
+  /**
+   * The cell table written by `writeCellsTableZarr` at the sink root (its `region` the label
+   * name), as `tables/table`; only with `labels`.
+   */
+  table?: { sink: KeyValueStore; keys: readonly string[] };
   signal?: AbortSignal;
 }
 
 /**
- * The entries of a zipped OME-Zarr of one prediction: the prediction store at the archive
- * root (its root `zarr.json` is the archive's, still OME-NGFF 0.5, with an `export` attribute
- * naming the other parts), the H&E image group under `he/`, and the mask as an NGFF label image
- * `labels/cells` of the root image, so viewers overlay the cells on the markers (the label
- * image's scales are in micrometres like the markers', though its grid is the H&E's level 0).
+ * The entries of a zipped OME-Zarr of one prediction, laid out so that it is also a SpatialData
+ * store (spatialdata-archive.ts). The prediction store sits at the archive root as it is stored
+ * (its root `zarr.json`, still OME-NGFF 0.5 with Strand's `multiscales`, gains an `export`
+ * attribute naming the parts and the root `spatialdata_attrs`); the markers again as one
+ * multichannel image element `images/prediction` (each marker's chunks as one channel: the
+ * same bytes twice in the zip, since a Zarr array cannot point at another's chunks); the H&E as
+ * the image `images/he`; the mask as the 2-D labels `labels/cells`, which is also the NGFF label
+ * image of the root, so viewers overlay the cells; the cell table as `tables/table`, its rows
+ * annotating `labels/cells` by label value. All images and labels are in micrometres.
  */
 export async function planPredictionArchive(sources: PredictionArchiveSources): Promise<ZipEntrySource[]> {
   const { signal } = sources;
   const labelName = sources.labelName ?? 'cells';
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(labelName)) throw new RangeError(`label name ${labelName}`);
-  const parts: ArchiveSource[] = [{ sink: sources.prediction, from: '', to: '' }];
+  if (sources.table && !sources.labels) throw new RangeError('a cell table needs its labels');
   const root = await readGroup(sources.prediction, 'zarr.json', signal);
-  const documents: ArchiveDocument[] = [];
-  const exported: Record<string, unknown> = { prediction: '' };
+  const markers = (root.attributes.prediction as { markers?: unknown } | undefined)?.markers;
+  if (!Array.isArray(markers) || markers.length === 0 || !markers.every((m) => typeof m === 'string')) {
+    throw new ComputeError('UnsupportedZarr', 'the prediction store lists no markers');
+  }
+  const markerGroups = await Promise.all(
+    markers.map((marker) => readGroup(sources.prediction, `markers/${marker}/zarr.json`, signal)),
+  );
+  const parts: ArchiveSource[] = [
+    { sink: sources.prediction, from: '', to: '' },
+    ...markers.map((marker, index) => ({
+      sink: sources.prediction,
+      from: `markers/${marker}`,
+      to: ARCHIVE_PREDICTION_IMAGE_PATH,
+      channel: { index, count: markers.length },
+    })),
+  ];
+  const documents: ArchiveDocument[] = [
+    {
+      path: ARCHIVE_PREDICTION_IMAGE_PATH,
+      metadata: imageElement(markerGroups[0]!, 'prediction', stackedOmero(markerGroups)),
+    },
+  ];
+  const exported: Record<string, unknown> = {
+    prediction: '',
+    predictionImage: ARCHIVE_PREDICTION_IMAGE_PATH,
+  };
   if (sources.he) {
     parts.push({ sink: sources.he, from: '', to: ARCHIVE_HE_PATH });
+    documents.push({
+      path: ARCHIVE_HE_PATH,
+      metadata: imageElement(await readGroup(sources.he, 'zarr.json', signal), 'he'),
+    });
     exported.he = ARCHIVE_HE_PATH;
   }
   if (sources.labels) {
     const labelPath = `${ARCHIVE_LABELS_PATH}/${labelName}`;
-    parts.push({ sink: sources.labels, from: '', to: labelPath });
+    parts.push({ sink: sources.labels, from: '', to: labelPath, dropLeadingAxis: true });
     const label = await readGroup(sources.labels, 'zarr.json', signal);
-    const ome = { ...(label.attributes.ome as Record<string, unknown>) };
-    ome['image-label'] = {
-      ...((ome['image-label'] as Record<string, unknown> | undefined) ?? {}),
-      source: { image: '../../' },
-    };
-    documents.push({ path: labelPath, metadata: groupMetadata({ ...label.attributes, ome }) });
+    documents.push({ path: labelPath, metadata: labelElement(label, labelName) });
     documents.push({
       path: ARCHIVE_LABELS_PATH,
       metadata: groupMetadata({ ome: { version: '0.5', labels: [labelName] } }),
     });
     exported.labels = [labelPath];
   }
-  documents.push({ path: '', metadata: groupMetadata({ ...root.attributes, export: exported }) });
+  if (sources.table) {
+    parts.push({ sink: sources.table.sink, from: '', to: ARCHIVE_TABLE_PATH, keys: sources.table.keys });
+    exported.table = ARCHIVE_TABLE_PATH;
+  }
+  documents.push({
+    path: '',
+    metadata: groupMetadata({
+      ...root.attributes,
+      export: exported,
+      spatialdata_attrs: SPATIALDATA_CONTAINER,
+    }),
+  });
   return planZarrArchive(parts, documents, signal);
 }
 

@@ -188,7 +188,7 @@ archive = zarr.open_group(zarr.storage.ZipStore(sys.argv[1], mode='r'), mode='r'
 source = zarr.open_group(sys.argv[2], mode='r')
 equal = bool(np.array_equal(archive['markers/CD3/0'][:], source['markers/CD3/0'][:]))
 labels = archive['labels/cells/0'][:]
-print(json.dumps({'equal': equal, 'he': list(archive['he/0'].shape), 'labels': int(labels.max())}))
+print(json.dumps({'equal': equal, 'he': list(archive['images/he/0'].shape), 'labels': int(labels.max())}))
 `,
     [file, resultRoot],
   );

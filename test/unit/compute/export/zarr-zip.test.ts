@@ -35,6 +35,8 @@ describe('writeZarrZip of a prediction with its H&E and mask', () => {
   const stores = { prediction: '', he: '', mask: '' };
   /** Archive array path -> [source folder, array path in it]. */
   const arrays = new Map<string, [string, string]>();
+  /** The stacked marker image's levels -> the marker arrays they stack, in channel order. */
+  const stacked = new Map<string, string[]>();
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'sps-zarr-zip-'));
@@ -50,8 +52,14 @@ describe('writeZarrZip of a prediction with its H&E and mask', () => {
         arrays.set(`markers/${marker}/${level}`, [stores.prediction, `markers/${marker}/${level}`]);
       }
     }
+    for (const level of [0, 1, 2]) {
+      stacked.set(
+        `images/prediction/${level}`,
+        layout.markers.map((marker) => `markers/${marker}/${level}`),
+      );
+    }
     for (const level of [0, 1, 2, 3]) {
-      arrays.set(`he/${level}`, [stores.he, String(level)]);
+      arrays.set(`images/he/${level}`, [stores.he, String(level)]);
       arrays.set(`labels/cells/${level}`, [stores.mask, String(level)]);
     }
     zip = path.join(dir, 'export.ome.zarr.zip');
@@ -100,7 +108,10 @@ print(json.dumps({'names': [i.filename for i in infos], 'methods': sorted({i.com
     expect(result.names.slice(0, firstChunk).sort()).toEqual(
       [
         'zarr.json',
-        'he/zarr.json',
+        'images/zarr.json',
+        'images/he/zarr.json',
+        'images/prediction/zarr.json',
+        ...[...stacked.keys()].map((a) => `${a}/zarr.json`),
         'labels/zarr.json',
         'labels/cells/zarr.json',
         'markers/zarr.json',
@@ -114,48 +125,79 @@ print(json.dumps({'names': [i.filename for i in infos], 'methods': sorted({i.com
     expect(new Set(result.names).size).toBe(result.names.length);
   });
 
-  it('is read by zarr-python ZipStore with pixels identical to the stores, and stays OME-NGFF 0.5', async () => {
+  it('is read by zarr-python ZipStore with pixels identical to the stores, OME-NGFF 0.5 but for SpatialData versions', async () => {
     const result = await runPythonJson<{
       mismatches: string[];
       compared: number;
       schema: Record<string, string[]>;
+      labelSource?: unknown;
     }>(
       `
 import json, sys, pathlib, numpy as np, zarr
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
-path, schema_dir, pairs = sys.argv[1], pathlib.Path(sys.argv[2]), json.loads(sys.argv[3])
+path, schema_dir, pairs, stacks, prediction = sys.argv[1], pathlib.Path(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
 store = zarr.storage.ZipStore(path, mode='r')
 root = zarr.open_group(store, mode='r')
 out = {'mismatches': [], 'compared': 0, 'schema': {}}
-for name, (folder, source) in pairs.items():
+# The labels are the mask's c, y, x without c; a stacked image, its markers one after another.
+expected = {name: zarr.open_array(folder + '/' + source, mode='r')[:] for name, (folder, source) in pairs.items()}
+expected.update({name: np.concatenate([zarr.open_array(prediction + '/' + m, mode='r')[:] for m in markers]) for name, markers in stacks.items()})
+for name, b in expected.items():
     a = root[name][:]
-    b = zarr.open_array(folder + '/' + source, mode='r')[:]
+    b = b[0] if name.startswith('labels/') else b
     out['compared'] += 1
     if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(a, b):
         out['mismatches'].append(name)
 schemas = {p.name: json.loads(p.read_text()) for p in schema_dir.glob('*.schema')}
 registry = Registry().with_resources((s['$id'], Resource.from_contents(s, default_specification=DRAFT202012)) for s in schemas.values())
-for group, schema in [('', 'image.schema'), ('he', 'image.schema'), ('labels/cells', 'label.schema'), ('markers/CD3', 'image.schema')]:
-    attrs = dict((root[group] if group else root).attrs)
+groups = [('', 'image.schema'), ('images/he', 'image.schema'), ('images/prediction', 'image.schema'), ('labels/cells', 'label.schema'), ('markers/CD3', 'image.schema')]
+out['versions'] = {}
+for group, schema in groups:
+    attrs = json.loads(json.dumps(dict((root[group] if group else root).attrs)))
+    out['versions'][group or '/'] = attrs['ome']['version']
+    # SpatialData's elements say 0.5-dev-spatialdata, which its reader requires; the rest is NGFF 0.5.
+    if attrs['ome']['version'] == '0.5-dev-spatialdata':
+        attrs['ome']['version'] = '0.5'
     validator = Draft202012Validator(schemas[schema], registry=registry)
     out['schema'][group or '/'] = [e.message for e in validator.iter_errors(attrs)]
 out['rootExport'] = root.attrs['export']
 out['labels'] = dict(root['labels'].attrs)
-out['labelSource'] = root['labels/cells'].attrs['ome']['image-label']['source']
+out['labelSource'] = root['labels/cells'].attrs['ome']['image-label'].get('source')
+out['spatialdata'] = root.attrs['spatialdata_attrs']
 print(json.dumps(out))
 `,
-      [zip, schemaDir, JSON.stringify(Object.fromEntries(arrays))],
+      [
+        zip,
+        schemaDir,
+        JSON.stringify(Object.fromEntries(arrays)),
+        JSON.stringify(Object.fromEntries(stacked)),
+        stores.prediction,
+      ],
     );
     expect(result).toMatchObject({
       mismatches: [],
-      compared: arrays.size,
-      schema: { '/': [], he: [], 'labels/cells': [], 'markers/CD3': [] },
-      rootExport: { prediction: '', he: 'he', labels: ['labels/cells'] },
+      compared: arrays.size + stacked.size,
+      schema: { '/': [], 'images/he': [], 'images/prediction': [], 'labels/cells': [], 'markers/CD3': [] },
+      versions: {
+        '/': '0.5',
+        'images/he': '0.5-dev-spatialdata',
+        'images/prediction': '0.5-dev-spatialdata',
+        'labels/cells': '0.5-dev-spatialdata',
+        'markers/CD3': '0.5',
+      },
+      rootExport: {
+        prediction: '',
+        predictionImage: 'images/prediction',
+        he: 'images/he',
+        labels: ['labels/cells'],
+      },
       labels: { ome: { version: '0.5', labels: ['cells'] } },
-      labelSource: { image: '../../' },
+      spatialdata: { version: '0.2' },
     });
+    // SpatialData refuses a label whose source image ome-zarr-py would load beside it.
+    expect(result.labelSource).toBeNull();
   });
 
   it('is read by zarrita through its zip store with the values zarrita reads from the stores', async () => {
@@ -167,7 +209,11 @@ print(json.dumps(out))
         folder,
         here.map(([, [, source]]) => source),
       );
-      for (const [name, [, source]] of here) fromStores[name] = digests[source]!;
+      for (const [name, [, source]] of here) {
+        const digest = digests[source]!;
+        // The labels are the mask without its leading axis of 1: the same bytes.
+        fromStores[name] = name.startsWith('labels/') ? { ...digest, shape: digest.shape.slice(1) } : digest;
+      }
     }
     expect(Object.keys(fromZip).sort()).toEqual([...arrays.keys()].sort());
     expect(fromZip).toEqual(fromStores);
@@ -220,6 +266,38 @@ describe('the archive plan and the zip writer', () => {
         { sink, from: '', to: 'a' },
       ]),
     ).rejects.toThrow('two sources write a/zarr.json');
+  });
+
+  it('stacks arrays of one layout as channels, keys c/{index}/…, and refuses arrays that differ', async () => {
+    const json = (doc: object) => new TextEncoder().encode(JSON.stringify(doc));
+    const array = (height: number) => ({
+      zarr_format: 3,
+      node_type: 'array',
+      shape: [1, height, 2],
+      data_type: 'uint16',
+      chunk_grid: { name: 'regular', configuration: { chunk_shape: [1, 2, 2] } },
+      chunk_key_encoding: { name: 'default', configuration: { separator: '/' } },
+      fill_value: 0,
+      codecs: [{ name: 'bytes', configuration: { endian: 'little' } }],
+    });
+    const marker = async (height: number) => {
+      const sink = memoryStore();
+      await sink.put('zarr.json', json(array(height)));
+      return sink;
+    };
+    const stack = (sinks: Awaited<ReturnType<typeof marker>>[]) =>
+      sinks.map((sink, index) => ({ sink, from: '', to: 'img/0', channel: { index, count: sinks.length } }));
+    const entries = await planZarrArchive(stack([await marker(4), await marker(4), await marker(4)]));
+    expect(entries.map((e) => e.name)).toEqual([
+      'img/zarr.json',
+      'img/0/zarr.json',
+      ...[0, 1, 2].flatMap((c) => [`img/0/c/${c}/0/0`, `img/0/c/${c}/1/0`]),
+    ]);
+    const stacked = JSON.parse(new TextDecoder().decode(await entries[1]!.read()));
+    expect(stacked.shape).toEqual([3, 4, 2]);
+    await expect(planZarrArchive(stack([await marker(4), await marker(6)]))).rejects.toThrow(
+      'img/0/zarr.json: the stacked arrays differ',
+    );
   });
 
   it('leaves out entries that read as missing and fails when a read fails', async () => {
