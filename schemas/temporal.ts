@@ -43,9 +43,8 @@ export const workflowIds = {
   export: (jobId: string, format: string, selection: string) => `export-${jobId}-${format}-${selection}`,
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
-  predictionReconciler: 'prediction-reconciler',
-  segmentationReconciler: 'segmentation-reconciler',
-  exportReconciler: 'export-reconciler',
+  /** The one Schedule of the reconcilers (`maintenanceWorkflow`). */
+  maintenance: 'maintenance',
   /** An operator's re-run of one step; the time keeps every re-run in the job's history. */
   rerun: (kind: RerunKind, id: string, step: string, at: Date) =>
     `rerun-${kind}-${id}-${step}-${at.getTime()}`,
@@ -60,7 +59,29 @@ export const searchAttributeNames = {
   organizationId: 'OrganizationId',
   sampleId: 'SampleId',
   jobId: 'JobId',
+  /**
+   * `maintenance` on the workflows our Schedules start (sweeps, reconcilers), so that the UI's
+   * list can leave them out: `Upkeep IS NULL` (docs/operations.md).
+   */
+  upkeep: 'Upkeep',
 } as const;
+
+/** The `Upkeep` value of a Schedule's workflow. */
+export const UPKEEP_MAINTENANCE = 'maintenance';
+
+/**
+ * A workflow as the reconciler of closed workflows sees it: still running, closed in one of
+ * Temporal's ways, or gone (never existed, or removed after the namespace's retention).
+ */
+export type WorkflowRunState =
+  | 'running'
+  | 'completed'
+  | 'failed'
+  | 'cancelled'
+  | 'terminated'
+  | 'timed_out'
+  | 'continued_as_new'
+  | 'not_found';
 
 /** The steps an operator may re-run alone (`rerunActivityWorkflow`), by what they belong to. */
 export const rerunSteps = {

@@ -20,8 +20,8 @@ export interface ExportInput {
 export async function exportWorkflow(
   input: ExportInput,
 ): Promise<{ status: 'ready' | 'failed' | 'superseded' }> {
-  if (!(await io.beginExport(input)).active) return { status: 'superseded' };
   try {
+    if (!(await io.beginExport(input)).active) return { status: 'superseded' };
     const artifact = await computeActivities({ maximumAttempts: 3 }).buildExport(input);
     await io.publishExport({ ...input, ...artifact });
     return { status: 'ready' };
@@ -29,11 +29,4 @@ export async function exportWorkflow(
     await io.failExport({ ...input, error: reasonOf(err, SERVICE_FAILURE) });
     return { status: 'failed' };
   }
-}
-
-/** Run by a Schedule: starts exports whose start failed, and removes expired ones. */
-export async function maintainExportsWorkflow(): Promise<{ started: number; removed: number }> {
-  const { started } = await io.reconcileExports({});
-  const { removed } = await io.sweepExpiredExports({});
-  return { started, removed };
 }

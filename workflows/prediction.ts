@@ -85,12 +85,3 @@ async function sampleReadyAndPriced(jobId: string): Promise<boolean> {
     await sleep(seconds * 1000);
   }
 }
-
-/**
- * Run by a Schedule every minute: starts the workflow of every job left `queued` because the
- * API's start failed after the commit, so no job waits forever.
- */
-export async function reconcilePredictionJobsWorkflow(): Promise<{ started: number; cancelled: number }> {
-  const { started, cancelled } = await io.reconcilePredictionJobs({});
-  return { started, cancelled };
-}

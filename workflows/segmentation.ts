@@ -63,9 +63,3 @@ export async function segmentationMarkersWorkflow(input: { runId: string; jobId:
   if (patched('segmentation-cell-outlines')) await compute.writeCellOutlines({ runId: input.runId });
   await io.publishSegmentationManifest({ runId: input.runId });
 }
-
-/** Run by a Schedule every minute: starts runs left `queued` because their start failed. */
-export async function reconcileSegmentationRunsWorkflow(): Promise<{ started: number }> {
-  const { started } = await io.reconcileSegmentationRuns({});
-  return { started };
-}
