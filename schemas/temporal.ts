@@ -100,3 +100,28 @@ export function siblingTaskQueue(taskQueue: string, kind: TaskQueueKind): string
   }
   throw new Error(`task queue ${taskQueue} is not one of ours`);
 }
+
+/**
+ * What operators ask of a job's workflow in the Temporal UI: the `state` query answers
+ * `JobWorkflowState`, the `cancel` signal cancels the job as the API's cancel does. The
+ * `tiles` signal is the workflow's own activity reporting how far it got.
+ */
+export const operatorMessages = { state: 'state', cancel: 'cancel', tiles: 'tiles' } as const;
+
+/** A job's workflow as it knows itself (the database holds the job's record). */
+export interface JobWorkflowState {
+  /** The job's status as the workflow last set it (a terminal one once it settled). */
+  status: string;
+  /** The activity running now or last (`predictJob`, `segmentTiles`, …); null once done. */
+  step: string | null;
+  /** tilesDone / tiles, once tiles are counted. */
+  progress: number | null;
+  tilesDone: number | null;
+  tiles: number | null;
+}
+
+/** An activity's report of its tiles, at most every few seconds. */
+export interface TilesReport {
+  tilesDone: number;
+  tiles: number;
+}
