@@ -2,18 +2,24 @@ import type { Sql } from '../db';
 import { type ActiveRecord, isStillActive, listActiveRecordsWithWorkflow } from '../db/active-workflows';
 import { endJobWithoutWorkflow } from '../db/jobs';
 import { selectionKey } from '../schemas/exports';
-import { type WorkflowRunState, workflowIds } from '../schemas/temporal';
+import { type WorkflowRun, type WorkflowRunState, workflowIds } from '../schemas/temporal';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 
 /** A workflow started this recently is not looked at yet: it is almost surely running. */
 const SETTLE_AFTER_SECONDS = 60;
+/**
+ * A workflow closed this recently is left for the next pass: its activity may still be running
+ * on a live worker, and learns of the close only from its next heartbeat's answer (seconds).
+ * Settling removes partial objects, which must come after the last write.
+ */
+const CLOSED_FOR_SECONDS = 30;
 
 export interface ClosedWorkflowDeps {
   sql: Sql;
   store: ObjectStore;
   /** `WorkflowEngine.workflowState`. */
-  workflowState: (workflowId: string) => Promise<WorkflowRunState>;
+  workflowState: (workflowId: string) => Promise<WorkflowRun>;
   /** The failure paths each workflow takes itself (idempotent; they remove partial objects). */
   failIngest: (input: {
     sampleId: string;
@@ -111,8 +117,11 @@ export function createClosedWorkflowActivities(deps: ClosedWorkflowDeps) {
     }
   }
 
-  async function settleClosedWorkflows(input: { olderThanSeconds?: number } = {}): Promise<SettleResult> {
+  async function settleClosedWorkflows(
+    input: { olderThanSeconds?: number; closedForSeconds?: number } = {},
+  ): Promise<SettleResult> {
     const records = await listActiveRecordsWithWorkflow(sql, input.olderThanSeconds ?? SETTLE_AFTER_SECONDS);
+    const closedBefore = Date.now() - (input.closedForSeconds ?? CLOSED_FOR_SECONDS) * 1000;
     const result: SettleResult = {
       checked: records.length,
       jobs: 0,
@@ -127,8 +136,9 @@ export function createClosedWorkflowActivities(deps: ClosedWorkflowDeps) {
       export: 'exports',
     } as const;
     for (const record of records) {
-      const state = await deps.workflowState(workflowIdOf(record));
-      if (state === 'running' || !(await isStillActive(sql, record))) continue;
+      const { state, closedAt } = await deps.workflowState(workflowIdOf(record));
+      if (state === 'running' || (closedAt !== null && closedAt.getTime() > closedBefore)) continue;
+      if (!(await isStillActive(sql, record))) continue;
       if (await settle(record, endings[state])) result[counters[record.kind]] += 1;
     }
     return result;

@@ -1,5 +1,5 @@
 import type { Sql } from '../db';
-import type { WorkflowRunState } from '../schemas/temporal';
+import type { WorkflowRun } from '../schemas/temporal';
 import type { ObjectStore } from '../storage';
 import { createClosedWorkflowActivities } from './closed-workflows';
 import { createExportBuildActivities } from './export-build';
@@ -21,7 +21,7 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
   /** `WorkflowEngine.workflowState`: the reconciler of closed workflows asks it. */
-  workflowState: (workflowId: string) => Promise<WorkflowRunState>;
+  workflowState: (workflowId: string) => Promise<WorkflowRun>;
 }
 
 /**

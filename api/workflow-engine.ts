@@ -12,6 +12,7 @@ import {
   type SegmentationRunRef,
   searchAttributeNames,
   taskQueueName,
+  type WorkflowRun,
   type WorkflowRunState,
   workflowIds,
 } from '../schemas/temporal';
@@ -63,7 +64,7 @@ export interface WorkflowEngine {
   /** Starts attempt n of `export-{jobId}-{format}-{selection}`; a running one counts as started. */
   startExport(exportRow: ExportRef): Promise<void>;
   /** How the newest run of `workflowId` stands (for the reconciler of closed workflows). */
-  workflowState(workflowId: string): Promise<WorkflowRunState>;
+  workflowState(workflowId: string): Promise<WorkflowRun>;
   ping(): Promise<void>;
 }
 
@@ -207,11 +208,12 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     }
   }
 
-  async function workflowState(workflowId: string): Promise<WorkflowRunState> {
+  async function workflowState(workflowId: string): Promise<WorkflowRun> {
     try {
-      return runStates[(await client.workflow.getHandle(workflowId).describe()).status.name];
+      const { status, closeTime } = await client.workflow.getHandle(workflowId).describe();
+      return { state: runStates[status.name], closedAt: closeTime ?? null };
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return 'not_found';
+      if (err instanceof WorkflowNotFoundError) return { state: 'not_found', closedAt: null };
       throw err;
     }
   }

@@ -71,8 +71,13 @@ export const UPKEEP_MAINTENANCE = 'maintenance';
 
 /**
  * A workflow as the reconciler of closed workflows sees it: still running, closed in one of
- * Temporal's ways, or gone (never existed, or removed after the namespace's retention).
+ * Temporal's ways (and when), or gone (never existed, or removed after the namespace's retention).
  */
+export interface WorkflowRun {
+  state: WorkflowRunState;
+  closedAt: Date | null;
+}
+
 export type WorkflowRunState =
   | 'running'
   | 'completed'

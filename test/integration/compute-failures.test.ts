@@ -46,7 +46,7 @@ function serviceActivities() {
     startSegmentation: nothing,
     startSegmentationMarkers: nothing,
     startExport: nothing,
-    workflowState: async () => 'running',
+    workflowState: async () => ({ state: 'running', closedAt: null }),
   });
 }
 
