@@ -2,7 +2,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createActivities } from '../../activities';
 import { creditSummary, grantCredits } from '../../db/credits';
-import { workflowIds } from '../../schemas/temporal';
+import { type JobWorkflowState, operatorMessages, workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
@@ -17,6 +17,8 @@ let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
 let sampleId: string;
 let markers: string[];
+/** The `state` query's answer while a job was predicting, once tiles were reported. */
+let reported: JobWorkflowState | undefined;
 
 beforeAll(async () => {
   stack = await startStack({ worker: true, sharedSlides: true });
@@ -57,6 +59,12 @@ async function terminatedWhileRunning(): Promise<string | undefined> {
     await sleep(20);
   }
   const handle = stack.client.workflow.getHandle(workflowIds.prediction(jobId));
+  // What the operator sees first: the `state` query, with the tiles the activity reported.
+  for (let tries = 0; tries < 100 && !reported; tries += 1) {
+    const state = await handle.query<JobWorkflowState>(operatorMessages.state).catch(() => undefined);
+    if (state?.tilesDone) reported = state;
+    else await sleep(20);
+  }
   await handle.terminate('an operator stopped it from the web UI');
   const [job] = await stack.sql<{ status: string }[]>`SELECT status FROM jobs WHERE id = ${jobId}`;
   return job!.status === 'running' ? jobId : undefined;
@@ -75,6 +83,10 @@ test('a prediction terminated while running: failed with the reason, credits bac
   // On a loaded machine the slide can be predicted before the terminate lands: a fresh job then.
   for (let attempt = 0; attempt < 3 && !jobId; attempt += 1) jobId = await terminatedWhileRunning();
   if (!jobId) throw new Error('every job finished before its workflow could be terminated');
+
+  expect(reported).toMatchObject({ status: 'running', step: 'predictJob' });
+  expect(reported!.tilesDone).toBeGreaterThan(0);
+  expect(reported!.tilesDone).toBeLessThanOrEqual(reported!.tiles!);
 
   // Left `running` for good until now: nothing but the reconciler ends it.
   await sleep(2000);
@@ -112,4 +124,14 @@ test('a prediction terminated while running: failed with the reason, credits bac
     jobs: 0,
   });
   expect(await stack.sql`SELECT * FROM credit_ledger WHERE job_id = ${jobId} ORDER BY id`).toEqual(rows);
+});
+
+test('a completed prediction answers the state query with its whole tile count', async () => {
+  const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['DAPI'] });
+  const handle = stack.client.workflow.getHandle(workflowIds.prediction(submitted.json.jobId));
+  expect(await handle.result()).toEqual({ status: 'completed' });
+  const state = await handle.query<JobWorkflowState>(operatorMessages.state);
+  expect(state).toMatchObject({ status: 'completed', step: null, progress: 1 });
+  expect(state.tilesDone).toBe(state.tiles);
+  expect(state.tiles).toBeGreaterThan(0);
 });
