@@ -1,5 +1,7 @@
 import type { Sql } from '../db';
+import type { WorkflowRun } from '../schemas/temporal';
 import type { ObjectStore } from '../storage';
+import { createClosedWorkflowActivities } from './closed-workflows';
 import { createExportBuildActivities } from './export-build';
 import { createExportActivities, type ExportActivityDeps } from './exports';
 import { mappingComputeFailures } from './failures';
@@ -18,6 +20,8 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
   exportJpegQuality?: number;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
+  /** `WorkflowEngine.workflowState`: the reconciler of closed workflows asks it. */
+  workflowState: (workflowId: string) => Promise<WorkflowRun>;
 }
 
 /**
@@ -25,15 +29,24 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
  * (activities/failures.ts); workflows proxy `ReturnType<typeof createActivities>`.
  */
 export function createActivities(deps: ActivityDeps) {
+  const ingest = createIngestActivities(deps);
+  const segmentation = createSegmentationActivities(deps);
+  const exports = createExportActivities(deps);
   return mappingComputeFailures({
     ...createUploadActivities(deps),
-    ...createIngestActivities(deps),
+    ...ingest,
     ...createPredictionActivities(deps),
     ...createReconcilerActivities(deps),
+    ...createClosedWorkflowActivities({
+      ...deps,
+      failIngest: ingest.failIngest,
+      finishSegmentation: segmentation.finishSegmentation,
+      failExport: exports.failExport,
+    }),
     ...createRetentionActivities(deps),
-    ...createSegmentationActivities(deps),
+    ...segmentation,
     ...createSegmentationStartActivities(deps),
-    ...createExportActivities(deps),
+    ...exports,
     ...createExportBuildActivities(deps),
   });
 }

@@ -26,6 +26,7 @@ import { isTerminalJobStatus, type TerminalJobStatus } from '../schemas/jobs';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 import { storedPatchGrid } from './patch-grid';
+import { tilesReporter } from './tiles-report';
 
 /** Progress events are throttled to one a second (DECISIONS.md, Job lifecycle). */
 const PROGRESS_EVENT_INTERVAL_MS = 1000;
@@ -153,6 +154,7 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     const resultPrefix = objectKeys.predictionStore(job.organizationId, job.sampleId, job.id);
     // Stops the run when the job turned terminal meanwhile (cancelled) as well as on a cancel.
     const stopped = new AbortController();
+    const reportTiles = input.rerun ? () => {} : tilesReporter();
     let lastEvent = 0;
     const result = await predictMarkers({
       he: await openHePyramid(prefixedStore(store, hePrefix)),
@@ -165,6 +167,7 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
       resume: context.info.heartbeatDetails as PredictionProgress | undefined,
       onProgress: (done, total, token) => {
         heartbeat(token);
+        reportTiles({ tilesDone: done, tiles: total });
         // A re-run's job is terminal: a progress report would be refused and stop the run.
         if (input.rerun) return;
         const now = Date.now();

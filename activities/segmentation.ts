@@ -48,6 +48,7 @@ import {
 import { SEGMENTATION_SCHEMA_VERSION, type SegmentationManifest } from '../schemas/segmentation';
 import type { ObjectStore } from '../storage';
 import { markerTableKey, objectKeys, segmentationLayerFiles } from '../storage/locator';
+import { tilesReporter } from './tiles-report';
 
 /** Progress events are throttled to one a second, like a prediction's. */
 const PROGRESS_INTERVAL_MS = 1000;
@@ -161,6 +162,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const prefix = layerPrefixOf(run);
     const earlier = new EarlierTileObjects(tiles, haloPx, (index) => loadStoredTileObjects(prefix, index));
     let lastEvent = 0;
+    const reportTiles = tilesReporter();
     for (const tile of tiles.slice(counts.length)) {
       const segmented = await segmentTileObjects(he, tile, { segmenter, mpp, haloPx, signal });
       // A border nucleus seen whole by two windows may be owned by both: the earlier tile keeps it.
@@ -169,6 +171,7 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
       earlier.add(objects);
       counts.push(objects.count);
       heartbeat({ nextTile: counts.length, counts, stain } satisfies TilesProgress);
+      reportTiles({ tilesDone: counts.length, tiles: tiles.length });
       if (Date.now() - lastEvent >= PROGRESS_INTERVAL_MS) {
         lastEvent = Date.now();
         const progress = (TILES_SHARE_OF_PROGRESS * counts.length) / tiles.length;

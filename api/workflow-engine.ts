@@ -2,6 +2,7 @@ import {
   type Client,
   isGrpcServiceError,
   WorkflowExecutionAlreadyStartedError,
+  type WorkflowExecutionStatusName,
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
@@ -11,6 +12,8 @@ import {
   type SegmentationRunRef,
   searchAttributeNames,
   taskQueueName,
+  type WorkflowRun,
+  type WorkflowRunState,
   workflowIds,
 } from '../schemas/temporal';
 import type { ingestWorkflow, recountWorkflow } from '../workflows';
@@ -20,6 +23,7 @@ export const searchAttributes = {
   organizationId: defineSearchAttributeKey(searchAttributeNames.organizationId, SearchAttributeType.KEYWORD),
   sampleId: defineSearchAttributeKey(searchAttributeNames.sampleId, SearchAttributeType.KEYWORD),
   jobId: defineSearchAttributeKey(searchAttributeNames.jobId, SearchAttributeType.KEYWORD),
+  upkeep: defineSearchAttributeKey(searchAttributeNames.upkeep, SearchAttributeType.KEYWORD),
 };
 
 /** What a workflow is about, for its search attributes; a sample's workflows carry no job. */
@@ -59,8 +63,24 @@ export interface WorkflowEngine {
   startSegmentationMarkers(run: SegmentationRunRef & { layerId: string }, jobId: string): Promise<void>;
   /** Starts attempt n of `export-{jobId}-{format}-{selection}`; a running one counts as started. */
   startExport(exportRow: ExportRef): Promise<void>;
+  /** How the newest run of `workflowId` stands (for the reconciler of closed workflows). */
+  workflowState(workflowId: string): Promise<WorkflowRun>;
   ping(): Promise<void>;
 }
+
+const runStates: Record<WorkflowExecutionStatusName, WorkflowRunState> = {
+  UNSPECIFIED: 'running',
+  UNKNOWN: 'running',
+  RUNNING: 'running',
+  // A paused workflow is an operator's deliberate hold, not a closed one.
+  PAUSED: 'running',
+  COMPLETED: 'completed',
+  FAILED: 'failed',
+  CANCELLED: 'cancelled',
+  TERMINATED: 'terminated',
+  CONTINUED_AS_NEW: 'continued_as_new',
+  TIMED_OUT: 'timed_out',
+};
 
 /**
  * gRPC status codes (grpc-js `status`) that mean the engine could not be reached in time, as
@@ -188,6 +208,16 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     }
   }
 
+  async function workflowState(workflowId: string): Promise<WorkflowRun> {
+    try {
+      const { status, closeTime } = await client.workflow.getHandle(workflowId).describe();
+      return { state: runStates[status.name], closedAt: closeTime ?? null };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return { state: 'not_found', closedAt: null };
+      throw err;
+    }
+  }
+
   async function ping(): Promise<void> {
     await client.connection.withDeadline(Date.now() + 2000, () => client.workflowService.getSystemInfo({}));
   }
@@ -200,6 +230,7 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     startSegmentation,
     startSegmentationMarkers,
     startExport,
+    workflowState,
     ping,
   };
 }

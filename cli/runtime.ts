@@ -8,15 +8,22 @@ import {
   Connection,
   isGrpcServiceError,
   ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
   ScheduleOverlapPolicy,
 } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { createApp } from '../api/app';
-import { createWorkflowEngine } from '../api/workflow-engine';
+import { createWorkflowEngine, searchAttributes } from '../api/workflow-engine';
 import type { Sql } from '../db';
-import { searchAttributeNames, taskQueueKinds, taskQueueName, workflowIds } from '../schemas/temporal';
+import {
+  searchAttributeNames,
+  taskQueueKinds,
+  taskQueueName,
+  UPKEEP_MAINTENANCE,
+  workflowIds,
+} from '../schemas/temporal';
 import { createObjectStore, type ObjectStore } from '../storage';
 import type { Config } from './config';
 
@@ -75,40 +82,51 @@ function installTemporalRuntime(logger: Logger): void {
 
 /**
  * The Schedules: expired samples into Trash every 15 minutes, samples past the 7-day Trash
- * window purged every hour, and prediction jobs and segmentation runs whose workflow never
- * started started every minute, with exports (whose expired ones are also removed then). Creating them again is a no-op, so every worker may.
+ * window purged every hour, and the reconcilers (`maintenanceWorkflow`) every 5 minutes. Their
+ * workflows carry `Upkeep = maintenance`, so that operators list jobs without them
+ * (docs/operations.md). Every worker may call it: a Schedule that exists is brought to this
+ * definition, and the per-reconciler Schedules of earlier versions are deleted.
  */
 export async function ensureSchedules(client: Client, taskQueuePrefix: string): Promise<void> {
   const taskQueue = taskQueueName(taskQueuePrefix, 'io');
+  const idOf = (id: string) => (taskQueuePrefix === '' ? id : `${taskQueuePrefix}-${id}`);
   const schedules = [
     { id: workflowIds.retentionSweep, workflowType: 'retentionSweepWorkflow', every: '15 minutes' },
     { id: workflowIds.trashPurge, workflowType: 'trashPurgeWorkflow', every: '1 hour' },
-    {
-      id: workflowIds.predictionReconciler,
-      workflowType: 'reconcilePredictionJobsWorkflow',
-      every: '1 minute',
-    },
-    {
-      id: workflowIds.segmentationReconciler,
-      workflowType: 'reconcileSegmentationRunsWorkflow',
-      every: '1 minute',
-    },
-    { id: workflowIds.exportReconciler, workflowType: 'maintainExportsWorkflow', every: '1 minute' },
+    { id: workflowIds.maintenance, workflowType: 'maintenanceWorkflow', every: '5 minutes' },
   ] as const;
   for (const schedule of schedules) {
-    const scheduleId = taskQueuePrefix === '' ? schedule.id : `${taskQueuePrefix}-${schedule.id}`;
+    const definition = {
+      spec: { intervals: [{ every: schedule.every }] },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP },
+      action: {
+        type: 'startWorkflow' as const,
+        workflowType: schedule.workflowType,
+        taskQueue,
+        args: [{}],
+        typedSearchAttributes: [{ key: searchAttributes.upkeep, value: UPKEEP_MAINTENANCE }],
+      },
+    };
     try {
-      await client.schedule.create({
-        scheduleId,
-        spec: { intervals: [{ every: schedule.every }] },
-        policies: { overlap: ScheduleOverlapPolicy.SKIP },
-        action: { type: 'startWorkflow', workflowType: schedule.workflowType, taskQueue, args: [{}] },
-      });
+      await client.schedule.create({ scheduleId: idOf(schedule.id), ...definition });
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      await client.schedule
+        .getHandle(idOf(schedule.id))
+        .update((previous) => ({ ...previous, ...definition }));
+    }
+  }
+  for (const retired of RETIRED_SCHEDULES) {
+    try {
+      await client.schedule.getHandle(idOf(retired)).delete();
+    } catch (err) {
+      if (!(err instanceof ScheduleNotFoundError)) throw err;
     }
   }
 }
+
+/** The one-minute Schedule of each reconciler, before `maintenance` took them over. */
+const RETIRED_SCHEDULES = ['prediction-reconciler', 'segmentation-reconciler', 'export-reconciler'];
 
 /** `temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD`; the proto enum is not re-exported. */
 const INDEXED_VALUE_TYPE_KEYWORD = 2;
@@ -173,6 +191,7 @@ export async function startWorkers(options: {
     startSegmentation: engine.startSegmentation,
     startSegmentationMarkers: engine.startSegmentationMarkers,
     startExport: engine.startExport,
+    workflowState: engine.workflowState,
     exportJpegQuality: options.exportJpegQuality,
   });
   const workers = await Promise.all(

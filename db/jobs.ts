@@ -282,9 +282,23 @@ export async function recordJobProgress(sql: Sql, report: JobProgress): Promise<
  * already terminal (its workflow ended it and settled).
  */
 export async function cancelJobWithoutWorkflow(sql: Sql, jobId: string): Promise<boolean> {
+  return endJobWithoutWorkflow(sql, jobId, { outcome: 'cancelled' });
+}
+
+/**
+ * Ends an active job whose workflow closed without ending it (terminated, failed, timed out):
+ * `outcome` with the reason, and the whole reservation released, in one transaction under the
+ * job's row lock, so the credits come back exactly once. False when the job was terminal.
+ */
+export async function endJobWithoutWorkflow(
+  sql: Sql,
+  jobId: string,
+  end: { outcome: 'cancelled' | 'failed'; errorMessage?: string },
+): Promise<boolean> {
   return sql.begin(async (tx) => {
-    if (!(await applyJobProgress(tx, { jobId, status: 'cancelled' }))) return false;
-    await settleJobInTransaction(tx, { jobId, outcome: 'cancelled' });
+    const moved = await applyJobProgress(tx, { jobId, status: end.outcome, errorMessage: end.errorMessage });
+    if (!moved) return false;
+    await settleJobInTransaction(tx, { jobId, outcome: end.outcome });
     return true;
   });
 }

@@ -43,9 +43,8 @@ export const workflowIds = {
   export: (jobId: string, format: string, selection: string) => `export-${jobId}-${format}-${selection}`,
   retentionSweep: 'retention-sweep',
   trashPurge: 'trash-purge',
-  predictionReconciler: 'prediction-reconciler',
-  segmentationReconciler: 'segmentation-reconciler',
-  exportReconciler: 'export-reconciler',
+  /** The one Schedule of the reconcilers (`maintenanceWorkflow`). */
+  maintenance: 'maintenance',
   /** An operator's re-run of one step; the time keeps every re-run in the job's history. */
   rerun: (kind: RerunKind, id: string, step: string, at: Date) =>
     `rerun-${kind}-${id}-${step}-${at.getTime()}`,
@@ -60,7 +59,34 @@ export const searchAttributeNames = {
   organizationId: 'OrganizationId',
   sampleId: 'SampleId',
   jobId: 'JobId',
+  /**
+   * `maintenance` on the workflows our Schedules start (sweeps, reconcilers), so that the UI's
+   * list can leave them out: `Upkeep IS NULL` (docs/operations.md).
+   */
+  upkeep: 'Upkeep',
 } as const;
+
+/** The `Upkeep` value of a Schedule's workflow. */
+export const UPKEEP_MAINTENANCE = 'maintenance';
+
+/**
+ * A workflow as the reconciler of closed workflows sees it: still running, closed in one of
+ * Temporal's ways (and when), or gone (never existed, or removed after the namespace's retention).
+ */
+export interface WorkflowRun {
+  state: WorkflowRunState;
+  closedAt: Date | null;
+}
+
+export type WorkflowRunState =
+  | 'running'
+  | 'completed'
+  | 'failed'
+  | 'cancelled'
+  | 'terminated'
+  | 'timed_out'
+  | 'continued_as_new'
+  | 'not_found';
 
 /** The steps an operator may re-run alone (`rerunActivityWorkflow`), by what they belong to. */
 export const rerunSteps = {
@@ -78,4 +104,29 @@ export function siblingTaskQueue(taskQueue: string, kind: TaskQueueKind): string
     if (taskQueue.endsWith(`-${own}`)) return taskQueueName(taskQueue.slice(0, -own.length - 1), kind);
   }
   throw new Error(`task queue ${taskQueue} is not one of ours`);
+}
+
+/**
+ * What operators ask of a job's workflow in the Temporal UI: the `state` query answers
+ * `JobWorkflowState`, the `cancel` signal cancels the job as the API's cancel does. The
+ * `tiles` signal is the workflow's own activity reporting how far it got.
+ */
+export const operatorMessages = { state: 'state', cancel: 'cancel', tiles: 'tiles' } as const;
+
+/** A job's workflow as it knows itself (the database holds the job's record). */
+export interface JobWorkflowState {
+  /** The job's status as the workflow last set it (a terminal one once it settled). */
+  status: string;
+  /** The activity running now or last (`predictJob`, `segmentTiles`, …); null once done. */
+  step: string | null;
+  /** tilesDone / tiles, once tiles are counted. */
+  progress: number | null;
+  tilesDone: number | null;
+  tiles: number | null;
+}
+
+/** An activity's report of its tiles, at most every few seconds. */
+export interface TilesReport {
+  tilesDone: number;
+  tiles: number;
 }

@@ -1,4 +1,5 @@
 import { reasonOf } from './failures';
+import { operatorState } from './operator';
 import { computeActivities, ioActivities as io } from './proxies';
 
 const SERVICE_FAILURE =
@@ -15,25 +16,28 @@ export interface ExportInput {
  * locally, verified, then stored whole under a key of this attempt -> `ready` with its key and
  * size; any failure records the reason and leaves the export `failed` (retryable by an
  * identical request). A crash mid-conversion retries the activity, which starts the file over:
- * nothing is served before `ready`.
+ * nothing is served before `ready`. Answers the `state` query (status and step).
  */
 export async function exportWorkflow(
   input: ExportInput,
 ): Promise<{ status: 'ready' | 'failed' | 'superseded' }> {
-  if (!(await io.beginExport(input)).active) return { status: 'superseded' };
+  const state = operatorState('pending');
   try {
+    state.step('beginExport');
+    if (!(await io.beginExport(input)).active) {
+      state.done('superseded');
+      return { status: 'superseded' };
+    }
+    state.step('buildExport', 'running');
     const artifact = await computeActivities({ maximumAttempts: 3 }).buildExport(input);
+    state.step('publishExport');
     await io.publishExport({ ...input, ...artifact });
+    state.done('ready');
     return { status: 'ready' };
   } catch (err) {
+    state.step('failExport');
     await io.failExport({ ...input, error: reasonOf(err, SERVICE_FAILURE) });
+    state.done('failed');
     return { status: 'failed' };
   }
-}
-
-/** Run by a Schedule: starts exports whose start failed, and removes expired ones. */
-export async function maintainExportsWorkflow(): Promise<{ started: number; removed: number }> {
-  const { started } = await io.reconcileExports({});
-  const { removed } = await io.sweepExpiredExports({});
-  return { started, removed };
 }

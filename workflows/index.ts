@@ -1,10 +1,7 @@
-export { exportWorkflow, maintainExportsWorkflow } from './export';
+export { exportWorkflow } from './export';
 export { ingestWorkflow } from './ingest';
-export { predictionWorkflow, reconcilePredictionJobsWorkflow } from './prediction';
+export { maintenanceWorkflow } from './maintenance';
+export { predictionWorkflow } from './prediction';
 export { type RerunActivityInput, type RerunActivityResult, rerunActivityWorkflow } from './rerun';
 export { recountWorkflow, retentionSweepWorkflow, trashPurgeWorkflow } from './samples';
-export {
-  reconcileSegmentationRunsWorkflow,
-  segmentationMarkersWorkflow,
-  segmentationWorkflow,
-} from './segmentation';
+export { segmentationMarkersWorkflow, segmentationWorkflow } from './segmentation';

@@ -24,14 +24,20 @@ export interface IngestResult {
  * Takes a sample from its last uploaded byte to `ready`: assemble the chunks, de-identify
  * (`deid_running`), then probe, build the H&E pyramid and find the tissue (`preprocessing`),
  * then start segmentation when the upload asked for it.
- * A step that fails for good ends the sample in `deid_failed` or `preprocess_failed` with a
- * reason, and the derived objects are removed; the workflow itself completes normally, so an
+ * A step that fails for good (assembly included) ends the sample in `deid_failed` or
+ * `preprocess_failed` with a reason, and the derived objects are removed; the workflow itself completes normally, so an
  * operator sees the outcome in its result.
  */
 export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> {
   const { sampleId } = input;
   const compute = computeActivities({ maximumAttempts: 5 });
-  const assembled = await io.assembleUpload({ sampleId });
+  let assembled: Awaited<ReturnType<typeof io.assembleUpload>>;
+  try {
+    assembled = await io.assembleUpload({ sampleId });
+  } catch (err) {
+    // The sample is `deid_running` since its last byte landed: assembly is the first step of it.
+    return fail(sampleId, 'deid_failed', err, 'assembling the upload');
+  }
   if (assembled.status === 'upload_failed')
     return { status: 'upload_failed', statusMessage: assembled.reason };
   if (patched('slide-header')) await readSlideHeader(sampleId, compute);
@@ -87,8 +93,12 @@ function isRefusedFormat(err: unknown): boolean {
   return cause instanceof ApplicationFailure && cause.type === 'UnsupportedFormat';
 }
 
-async function fail(sampleId: string, status: 'deid_failed' | 'preprocess_failed', err: unknown) {
-  const step = status === 'deid_failed' ? 'de-identification' : 'preprocessing';
+async function fail(
+  sampleId: string,
+  status: 'deid_failed' | 'preprocess_failed',
+  err: unknown,
+  step = status === 'deid_failed' ? 'de-identification' : 'preprocessing',
+) {
   const statusMessage = reasonOf(
     err,
     `${step} failed on the service's side after several attempts; the operators can re-run it`,

@@ -1,6 +1,7 @@
 import { CancellationScope, isCancellation, patched, sleep } from '@temporalio/workflow';
 import type { TerminalJobStatus } from '../schemas/jobs';
 import { reasonOf } from './failures';
+import { cancellableByOperator, operatorState } from './operator';
 import { computeActivities, ioActivities as io, unfailingActivities as settlement } from './proxies';
 
 /** More failed patches than this share fails the job; fewer make it `partial_failed`. */
@@ -14,7 +15,8 @@ export interface PredictionInput {
  * One prediction job (`prediction-{jobId}`): `dispatching` (model loads) -> `preprocessing`
  * (the priced tile plan) -> `running` (inference into the job's OME-Zarr store, resumable) ->
  * `postprocessing` (pyramid levels, windows, NGFF groups) -> `completed`, `partial_failed`
- * (at most 5 % of patches failed) or `failed`. A cancel of the workflow ends it `cancelled`.
+ * (at most 5 % of patches failed) or `failed`. A cancel of the workflow, or the operator's
+ * `cancel` signal, ends it `cancelled`; the `state` query answers its status, step and tiles.
  * Whatever happens, the last step settles the credits and writes the terminal status in one
  * transaction, outside the cancellation scope, so a refund is never lost to a cancel.
  */
@@ -23,22 +25,29 @@ export async function predictionWorkflow(
 ): Promise<{ status: TerminalJobStatus | 'superseded' }> {
   const { jobId } = input;
   const compute = computeActivities({ maximumAttempts: 5, waitForCancellation: true });
+  const state = operatorState('queued');
+  const steps = cancellableByOperator();
   let outcome: TerminalJobStatus = 'failed';
   let succeededFraction: number | undefined;
   let errorMessage: string | null = null;
   try {
-    const steps = await runSteps(jobId, compute);
-    if (steps === undefined) return { status: 'superseded' };
-    outcome = steps.outcome;
-    succeededFraction = steps.succeededFraction;
+    const run = await steps.run(() => runSteps(jobId, compute, state));
+    if (run === undefined) {
+      state.done('superseded');
+      return { status: 'superseded' };
+    }
+    outcome = run.outcome;
+    succeededFraction = run.succeededFraction;
     if (outcome === 'failed') errorMessage = 'more than 5 % of the tissue patches failed to predict';
   } catch (err) {
     if (isCancellation(err)) outcome = 'cancelled';
     else errorMessage = reasonOf(err, "the prediction failed on the service's side after several attempts");
   }
+  state.step('finishJob');
   await CancellationScope.nonCancellable(() =>
     settlement.finishJob({ jobId, outcome, succeededFraction, errorMessage }),
   );
+  state.done(outcome);
   if (patched('segmentation-marker-refresh') && (outcome === 'completed' || outcome === 'partial_failed')) {
     await refreshSegmentationMarkers(jobId);
   }
@@ -55,12 +64,22 @@ async function refreshSegmentationMarkers(jobId: string): Promise<void> {
 }
 
 /** The active steps; undefined when the job turned terminal meanwhile (a cancel without a workflow). */
-async function runSteps(jobId: string, compute: ReturnType<typeof computeActivities>) {
+async function runSteps(
+  jobId: string,
+  compute: ReturnType<typeof computeActivities>,
+  state: ReturnType<typeof operatorState>,
+) {
+  state.step('dispatchJob', 'dispatching');
   if (!(await compute.dispatchJob({ jobId })).active) return undefined;
+  state.step('priceJobOnReadySample');
   if (patched('submit-before-ready') && !(await sampleReadyAndPriced(jobId))) return undefined;
+  state.step('planJob', 'preprocessing');
   if (!(await compute.planJob({ jobId })).active) return undefined;
+  state.step('predictJob', 'running');
   const run = await compute.predictJob({ jobId });
   if (!('tiles' in run)) return undefined;
+  state.count({ tilesDone: run.tiles, tiles: run.tiles });
+  state.step('postprocessJob', 'postprocessing');
   if (!(await compute.postprocessJob({ jobId, layout: run.layout, statistics: run.statistics })).active) {
     return undefined;
   }
@@ -84,13 +103,4 @@ async function sampleReadyAndPriced(jobId: string): Promise<boolean> {
     if (state !== 'waiting') return state === 'priced';
     await sleep(seconds * 1000);
   }
-}
-
-/**
- * Run by a Schedule every minute: starts the workflow of every job left `queued` because the
- * API's start failed after the commit, so no job waits forever.
- */
-export async function reconcilePredictionJobsWorkflow(): Promise<{ started: number; cancelled: number }> {
-  const { started, cancelled } = await io.reconcilePredictionJobs({});
-  return { started, cancelled };
 }

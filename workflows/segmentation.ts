@@ -1,5 +1,6 @@
 import { CancellationScope, isCancellation, patched } from '@temporalio/workflow';
 import { reasonOf } from './failures';
+import { cancellableByOperator, operatorState } from './operator';
 import { computeActivities, unfailingActivities as finishing, ioActivities as io } from './proxies';
 
 export interface SegmentationInput {
@@ -12,7 +13,8 @@ export interface SegmentationInput {
  * and its pyramid, the morphology table, the marker tables of the newest prediction, the cell
  * outlines) ->
  * `completed` with the manifest and provenance written, else `failed` (retryable after the
- * cooldown) or `cancelled`. The terminal record is written outside the cancellation scope.
+ * cooldown) or `cancelled` (a cancel of the workflow, or the operator's `cancel` signal). The
+ * terminal record is written outside the cancellation scope. Answers the `state` query.
  */
 export async function segmentationWorkflow(
   input: SegmentationInput,
@@ -22,19 +24,32 @@ export async function segmentationWorkflow(
   let outcome: 'completed' | 'failed' | 'cancelled' = 'failed';
   let errorMessage: string | null = null;
   const timings: Record<string, number> = {};
+  const state = operatorState('queued');
+  const steps = cancellableByOperator();
   try {
-    if (!(await io.beginSegmentation({ runId })).active) return { status: 'superseded' };
-    const tiles = await compute.segmentTiles({ runId });
-    timings.segmentTilesMs = tiles.elapsedMs;
-    if (!(await io.advanceSegmentation({ runId, status: 'postprocessing' })).active) {
+    const active = await steps.run(async () => {
+      state.step('beginSegmentation');
+      if (!(await io.beginSegmentation({ runId })).active) return false;
+      state.step('segmentTiles', 'running');
+      const tiles = await compute.segmentTiles({ runId });
+      timings.segmentTilesMs = tiles.elapsedMs;
+      if (!(await io.advanceSegmentation({ runId, status: 'postprocessing' })).active) return false;
+      state.step('writeLabelMask', 'postprocessing');
+      timings.writeLabelMaskMs = (await compute.writeLabelMask({ runId })).elapsedMs;
+      state.step('writeInstanceTable');
+      timings.writeInstanceTableMs = (await compute.writeInstanceTable({ runId })).elapsedMs;
+      state.step('writeMarkerTables');
+      timings.writeMarkerTablesMs = (await compute.writeMarkerTables({ runId })).elapsedMs;
+      // Runs started before outlines were traced replay without the step.
+      if (patched('segmentation-cell-outlines')) {
+        state.step('writeCellOutlines');
+        timings.writeCellOutlinesMs = (await compute.writeCellOutlines({ runId })).elapsedMs;
+      }
+      return true;
+    });
+    if (!active) {
+      state.done('superseded');
       return { status: 'superseded' };
-    }
-    timings.writeLabelMaskMs = (await compute.writeLabelMask({ runId })).elapsedMs;
-    timings.writeInstanceTableMs = (await compute.writeInstanceTable({ runId })).elapsedMs;
-    timings.writeMarkerTablesMs = (await compute.writeMarkerTables({ runId })).elapsedMs;
-    // Runs started before outlines were traced replay without the step.
-    if (patched('segmentation-cell-outlines')) {
-      timings.writeCellOutlinesMs = (await compute.writeCellOutlines({ runId })).elapsedMs;
     }
     outcome = 'completed';
   } catch (err) {
@@ -45,9 +60,11 @@ export async function segmentationWorkflow(
         "the segmentation failed on the service's side after several attempts; it can be retried",
       );
   }
+  state.step('finishSegmentation');
   await CancellationScope.nonCancellable(() =>
     finishing.finishSegmentation({ runId, outcome, errorMessage, timings }),
   );
+  state.done(outcome);
   return { status: outcome };
 }
 
@@ -62,10 +79,4 @@ export async function segmentationMarkersWorkflow(input: { runId: string; jobId:
   // The outlines' measurements hold the marker means: they follow the new tables.
   if (patched('segmentation-cell-outlines')) await compute.writeCellOutlines({ runId: input.runId });
   await io.publishSegmentationManifest({ runId: input.runId });
-}
-
-/** Run by a Schedule every minute: starts runs left `queued` because their start failed. */
-export async function reconcileSegmentationRunsWorkflow(): Promise<{ started: number }> {
-  const { started } = await io.reconcileSegmentationRuns({});
-  return { started };
 }

@@ -151,6 +151,9 @@ describe('operations endpoints', () => {
       cancelPrediction: async () => {
         throw new Error('unreachable');
       },
+      workflowState: async () => {
+        throw new Error('unreachable');
+      },
       startSegmentation: async () => {
         throw new Error('unreachable');
       },

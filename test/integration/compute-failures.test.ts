@@ -46,6 +46,7 @@ function serviceActivities() {
     startSegmentation: nothing,
     startSegmentationMarkers: nothing,
     startExport: nothing,
+    workflowState: async () => ({ state: 'running', closedAt: null }),
   });
 }
 

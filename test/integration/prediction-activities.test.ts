@@ -35,6 +35,7 @@ beforeAll(async () => {
     startSegmentation: unused,
     startSegmentationMarkers: unused,
     startExport: unused,
+    workflowState: unused,
   });
 }, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {

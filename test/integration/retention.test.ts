@@ -458,11 +458,8 @@ describe('Trash and restore', () => {
     expect(sweep.action).toMatchObject({ type: 'startWorkflow', workflowType: 'retentionSweepWorkflow' });
     expect(purge.action).toMatchObject({ type: 'startWorkflow', workflowType: 'trashPurgeWorkflow' });
     const reconciler = await stack.client.schedule
-      .getHandle(`${stack.taskQueuePrefix}-prediction-reconciler`)
+      .getHandle(`${stack.taskQueuePrefix}-maintenance`)
       .describe();
-    expect(reconciler.action).toMatchObject({
-      type: 'startWorkflow',
-      workflowType: 'reconcilePredictionJobsWorkflow',
-    });
+    expect(reconciler.action).toMatchObject({ type: 'startWorkflow', workflowType: 'maintenanceWorkflow' });
   });
 });
