@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -6,8 +5,7 @@ import { createActivities } from '../../activities';
 import { findSlide } from '../../db/sample-slides';
 import { workflowIds } from '../../schemas/temporal';
 import { apiClient } from '../support/http';
-import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
+import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 /**
  * A fault of the input found by compute (here a corrupt H&E store) fails the activity for good,
@@ -20,18 +18,13 @@ let sampleId: string;
 const CORRUPT = { type: 'CorruptZarr', message: 'zarr.json is not JSON' };
 
 beforeAll(async () => {
-  stack = await startStack();
+  // The run's shared slide, ingested once per run; this file corrupts its own clone's store.
+  stack = await startStack({ sharedSlides: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
-  const workers = await stack.startWorker();
-  try {
-    sampleId = (await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).id;
-    await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
-  } finally {
-    await workers.shutdown();
-  }
+  sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
   const slide = await findSlide(stack.sql, sampleId);
   await stack.store.put(`${slide!.hePrefix}zarr.json`, new TextEncoder().encode('{"zarr_format": 3,'));
-}, 180_000);
+}, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();
 });

@@ -38,7 +38,8 @@ async function listed(client: Client, query: string, expected: number): Promise<
 beforeAll(async () => {
   stack = await startStack({ worker: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
-  sampleId = (await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).id;
+  // OS-1's detail (1101 px a side): the re-runs hold for any slide, and a small one is quick.
+  sampleId = (await uploadFile(call, path.join(SHARED_WSI, 'OS-1-detail.ome.tif'))).id;
   await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
   const submitted = await call('POST', '/predict', { uploadId: sampleId, markers: ['DAPI', 'CD3'] });
   expect(submitted.status).toBe(202);

@@ -15,7 +15,8 @@ import { SHARED_WSI, uploadFile } from '../support/uploads';
  * A real slide through the whole segmentation path on the real worker: upload with
  * `autoSegment` -> ingest -> segmentation starts by itself -> `completed`; the manifest and its
  * files through the API, read by zarr-python, pyarrow and DuckDB; then a prediction completes
- * and the layer's marker tables follow it.
+ * and the layer's marker tables follow it. The slide is OS-1's detail (1101 px a side at
+ * 0.227 µm): every assertion holds for any slide, and a small one keeps the file short.
  */
 let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
@@ -46,7 +47,7 @@ beforeAll(async () => {
   stack = await startStack({ worker: true });
   call = apiClient(stack.api, stack.tenant.apiKey);
   scratch = await mkdtemp(path.join(testEnv().scratch, 'segmentation-'));
-  const upload = await uploadFile(call, path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'), {
+  const upload = await uploadFile(call, path.join(SHARED_WSI, 'OS-1-detail.ome.tif'), {
     autoSegment: true,
   });
   sampleId = upload.id;
@@ -69,7 +70,9 @@ test('ingest of an autoSegment upload starts segmentation, which completes with 
     error: null,
   });
   expect(state.job).toMatchObject({ attempt: 1, progress: 1 });
-  expect(state.layer!.instanceCount).toBeGreaterThan(500);
+  // OS-1's detail is 250 µm of dense tissue, a few hundred nuclei: a floor well under them
+  // that still fails a run finding next to nothing.
+  expect(state.layer!.instanceCount).toBeGreaterThan(150);
   const handle = stack.client.workflow.getHandle(workflowIds.segmentation(sampleId, 1));
   expect(await handle.result()).toEqual({ status: 'completed' });
   // A second POST reuses the completed work.
