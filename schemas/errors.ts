@@ -25,6 +25,7 @@ export const errorStatus = {
   mpp_required: 409,
   results_not_ready: 409,
   payload_too_large: 413,
+  range_not_satisfiable: 416,
   validation_failed: 422,
   rate_limited: 429,
   retry_cooldown: 429,

@@ -313,6 +313,7 @@ const errorMessages: Record<ErrorCode, string> = {
   mpp_required: 'the sample has no usable scale: set mpp',
   results_not_ready: 'the job has no results yet',
   payload_too_large: 'request body is over the size limit',
+  range_not_satisfiable: 'the range selects no byte of the 2048-byte file',
   validation_failed: 'markers: markers must not repeat a name',
   rate_limited: 'too many requests',
   retry_cooldown: 'retry after the cooldown',
