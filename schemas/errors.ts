@@ -19,6 +19,7 @@ export const errorStatus = {
   not_found: 404,
   not_started: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   segmentation_active: 409,
   deletion_in_progress: 409,
   sample_not_ready: 409,

@@ -307,6 +307,7 @@ const errorMessages: Record<ErrorCode, string> = {
   not_found: 'resource not found',
   not_started: 'no export of this selection',
   method_not_allowed: 'PUT is not allowed here; allowed: GET, HEAD, OPTIONS',
+  request_timeout: 'the request body did not arrive in time; send it again faster',
   segmentation_active: 'a segmentation job is active',
   deletion_in_progress: 'the sample is being deleted',
   sample_not_ready: 'the sample is not ready',
