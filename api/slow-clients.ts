@@ -38,7 +38,9 @@ const tooSlow = () =>
  * Bounds the time a request body may take: whole within `bodyTimeoutMs`, or for a streamed
  * upload chunk (`streamed`) at least `uploadMinBytes` per `uploadIdleMs`. A stall while read
  * bytes wait in the request's buffer is ours (backpressure from storage), not the client's.
- * The answer is 408 and the connection is closed.
+ * The answer is 408 and the connection is closed. The watch lasts until the body is in, not
+ * until the answer: Node reads an unread body off after answering (a GET that declares one),
+ * and that connection is cut the same way.
  */
 export function bodyDeadline(
   limits: Pick<SlowClientLimits, 'bodyTimeoutMs' | 'uploadIdleMs' | 'uploadMinBytes'>,
@@ -49,7 +51,7 @@ export function bodyDeadline(
     let seen = req.socket.bytesRead;
     const timer = setInterval(
       () => {
-        if (req.complete || res.writableEnded || req.destroyed) {
+        if (req.complete || req.destroyed) {
           clearInterval(timer);
           return;
         }
@@ -66,7 +68,7 @@ export function bodyDeadline(
       upload ? limits.uploadIdleMs : limits.bodyTimeoutMs,
     );
     timer.unref();
-    res.on('close', () => clearInterval(timer));
+    req.once('close', () => clearInterval(timer));
     next();
   };
 }

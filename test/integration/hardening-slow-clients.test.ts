@@ -139,6 +139,14 @@ test('with a credential, a JSON body still arriving after HTTP_BODY_TIMEOUT_MS i
   expect(errorOf(answer)).toBe('request_timeout');
 });
 
+test('a body nobody reads (a GET that declares one) is cut after the answer, not read off forever', async () => {
+  const connection = await open(tight);
+  connection.socket.write(head(tight, 'GET', '/healthz', { 'content-length': '100' }));
+  trickle(connection, 'a', 200);
+  const answer = await connection.closed;
+  expect(statusOf(answer)).toBe(200);
+});
+
 test('the sign-in form, which no credential can guard, is bounded the same way: 408', async () => {
   const connection = await open(tight);
   connection.socket.write(
