@@ -1124,6 +1124,11 @@ export const endpoints = {
         description: 'The sign-in page again, saying the email or password is wrong',
         contentType: 'text/html',
       },
+      429: {
+        description:
+          'The sign-in page again, saying to wait: too many wrong passwords for the account or from the address; `Retry-After` says how long (the password is not checked)',
+        contentType: 'text/html',
+      },
     },
   },
   oauthConsent: {
