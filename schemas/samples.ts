@@ -222,8 +222,9 @@ const expirationFields = {
   reason: z
     .string()
     .max(1000)
-    // PostgreSQL text cannot hold NUL.
-    .regex(/^[^\0]*$/, 'must not contain NUL')
+    // PostgreSQL text cannot hold NUL; the message names the property. A refinement, not a
+    // documented `pattern`: NUL is refused in every text property (api/errors.ts).
+    .refine((text) => !text.includes('\u0000'), 'must not contain NUL')
     .optional()
     .meta({ description: 'Why, kept in the audit log' }),
 };
