@@ -1,4 +1,4 @@
-import express, { type Express, Router } from 'express';
+import express, { type Express, type Request, Router } from 'express';
 import type { Logger } from 'pino';
 import type { Sql } from '../db';
 import { createJobEventHub } from '../db/job-events';
@@ -10,10 +10,11 @@ import { authenticate } from './auth';
 import { errorHandler, notFound } from './errors';
 import { authorizationServerRoutes } from './oauth/routes';
 import { createAuthorizationServer } from './oauth/server';
+import { createSignInThrottle, SIGN_IN_THROTTLE_DEFAULTS, type SignInThrottlePolicy } from './oauth/throttle';
 import { createTokenVerifier, remoteKeys } from './oauth/tokens';
 import { type ApiMetrics, createMetrics, observeRequests } from './observability';
 import { rateLimit } from './rate-limit';
-import { methodGuard, mount } from './route';
+import { methodGuard, mount, pathMatcher } from './route';
 import { exportRoutes } from './routes/exports';
 import { fileRoutes } from './routes/files';
 import { healthRoutes } from './routes/health';
@@ -37,6 +38,7 @@ import { createSampleService } from './services/samples';
 import { createSegmentationService } from './services/segmentation';
 import { createStoreLinks } from './services/store-links';
 import { createUploadService } from './services/uploads';
+import { bodyDeadline, SLOW_CLIENT_DEFAULTS, type SlowClientLimits } from './slow-clients';
 import type { WorkflowEngine } from './workflow-engine';
 
 /**
@@ -70,7 +72,9 @@ export interface ApiSettings {
     streamRetryMs?: number;
     /** Wait before a failed segmentation may be retried (DECISIONS.md: 60 s). */
     segmentationRetryCooldownSeconds?: number;
-  };
+    /** The sign-in page's growing delay (api/oauth/throttle.ts); defaults for what is absent. */
+    signIn?: Partial<SignInThrottlePolicy>;
+  } & Partial<Pick<SlowClientLimits, 'bodyTimeoutMs' | 'uploadIdleMs' | 'uploadMinBytes'>>;
 }
 
 export interface ApiDeps {
@@ -81,6 +85,14 @@ export interface ApiDeps {
   settings: ApiSettings;
   metrics?: ApiMetrics;
 }
+
+const uploadChunkPath = pathMatcher(endpoints.putUploadChunk);
+
+/** An upload chunk's body is streamed to storage: bounded by progress, not by total time. */
+const isUploadChunk = (req: Request) =>
+  req.method === 'PUT' &&
+  req.path.startsWith(API_PREFIX) &&
+  uploadChunkPath.test(req.path.slice(API_PREFIX.length));
 
 /** The HTTP application: validation, authorization and delegation only. */
 export function createApp(deps: ApiDeps): Express {
@@ -184,9 +196,11 @@ export function createApp(deps: ApiDeps): Express {
   });
   v1.use(referenceRoutes());
   v1.use(uploadSessionRoutes(uploads));
-  v1.use(express.json({ limit: settings.limits.jsonBodyBytes }));
+  // The credential is checked before any body is read: a caller without one cannot hold a
+  // connection by trickling a body (its answer closes the connection, api/errors.ts).
   v1.use(authenticate(sql, verifyToken));
   v1.use(rateLimit(sql, { ratePerSecond: settings.limits.ratePerSecond, burst: settings.limits.rateBurst }));
+  v1.use(express.json({ limit: settings.limits.jsonBodyBytes }));
   v1.use(uploadRoutes(uploads));
   v1.use(sampleRoutes({ samples, lists, catalog }));
   v1.use(segmentationRoutes(segmentation));
@@ -199,12 +213,27 @@ export function createApp(deps: ApiDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(observeRequests(logger, metrics));
+  app.use(
+    bodyDeadline(
+      {
+        bodyTimeoutMs: settings.limits.bodyTimeoutMs ?? SLOW_CLIENT_DEFAULTS.bodyTimeoutMs,
+        uploadIdleMs: settings.limits.uploadIdleMs ?? SLOW_CLIENT_DEFAULTS.uploadIdleMs,
+        uploadMinBytes: settings.limits.uploadMinBytes ?? SLOW_CLIENT_DEFAULTS.uploadMinBytes,
+      },
+      isUploadChunk,
+    ),
+  );
   // Ahead of the method guard: it answers CORS preflights of store links itself.
   app.use(storeLinkRoutes(storeLinks));
   app.use(methodGuard(table.filter((endpoint) => endpoint.root)));
   app.use(healthRoutes({ sql, workflows, metrics }));
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
-  app.use(authorizationServerRoutes({ sql, server: authServer }));
+  const throttle = createSignInThrottle({
+    sql,
+    logger,
+    policy: { ...SIGN_IN_THROTTLE_DEFAULTS, ...settings.limits.signIn },
+  });
+  app.use(authorizationServerRoutes({ sql, server: authServer, throttle }));
   app.use(API_PREFIX, v1);
   app.use(
     webAppRoutes({

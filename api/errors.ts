@@ -1,6 +1,6 @@
-import type { ErrorRequestHandler } from 'express';
+import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { isConnectionError } from '../db';
+import { isConnectionError, isUnstorableText } from '../db';
 import { type ErrorBody, type ErrorCode, errorStatus } from '../schemas/errors';
 import { isEngineUnavailable } from './workflow-engine';
 
@@ -10,6 +10,8 @@ export class AppError extends Error {
   readonly details: Record<string, unknown>;
   readonly required: number | null;
   readonly retryAfterSeconds: number | null;
+  /** Response headers the code needs (the `Content-Range` of a 416, naming the size). */
+  readonly headers: Record<string, string>;
 
   constructor(
     code: ErrorCode,
@@ -18,6 +20,7 @@ export class AppError extends Error {
       details?: Record<string, unknown>;
       required?: number;
       retryAfterSeconds?: number;
+      headers?: Record<string, string>;
       cause?: unknown;
     } = {},
   ) {
@@ -27,6 +30,7 @@ export class AppError extends Error {
     this.details = options.details ?? {};
     this.required = options.required ?? null;
     this.retryAfterSeconds = options.retryAfterSeconds ?? null;
+    this.headers = options.headers ?? {};
   }
 
   get status(): number {
@@ -49,16 +53,38 @@ export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 
 export const notFound = (what = 'resource') => new AppError('not_found', `${what} not found`);
 
-/** Errors thrown by body parsers and the like, before our handlers run. */
-function fromFrameworkError(err: { type?: string; status?: number; message?: string }): AppError | undefined {
+/**
+ * Errors thrown by the router and body parsers before our handlers run: each is the client's
+ * mistake (a path that is not percent-encoding, a body that is not what its Content-Encoding
+ * says, a charset we do not read), never a 500.
+ */
+function fromFrameworkError(err: {
+  type?: string;
+  status?: number;
+  expose?: boolean;
+  message?: string;
+}): AppError | undefined {
+  if (err instanceof URIError) {
+    return new AppError('invalid_request', 'the path holds malformed percent-encoding', { cause: err });
+  }
   if (err.type === 'entity.too.large')
     return new AppError('payload_too_large', 'request body is over the size limit');
   if (err.type === 'entity.parse.failed')
     return new AppError('invalid_request', 'request body is not valid JSON');
-  if (err.type === 'charset.unsupported' || err.type === 'encoding.unsupported') {
-    return new AppError('invalid_request', err.message ?? 'unsupported body encoding');
+  // http-errors marks the messages of client errors safe to show (`expose`): a failed
+  // inflate's "incorrect header check", an unsupported charset or content encoding.
+  if (err.expose && (err.status === 400 || err.status === 415)) {
+    return new AppError('invalid_request', `the request body could not be read: ${err.message}`, {
+      cause: err,
+    });
   }
   return undefined;
+}
+
+/** Text PostgreSQL cannot store (NUL) is a value the client sent: 422, whatever property held it. */
+function fromUnstorableText(err: unknown): AppError | undefined {
+  if (!isUnstorableText(err)) return undefined;
+  return new AppError('validation_failed', 'a text value holds a NUL character', { cause: err });
 }
 
 /**
@@ -81,6 +107,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       err instanceof AppError
         ? err
         : (fromFrameworkError(err) ??
+          fromUnstorableText(err) ??
           fromOutage(err) ??
           new AppError('internal', 'internal error', { cause: err }));
     if (appError.code === 'internal' || appError.code === 'unavailable') {
@@ -90,7 +117,18 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       res.destroy();
       return;
     }
-    if (appError.retryAfterSeconds !== null) res.setHeader('Retry-After', String(appError.retryAfterSeconds));
-    res.status(appError.status).json(appError.toBody());
+    sendError(req, res, appError);
   };
+}
+
+/**
+ * Writes an error answer: the status from the code's table, the contract's body. A request
+ * whose body was not read to the end closes its connection after the answer, so a client
+ * cannot hold it by trickling the rest (Node would otherwise read it off to reuse the socket).
+ */
+export function sendError(req: Request, res: Response, appError: AppError): void {
+  if (appError.retryAfterSeconds !== null) res.setHeader('Retry-After', String(appError.retryAfterSeconds));
+  for (const [name, value] of Object.entries(appError.headers)) res.setHeader(name, value);
+  if (!req.complete) res.setHeader('Connection', 'close');
+  res.status(appError.status).json(appError.toBody());
 }

@@ -111,7 +111,7 @@ export function mount<E extends Endpoint>(
 const templateParameter = /\{(\w+)\}/g;
 
 /** A path template as a matcher of request paths (a splat parameter spans slashes). */
-function pathMatcher(endpoint: Endpoint): RegExp {
+export function pathMatcher(endpoint: Endpoint): RegExp {
   const pattern = endpoint.path
     .split(templateParameter)
     .map((part, index) =>

@@ -243,6 +243,8 @@ async function main() {
       // One key opens every stream here; the limiter counts each stream once, at its request.
       RATE_LIMIT_PER_SECOND: '100000',
       RATE_LIMIT_BURST: '100000',
+      // Every stream comes from this one loopback address.
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0',
     },
     'ignore',
   );

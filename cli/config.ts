@@ -1,5 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { SIGN_IN_THROTTLE_DEFAULTS, type SignInThrottlePolicy } from '../api/oauth/throttle';
+import { SLOW_CLIENT_DEFAULTS, type SlowClientLimits } from '../api/slow-clients';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
 const port = z.coerce.number().int().min(0).max(65535);
@@ -47,10 +49,27 @@ const EnvSchema = z.object({
   UPLOAD_CHUNK_MAX_BYTES: positiveInt.default(512 * 1024 ** 2),
   UPLOAD_SESSION_TTL_SECONDS: positiveInt.default(7 * 24 * 3600),
   SIGNED_URL_TTL_SECONDS: positiveInt.default(3600),
+  HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(SLOW_CLIENT_DEFAULTS.headersTimeoutMs),
+  HTTP_BODY_TIMEOUT_MS: positiveInt.default(SLOW_CLIENT_DEFAULTS.bodyTimeoutMs),
+  HTTP_UPLOAD_IDLE_MS: positiveInt.default(SLOW_CLIENT_DEFAULTS.uploadIdleMs),
+  HTTP_UPLOAD_MIN_BYTES: positiveInt.default(SLOW_CLIENT_DEFAULTS.uploadMinBytes),
+  HTTP_MAX_CONNECTIONS_PER_ADDRESS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(SLOW_CLIENT_DEFAULTS.maxConnectionsPerAddress),
   JOB_STREAM_HEARTBEAT_SECONDS: positiveInt.default(15),
   JOB_STREAM_RETRY_MS: positiveInt.default(5000),
   SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
   EXPORT_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
+  SIGN_IN_FREE_FAILURES_PER_ACCOUNT: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.freeFailuresPerAccount),
+  SIGN_IN_FREE_FAILURES_PER_ADDRESS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(SIGN_IN_THROTTLE_DEFAULTS.freeFailuresPerAddress),
+  SIGN_IN_DELAY_SECONDS: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.delaySeconds),
+  SIGN_IN_MAX_DELAY_SECONDS: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.maxDelaySeconds),
   OAUTH_ISSUER: optionalUrl,
   OAUTH_JWKS_URL: optionalUrl,
   OAUTH_ACCESS_TOKEN_TTL_SECONDS: positiveInt.default(3600),
@@ -93,7 +112,8 @@ export interface Config {
   workflowBundlePath: string | undefined;
   /** Only for `npm start` / `npm test`: where the local stand-ins listen. */
   dev: { postgresPort: number; temporalPort: number; temporalUiPort: number; temporalCli: string };
-  limits: {
+  limits: SlowClientLimits & {
+    signIn: SignInThrottlePolicy;
     ratePerSecond: number;
     rateBurst: number;
     jsonBodyBytes: number;
@@ -184,6 +204,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       streamHeartbeatMs: e.JOB_STREAM_HEARTBEAT_SECONDS * 1000,
       streamRetryMs: e.JOB_STREAM_RETRY_MS,
       segmentationRetryCooldownSeconds: e.SEGMENTATION_RETRY_COOLDOWN_SECONDS,
+      headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      bodyTimeoutMs: e.HTTP_BODY_TIMEOUT_MS,
+      uploadIdleMs: e.HTTP_UPLOAD_IDLE_MS,
+      uploadMinBytes: e.HTTP_UPLOAD_MIN_BYTES,
+      maxConnectionsPerAddress: e.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
+      signIn: {
+        freeFailuresPerAccount: e.SIGN_IN_FREE_FAILURES_PER_ACCOUNT,
+        freeFailuresPerAddress: e.SIGN_IN_FREE_FAILURES_PER_ADDRESS,
+        delaySeconds: e.SIGN_IN_DELAY_SECONDS,
+        maxDelaySeconds: e.SIGN_IN_MAX_DELAY_SECONDS,
+      },
     },
     exportJpegQuality: e.EXPORT_JPEG_QUALITY,
   };

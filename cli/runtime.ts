@@ -15,6 +15,7 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } 
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { createApp } from '../api/app';
+import { createApiServer } from '../api/slow-clients';
 import { createWorkflowEngine, searchAttributes } from '../api/workflow-engine';
 import type { Sql } from '../db';
 import {
@@ -254,11 +255,8 @@ export async function startApi(options: {
       limits: config.limits,
     },
   });
-  const server = await new Promise<Server>((resolve) => {
-    const listening = app.listen(config.http.port, config.http.host, () => resolve(listening));
-  });
-  // Long uploads: a chunk of hundreds of MiB must not hit the default request timeout.
-  server.requestTimeout = 0;
+  const server = createApiServer(app, config.limits, options.logger);
+  await new Promise<void>((resolve) => server.listen(config.http.port, config.http.host, resolve));
   return {
     server,
     url: config.http.publicBaseUrl,

@@ -30,5 +30,14 @@ export function isConnectionError(err: unknown): boolean {
   );
 }
 
+/**
+ * Text the database cannot store: NUL in a text value (22021, "invalid byte sequence") or a
+ * `\u0000` escape in jsonb (22P05). PostgreSQL refuses it; it is a value the client sent.
+ */
+export function isUnstorableText(err: unknown): boolean {
+  const code = (err as { code?: string } | null)?.code;
+  return code === '22021' || code === '22P05';
+}
+
 /** Anything that runs queries: the pool or an open transaction. */
 export type Queryable = Sql | postgres.TransactionSql;

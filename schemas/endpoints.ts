@@ -124,6 +124,10 @@ const error = (codes: ErrorCode[], description: string): ResponseSpec => ({
   schema: ErrorBody,
   codes,
 });
+const unsatisfiableRange = error(
+  ['range_not_satisfiable'],
+  'The `Range` selects no byte of the file (starts past its end, or `bytes=-0`); `Content-Range: bytes */{size}` (`range_not_satisfiable`)',
+);
 const bearerErrors = {
   401: error(['unauthorized'], 'Missing, malformed or revoked credential (`unauthorized`)'),
   429: error(['rate_limited'], 'Over the per-credential rate (`rate_limited`)'),
@@ -196,6 +200,7 @@ export const endpoints = {
     responses: {
       200: { description: 'The object bytes', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      416: unsatisfiableRange,
       403: error(['forbidden'], 'Missing, tampered or expired link (`forbidden`)'),
       404: error(['not_found'], 'No such object (`not_found`)'),
     },
@@ -219,6 +224,7 @@ export const endpoints = {
     responses: {
       200: { description: 'The bytes of the key', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      416: unsatisfiableRange,
       304: { description: 'Unchanged since the `If-None-Match` ETag' },
       403: error(['forbidden'], 'Tampered, malformed or expired link (`forbidden`)'),
       404: error(
@@ -772,6 +778,7 @@ export const endpoints = {
     responses: {
       200: { description: 'The file', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      416: unsatisfiableRange,
       404: error(
         ['not_found'],
         'Not in this organization, no such file, or a path outside the store (`..`, absolute) (`not_found`)',
@@ -867,6 +874,8 @@ export const endpoints = {
     },
     responses: {
       200: { description: 'The file', contentType: 'application/octet-stream' },
+      206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      416: unsatisfiableRange,
       404: error(
         ['not_found'],
         'No such layer or file, or a path the manifest does not name (`..`, absolute) (`not_found`)',
@@ -942,6 +951,7 @@ export const endpoints = {
     responses: {
       200: { description: 'The file', contentType: 'application/octet-stream' },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      416: unsatisfiableRange,
       404: error(
         ['not_found'],
         'Not an owned sample, no such file, or a path outside the store (`not_found`)',
@@ -1114,6 +1124,11 @@ export const endpoints = {
         description: 'The sign-in page again, saying the email or password is wrong',
         contentType: 'text/html',
       },
+      429: {
+        description:
+          'The sign-in page again, saying to wait: too many wrong passwords for the account or from the address; `Retry-After` says how long (the password is not checked)',
+        contentType: 'text/html',
+      },
     },
   },
   oauthConsent: {
@@ -1153,6 +1168,7 @@ export const endpoints = {
         contentType: 'application/octet-stream',
       },
       206: { description: 'The requested range', contentType: 'application/octet-stream' },
+      416: unsatisfiableRange,
       304: { description: 'If-None-Match matched the ETag' },
       403: error(
         ['forbidden'],

@@ -219,7 +219,14 @@ const expirationFields = {
     .literal(true)
     .optional()
     .meta({ description: 'Return to the organization’s default retention' }),
-  reason: z.string().max(1000).optional().meta({ description: 'Why, kept in the audit log' }),
+  reason: z
+    .string()
+    .max(1000)
+    // PostgreSQL text cannot hold NUL; the message names the property. A refinement, not a
+    // documented `pattern`: NUL is refused in every text property (api/errors.ts).
+    .refine((text) => !text.includes('\u0000'), 'must not contain NUL')
+    .optional()
+    .meta({ description: 'Why, kept in the audit log' }),
 };
 /** A body that holds exactly one of `keys`: the refinement, and the same rule as OpenAPI states it. */
 function exactlyOneOf<K extends string>(keys: readonly K[]) {

@@ -13,6 +13,7 @@ import { mount } from '../route';
 import { consentPage, errorPage, signInPage } from './pages';
 import { verifyAgainstNothing, verifyPassword } from './passwords';
 import { type AuthorizationServer, authorizationServerMetadata } from './server';
+import type { SignInThrottle } from './throttle';
 
 type Interaction = Awaited<
   ReturnType<Awaited<ReturnType<AuthorizationServer['provider']>>['interactionDetails']>
@@ -52,8 +53,9 @@ function requestedScopes(interaction: Interaction): { resource: string; scopes: 
 export function authorizationServerRoutes(deps: {
   sql: Sql;
   server: AuthorizationServer | undefined;
+  throttle: SignInThrottle;
 }): Router {
-  const { sql, server } = deps;
+  const { sql, server, throttle } = deps;
   const router = Router();
   const delegate = async (_input: unknown, req: Request, res: Response, next: NextFunction) => {
     if (!server) return next(notFound('endpoint'));
@@ -131,6 +133,23 @@ export function authorizationServerRoutes(deps: {
       if (!interaction) return;
       // The form is the page's own: a bad one shows the page again, not the API's error body.
       const form = endpoints.oauthSignIn.request.body.safeParse(req.body);
+      const email = form.success ? form.data.email : undefined;
+      const address = req.ip ?? 'unknown';
+      const retryAfterSeconds = await throttle.waitSeconds(email, address);
+      if (retryAfterSeconds > 0) {
+        res.setHeader('Retry-After', String(retryAfterSeconds));
+        sendPage(
+          res,
+          429,
+          signInPage({
+            action: `${oauthRoutes.interaction}/${interaction.uid}/login`,
+            clientName: await clientName(interaction),
+            email,
+            error: `Too many failed sign-ins. Try again in ${retryAfterSeconds} seconds.`,
+          }),
+        );
+        return;
+      }
       const user = form.success ? await findUserByEmail(sql, form.data.email) : undefined;
       const valid =
         form.success &&
@@ -138,6 +157,7 @@ export function authorizationServerRoutes(deps: {
           ? await verifyPassword(form.data.password, user.passwordHash)
           : await verifyAgainstNothing(form.data.password));
       if (!valid || !user || interaction.prompt.name !== 'login') {
+        if (!valid) await throttle.failed(email, address);
         sendPage(
           res,
           401,
@@ -150,6 +170,7 @@ export function authorizationServerRoutes(deps: {
         );
         return;
       }
+      await throttle.succeeded(user.email);
       await (await server.provider()).interactionFinished(
         req,
         res,

@@ -49,7 +49,8 @@ export class Browser {
     }
   }
 
-  private cookieHeader(): string {
+  /** The `Cookie` header this browser sends (for a request made another way). */
+  cookieHeader(): string {
     return [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
   }
 

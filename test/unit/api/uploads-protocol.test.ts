@@ -29,9 +29,22 @@ describe('parseRange', () => {
     expect(parseRange('bytes=-5', 100)).toEqual({ offset: 95, length: 5 });
     expect(parseRange('bytes=50-500', 100)).toEqual({ offset: 50, length: 50 });
   });
-  test('absent or unsatisfiable reads the whole object', () => {
+  test('absent, several ranges or not a range reads the whole object', () => {
     expect(parseRange(undefined, 100)).toBeUndefined();
-    expect(parseRange('bytes=200-300', 100)).toBeUndefined();
     expect(parseRange('bytes=0-1,5-6', 100)).toBeUndefined();
+    expect(parseRange('bytes=9-5', 100)).toBeUndefined();
+    expect(parseRange('items=0-5', 100)).toBeUndefined();
   });
+  test.each(['bytes=200-300', 'bytes=100-', 'bytes=-0', 'bytes=0-0'])(
+    'a range that selects no byte of a 100-byte file (or of an empty one) is 416: %p',
+    (header) => {
+      const size = header === 'bytes=0-0' ? 0 : 100;
+      expect(() => parseRange(header, size)).toThrow(
+        expect.objectContaining({
+          code: 'range_not_satisfiable',
+          headers: { 'Content-Range': `bytes */${size}` },
+        }),
+      );
+    },
+  );
 });
