@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { createActivities } from '../../activities';
 import { ensureSchedules } from '../../cli/runtime';
 import { creditSummary } from '../../db/credits';
 import { markExportWorkflowStarted, upsertExport } from '../../db/exports';
 import { selectionKey } from '../../schemas/exports';
 import { searchAttributeNames, taskQueueName, UPKEEP_MAINTENANCE, workflowIds } from '../../schemas/temporal';
+import { stackActivities } from '../support/activities';
 import { apiClient } from '../support/http';
 import { insertPricedSample } from '../support/predictions';
 import { insertJob, insertSample } from '../support/samples';
@@ -31,22 +31,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const unused = async () => {
-  throw new Error('not used by the reconciler of closed workflows');
-};
-
-/** The service's activities as the worker builds them, asking the real engine about workflows. */
-function reconciler() {
-  return createActivities({
-    sql: stack.sql,
-    store: stack.store,
-    startPrediction: unused,
-    startSegmentation: unused,
-    startSegmentationMarkers: unused,
-    startExport: unused,
-    workflowState: stack.workflows.workflowState,
-  });
-}
+const reconciler = () => stackActivities(stack, stack.workflows.workflowState);
 
 async function ledgerRows(jobId: string) {
   return stack.sql<{ kind: string; balance_delta: string; pending_delta: string }[]>`

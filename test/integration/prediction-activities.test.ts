@@ -1,10 +1,11 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import { CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { type Activities, createActivities } from '../../activities';
+import type { Activities } from '../../activities';
 import { creditSummary } from '../../db/credits';
 import { findJobById } from '../../db/jobs';
 import { objectKeys } from '../../storage/locator';
+import { stackActivities } from '../support/activities';
 import { apiClient } from '../support/http';
 import { recordingEngine } from '../support/predictions';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
@@ -20,23 +21,11 @@ let activities: Activities;
 let call: ReturnType<typeof apiClient>;
 let sampleId: string;
 
-const unused = async () => {
-  throw new Error('not started by the prediction activities');
-};
-
 beforeAll(async () => {
   stack = await startStack({ sharedSlides: true, workflows: recordingEngine().wrap });
   call = apiClient(stack.api, stack.tenant.apiKey);
   sampleId = stack.sharedSample('CMU-1-Small-Region.svs');
-  activities = createActivities({
-    sql: stack.sql,
-    store: stack.store,
-    startPrediction: unused,
-    startSegmentation: unused,
-    startSegmentationMarkers: unused,
-    startExport: unused,
-    workflowState: unused,
-  });
+  activities = stackActivities(stack);
 }, SHARED_SLIDES_SETUP_MS);
 afterAll(async () => {
   await stack?.close();

@@ -1,8 +1,8 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createActivities } from '../../activities';
 import { creditSummary, grantCredits } from '../../db/credits';
 import { type JobWorkflowState, operatorMessages, workflowIds } from '../../schemas/temporal';
+import { stackActivities } from '../support/activities';
 import { apiClient } from '../support/http';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
@@ -31,21 +31,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const unused = async () => {
-  throw new Error('not used by the reconciler of closed workflows');
-};
-
-function reconciler() {
-  return createActivities({
-    sql: stack.sql,
-    store: stack.store,
-    startPrediction: unused,
-    startSegmentation: unused,
-    startSegmentationMarkers: unused,
-    startExport: unused,
-    workflowState: stack.workflows.workflowState,
-  });
-}
+const reconciler = () => stackActivities(stack, stack.workflows.workflowState);
 
 /** Submits a job and terminates its workflow while it is `running`; undefined if it finished first. */
 async function terminatedWhileRunning(): Promise<string | undefined> {
