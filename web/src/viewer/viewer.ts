@@ -15,12 +15,15 @@ export interface ChannelState {
 export interface Scene {
   he: { layer: Layer; visible: boolean; opacity: number };
   channels: ChannelState[];
-  cells?: { layer: Layer; outlines: boolean; selected: number };
+  /** `selected`: the cell under the cursor; `pinned`: the cell clicked (0: none). */
+  cells?: { layer: Layer; outlines: boolean; selected: number; pinned: number };
 }
 
 export interface ViewerEvents {
   onView(view: View): void;
   onPointer(world: { x: number; y: number } | null): void;
+  /** A click that did not drag, or Enter (the view's centre). */
+  onPick(world: { x: number; y: number }): void;
   onError(err: unknown): void;
 }
 
@@ -215,6 +218,7 @@ export class Viewer {
       draw(cells.layer, program, () => {
         gl.uniform1i(program.uniform('u_outlines'), cells.outlines ? 1 : 0);
         gl.uniform1ui(program.uniform('u_selected'), cells.selected);
+        gl.uniform1ui(program.uniform('u_pinned'), cells.pinned);
         gl.uniform4f(program.uniform('u_outline'), 1, 1, 0, 1);
       });
     }
@@ -299,7 +303,10 @@ export class Viewer {
     gl.drawArrays(gl.TRIANGLE_STRIP, 0, 4);
   }
 
-  /** Drag to pan, wheel or +/- to zoom about the cursor or centre, arrows to pan by a quarter view. */
+  /**
+   * Drag to pan, wheel or +/- to zoom about the cursor or centre, arrows to pan by a quarter
+   * view; a click that moved less than a few pixels, or Enter, picks the point under it.
+   */
   private listen(): void {
     const canvas = this.canvas;
     let drag: { x: number; y: number; view: View } | undefined;
@@ -307,8 +314,12 @@ export class Viewer {
       canvas.setPointerCapture(event.pointerId);
       drag = { x: event.clientX, y: event.clientY, view: this.view };
     });
-    canvas.addEventListener('pointerup', () => {
+    canvas.addEventListener('pointerup', (event) => {
+      const moved = drag ? Math.hypot(event.clientX - drag.x, event.clientY - drag.y) : Infinity;
       drag = undefined;
+      if (moved > 3) return;
+      const { width, height } = this.size();
+      this.events.onPick(worldAt(this.view, width, height, event.offsetX, event.offsetY));
     });
     canvas.addEventListener('pointermove', (event) => {
       if (drag) {
@@ -346,6 +357,10 @@ export class Viewer {
         '=': () => zoomAbout(this.view, width, height, width / 2, height / 2, 2),
         '-': () => zoomAbout(this.view, width, height, width / 2, height / 2, 0.5),
       };
+      if (event.key === 'Enter') {
+        this.events.onPick({ x: this.view.x, y: this.view.y });
+        return;
+      }
       const move = moves[event.key];
       if (!move) return;
       event.preventDefault();
