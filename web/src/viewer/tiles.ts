@@ -98,17 +98,20 @@ export class TileCache {
     this.pending.clear();
   }
 
-  /** Whether any chunk of the frame is still waiting or on its way. */
-  private visibleOutstanding(): boolean {
-    for (const key of this.pending.keys()) if (this.wanted.has(key)) return true;
-    for (const key of this.loading.keys()) if (this.wanted.has(key)) return true;
-    return false;
+  /** The frame's first waiting chunk; else, while none of its own is on its way, one fetched ahead. */
+  private next(): [string, TileAddress] | undefined {
+    let first: [string, TileAddress] | undefined;
+    for (const entry of this.pending) {
+      if (this.wanted.has(entry[0])) return entry;
+      first ??= entry;
+    }
+    for (const key of this.loading.keys()) if (this.wanted.has(key)) return undefined;
+    return first;
   }
 
   private pump(): void {
-    while (this.loading.size < CONCURRENCY && this.pending.size > 0) {
-      const [key, address] = this.pending.entries().next().value as [string, TileAddress];
-      if (!this.wanted.has(key) && this.visibleOutstanding()) return;
+    for (let entry = this.next(); entry && this.loading.size < CONCURRENCY; entry = this.next()) {
+      const [key, address] = entry;
       this.pending.delete(key);
       const controller = new AbortController();
       this.loading.set(key, controller);
@@ -118,6 +121,9 @@ export class TileCache {
         })
         .finally(() => {
           this.loading.delete(key);
+          // Aborted, then wanted again before the abort landed: it waits for its turn anew.
+          const again = this.wanted.has(key) || this.ahead.has(key);
+          if (controller.signal.aborted && again && !this.tiles.has(key)) this.pending.set(key, address);
           this.pump();
         });
     }
