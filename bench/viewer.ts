@@ -309,7 +309,9 @@ interface Fetched {
 }
 
 const isScript = (f: Fetched) => f.type === 'Script';
-const isStore = (url: string) => /\/(he\/files|stores)\//.test(url);
+/** Store reads: the H&E files endpoint and the prediction's signed store links. */
+const STORE_PATH = /\/(he\/files|stores)\//;
+const isStore = (url: string) => STORE_PATH.test(url);
 /** Store reads sent up to `until` (epoch ms): a view's own, not the fetch-ahead that follows it. */
 const storeFile =
   (until = Number.POSITIVE_INFINITY) =>
@@ -337,7 +339,12 @@ async function visit(browser: Browser, base: string, apiKey: string, sampleId: s
 
   network.reset();
   await page.goto(`${base}/samples/${sampleId}`);
-  await page.locator('#viewer-canvas[data-state="complete"]').waitFor({ timeout: 120_000 });
+  await page
+    .locator('#viewer-canvas[data-state="complete"]')
+    .waitFor({ timeout: 120_000 })
+    .catch(async (err) => {
+      throw new Error(`${(err as Error).message}\npage:\n${await page.locator('#main').textContent()}`);
+    });
   const firstViewport = await page.evaluate<number>(
     "performance.getEntriesByName('sps-viewer-complete')[0].startTime",
   );
@@ -365,7 +372,7 @@ async function visit(browser: Browser, base: string, apiKey: string, sampleId: s
       canvas.addEventListener('viewer-settled', () => {
         const now = performance.now();
         const reads = performance.getEntriesByType('resource')
-          .filter((e) => e.startTime <= now && ${isStore.toString()}(e.name));
+          .filter((e) => e.startTime <= now && new RegExp(${JSON.stringify(STORE_PATH.source)}).test(e.name));
         const fetched = Math.max(0, ...reads.map((e) => e.responseEnd - started));
         resolve({ ms: now - started, at: performance.timeOrigin + now, fetched });
       }, { once: true });
