@@ -289,7 +289,7 @@ describe('keyboard only', () => {
   });
 });
 
-test('a development API key in Settings still works beside the sign-in', async () => {
+test('a development API key in Settings works; the header shows it alone, and Forget key brings back Sign in', async () => {
   const { context, page } = await newPage();
   try {
     await page.goto(at('/settings'));
@@ -300,6 +300,14 @@ test('a development API key in Settings still works beside the sign-in', async (
     const loaded = await listLoads(page, () => page.goto(at('/samples')));
     expect(loaded).toEqual({ status: 200, authorization: `Bearer ${stack.tenant.apiKey}` });
     await expect(storageOf(page)).resolves.toEqual({ tokens: null, local: 0 });
+    // The header shows one state: the key and its Forget button, no Sign in beside them.
+    const account = page.locator('#account');
+    await account.getByRole('link', { name: 'Using an API key' }).waitFor();
+    await expect(account.getByRole('button', { name: 'Sign in' }).count()).resolves.toBe(0);
+    await account.getByRole('button', { name: 'Forget key' }).click();
+    await account.getByRole('button', { name: 'Sign in' }).waitFor();
+    await expect(account.getByText('Using an API key').count()).resolves.toBe(0);
+    await expect(page.evaluate(() => sessionStorage.getItem('sps.apiKey'))).resolves.toBeNull();
   } finally {
     await context.close();
   }

@@ -340,40 +340,30 @@ test('cell outlines from the label mask switch on and off; a border pixel change
   for (const [x, y] of borders.slice(0, 40)) expect(pixel(off, x, y)).toEqual(pixel(before, x, y));
 }, 120_000);
 
-test('hovering a cell shows its id, area and marker means as the Parquet tables hold them', async () => {
-  const middle = await centre();
-  const zoom = 1 / heSizes[0]!;
-  const left = middle.x - 300;
-  const top = middle.y - 200;
-  const size = await openAt(left, top, zoom);
-  const label = await maskUnderView(left, top, size);
-  let target: [number, number] | undefined;
-  for (let y = size.height / 2; y < size.height - 2 && !target; y += 5) {
+/** A canvas point well inside a cell (its 5 x 5 neighbourhood has one label), below the middle. */
+function interiorCell(label: (x: number, y: number) => number, size: { width: number; height: number }) {
+  for (let y = size.height / 2; y < size.height - 2; y += 5) {
     for (let x = 20; x < size.width - 20; x += 5) {
       const around = [-2, 0, 2].flatMap((dy) => [-2, 0, 2].map((dx) => label(x + dx, y + dy)));
-      if (label(x, y) !== 0 && around.every((v) => v === label(x, y))) {
-        target = [x, y];
-        break;
-      }
+      if (label(x, y) !== 0 && around.every((v) => v === label(x, y))) return { x, y, label: label(x, y) };
     }
   }
-  expect(target).toBeDefined();
-  const [x, y] = target!;
-  const expectedLabel = label(x, y);
-  await canvas().scrollIntoViewIfNeeded();
-  const box = (await canvas().boundingBox())!;
-  await page.mouse.move(box.x + x + 0.5, box.y + y + 0.5);
-  const info = page.locator('#cell-info');
-  await info.locator(`dd[data-field="label"]`, { hasText: String(expectedLabel) }).waitFor();
-  const shown = Object.fromEntries(
-    await info
-      .locator('dd')
+  throw new Error('no cell inside the view');
+}
+
+/** What a cell panel (`#cell-info`, `#cell-pinned`) shows, by `data-field`. */
+async function shownFields(panel: string): Promise<Record<string, string>> {
+  return Object.fromEntries(
+    await page
+      .locator(`${panel} dd`)
       .evaluateAll((nodes: { dataset: { field?: string }; textContent: string | null }[]) =>
         nodes.map((node) => [node.dataset.field ?? '', node.textContent ?? '']),
       ),
   ) as Record<string, string>;
-  await shoot('viewer-hover');
+}
 
+/** The fields a panel must show for mask label `label`, as pyarrow reads the layer's tables. */
+async function expectedFields(label: number): Promise<Record<string, string>> {
   const files = `${stack.api}/samples/${sampleId}/segmentation/${layerId}/files/`;
   const download = async (file: string, name: string) => {
     const response = await fetch(`${files}${file}`, {
@@ -397,12 +387,88 @@ for name, file in zip(['DAPI', 'CD3'], sys.argv[3:]):
     out[name] = next(r['mean'] for r in pq.read_table(file).to_pylist() if r['instance_id'] == cell['instance_id'])
 print(json.dumps(out))
 `,
-    [instances, String(expectedLabel), ...markers],
+    [instances, String(label), ...markers],
   );
-  expect(shown.instance_id).toBe(row.instance_id);
-  expect(shown.area_um2).toBe(`${row.area_um2.toFixed(2)} µm²`);
-  expect(shown['mean:DAPI']).toBe(row.DAPI.toPrecision(4));
-  expect(shown['mean:CD3']).toBe(row.CD3.toPrecision(4));
+  return {
+    instance_id: row.instance_id,
+    label: String(label),
+    area_um2: `${row.area_um2.toFixed(2)} µm²`,
+    'mean:DAPI': row.DAPI.toPrecision(4),
+    'mean:CD3': row.CD3.toPrecision(4),
+  };
+}
+
+test('hovering a cell shows its id, area and marker means as the Parquet tables hold them', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  const size = await openAt(left, top, zoom);
+  const target = interiorCell(await maskUnderView(left, top, size), size);
+  await canvas().scrollIntoViewIfNeeded();
+  const box = (await canvas().boundingBox())!;
+  await page.mouse.move(box.x + target.x + 0.5, box.y + target.y + 0.5);
+  const info = page.locator('#cell-info');
+  await info.locator(`dd[data-field="label"]`, { hasText: String(target.label) }).waitFor();
+  const shown = await shownFields('#cell-info');
+  await shoot('viewer-hover');
+  expect(shown).toEqual(await expectedFields(target.label));
+}, 120_000);
+
+test('a click pins a cell: its details stay while the cursor moves on, it is tinted, Unpin and Enter work', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  const size = await openAt(left, top, zoom);
+  const label = await maskUnderView(left, top, size);
+  const target = interiorCell(label, size);
+  await canvas().scrollIntoViewIfNeeded();
+  await settled();
+  const before = await canvasPixels();
+  const box = (await canvas().boundingBox())!;
+  await page.mouse.click(box.x + target.x + 0.5, box.y + target.y + 0.5);
+  const pinned = page.locator('#cell-pinned');
+  await pinned.locator('dd[data-field="label"]', { hasText: String(target.label) }).waitFor();
+  await expect(page.getByRole('region', { name: 'Pinned cell' }).isVisible()).resolves.toBe(true);
+  expect(await shownFields('#cell-pinned')).toEqual(await expectedFields(target.label));
+
+  // The cursor leaves for a point of another label: the hover panel follows, the pinned one stays.
+  const elsewhere = [
+    [5, 5],
+    [size.width - 5, 5],
+    [5, size.height - 5],
+    [size.width - 5, size.height - 5],
+  ].find(([x, y]) => label(x!, y!) !== target.label)!;
+  await page.mouse.move(box.x + elsewhere[0]! + 0.5, box.y + elsewhere[1]! + 0.5);
+  await settled();
+  expect((await shownFields('#cell-pinned')).label).toBe(String(target.label));
+  // settled() parks the cursor off the canvas: the only tint left is the pinned cell's.
+  const tinted = await canvasPixels();
+  await shoot('viewer-pinned');
+  const expectedTint = pixel(before, target.x, target.y).map((v, c) =>
+    Math.round(v * 0.65 + (c === 0 ? 0 : 0.35 * 255)),
+  );
+  const drawn = pixel(tinted, target.x, target.y);
+  expect({ drawn, close: drawn.every((v, c) => Math.abs(v - expectedTint[c]!) <= 2) }).toEqual({
+    drawn,
+    close: true,
+  });
+
+  await pinned.getByRole('button', { name: 'Unpin' }).click();
+  await expect(pinned.isHidden()).resolves.toBe(true);
+  await settled();
+  expect(pixel(await canvasPixels(), target.x, target.y)).toEqual(pixel(before, target.x, target.y));
+
+  // Enter pins the cell at the view's centre (none when the centre is background).
+  const atCentre = label(Math.round(size.width / 2), Math.round(size.height / 2));
+  await canvas().focus();
+  await page.keyboard.press('Enter');
+  if (atCentre === 0) {
+    await expect(pinned.isHidden()).resolves.toBe(true);
+  } else {
+    await pinned.locator('dd[data-field="label"]', { hasText: String(atCentre) }).waitFor();
+  }
 }, 120_000);
 
 test('the scale bar and the cursor position are in micrometres', async () => {

@@ -1,9 +1,10 @@
 import { h, showError } from './dom';
-import { apiKey, SESSION_EVENT, signedIn, signOut, startSignIn } from './session';
+import { apiKey, SESSION_EVENT, setApiKey, signedIn, signOut, startSignIn } from './session';
 
 /**
- * The header's account control on every page: Sign in (OAuth, PKCE), or who is signed in and
- * Sign out (revokes the grant), or a note that a development API key is in use.
+ * The header's account control on every page, one state at a time: who is signed in and Sign
+ * out (revokes the grant); or the development API key in use and Forget key; or Sign in (OAuth,
+ * PKCE). A signed-in session is used before a key, as the SDK's credential does.
  */
 const slot = h('div', { class: 'account', id: 'account' });
 
@@ -39,8 +40,14 @@ function render(): void {
     );
     return;
   }
+  if (apiKey()) {
+    slot.replaceChildren(
+      h('a', { class: 'who', href: 'settings' }, 'Using an API key'),
+      h('button', { type: 'button', onclick: () => setApiKey(null) }, 'Forget key'),
+    );
+    return;
+  }
   slot.replaceChildren(
-    apiKey() ? h('a', { class: 'who', href: 'settings' }, 'Using an API key') : '',
     h('button', { type: 'button', onclick: act(() => startSignIn(location.href)) }, 'Sign in'),
   );
 }

@@ -33,6 +33,7 @@ export function apiKey(): string | null {
 export function setApiKey(key: string | null): void {
   if (key) sessionStorage.setItem(API_KEY, key);
   else sessionStorage.removeItem(API_KEY);
+  window.dispatchEvent(new Event(SESSION_EVENT));
 }
 
 /**

@@ -20,7 +20,9 @@ function describeSignIn(): void {
   const tokens = signedIn();
   signIn.textContent = tokens
     ? `Signed in for this tab with ${tokens.scope || 'no scopes'}; the access token renews itself before ${new Date(tokens.expiresAt).toLocaleTimeString()}.`
-    : 'Not signed in: use Sign in at the top of the page (the service’s own sign-in and organization consent).';
+    : apiKey()
+      ? 'Not signed in: this tab uses the API key below. Forget it to sign in instead.'
+      : 'Not signed in: use Sign in at the top of the page (the service’s own sign-in and organization consent).';
 }
 
 function describeKey(): void {
@@ -37,7 +39,6 @@ const form = h(
       setApiKey(input.value.trim() || null);
       input.value = '';
       clearError();
-      describeKey();
     },
   },
   h('label', { for: 'api-key' }, 'API key (development sign-in)'),
@@ -48,10 +49,7 @@ const forget = h(
   'button',
   {
     type: 'button',
-    onclick: () => {
-      setApiKey(null);
-      describeKey();
-    },
+    onclick: () => setApiKey(null),
   },
   'Forget key',
 );
@@ -64,6 +62,9 @@ main().append(
   note,
   forget,
 );
-window.addEventListener(SESSION_EVENT, describeSignIn);
+window.addEventListener(SESSION_EVENT, () => {
+  describeSignIn();
+  describeKey();
+});
 describeSignIn();
 describeKey();

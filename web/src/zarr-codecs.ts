@@ -1,10 +1,14 @@
-import { decompress } from 'fzstd';
 import { registry } from 'zarrita';
+import { zstdPool } from './zstd-pool';
+
+/** Decoders beside the page's thread: the spare cores, at most four. */
+const decode = zstdPool(Math.max(1, Math.min(4, (navigator.hardwareConcurrency || 2) - 1)));
 
 /**
  * zarrita's own zstd codec (numcodecs.js) is Emscripten code that evaluates strings, which the
  * pages' Content-Security-Policy forbids (no `'unsafe-eval'`). fzstd is plain JavaScript and
- * reads frames with or without a declared content size (the service's streamed chunks have none).
+ * reads frames with or without a declared content size (the service's streamed chunks have
+ * none); it runs in a pool of workers.
  */
 class ZstdCodec {
   kind = 'bytes_to_bytes' as const;
@@ -14,10 +18,10 @@ class ZstdCodec {
   encode(): never {
     throw new Error('the web app only reads zstd chunks');
   }
-  decode(bytes: Uint8Array): Uint8Array {
-    return decompress(bytes);
+  decode(bytes: Uint8Array): Promise<Uint8Array> {
+    return decode(bytes);
   }
 }
 
-/** Imported for its effect: every zarrita read of this page decodes zstd with fzstd. */
+/** Imported for its effect: every zarrita read of this page decodes zstd in the pool. */
 registry.set('zstd', async () => ZstdCodec);

@@ -96,6 +96,52 @@ function cellInfo(summary: Awaited<ReturnType<CellTables['cell']>>, unit: string
 }
 
 /**
+ * The cell a click pinned: its details stay while the cursor moves on, until another cell is
+ * clicked, the background is clicked or Unpin is pressed. `onChange` gets the pinned label
+ * (0: none) for the canvas's tint.
+ */
+function pinnedPanel(unit: string, onChange: (label: number) => void) {
+  const body = h('div', { 'aria-live': 'polite' });
+  const panel = h(
+    'section',
+    { id: 'cell-pinned', class: 'pinned', 'aria-labelledby': 'cell-pinned-title', hidden: true },
+    h('h3', { id: 'cell-pinned-title' }, 'Pinned cell'),
+    body,
+  );
+  let current = 0;
+  const unpin = h(
+    'button',
+    {
+      type: 'button',
+      onclick: () => {
+        show(0);
+        document.getElementById('viewer-canvas')?.focus();
+      },
+    },
+    'Unpin',
+  );
+  panel.append(unpin);
+  const show = (label: number) => {
+    current = label;
+    panel.hidden = label === 0;
+    onChange(label);
+  };
+  return {
+    panel,
+    async pin(label: number, tables: CellTables): Promise<void> {
+      show(label);
+      if (label === 0) {
+        body.replaceChildren();
+        return;
+      }
+      body.replaceChildren(h('p', {}, `Cell ${label}: reading its rows…`));
+      const summary = await tables.cell(label);
+      if (current === label) body.replaceChildren(...cellInfo(summary, unit));
+    },
+  };
+}
+
+/**
  * The sample's viewer: its H&E, the markers of its completed predictions and its cell outlines
  * in one deep-zoom canvas, with a control per layer, a scale bar, the cursor's position and the
  * cell under it. Loaded by the sample page on demand (its own chunk: the list pages never load
@@ -124,7 +170,7 @@ export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: 
         colour: c.color,
         limits: [c.window.start, c.window.end],
       })),
-      cells: cells && { layer: cells, outlines: false, selected: 0 },
+      cells: cells && { layer: cells, outlines: false, selected: 0, pinned: 0 },
     };
     const tables =
       layer && manifest
@@ -146,7 +192,8 @@ function build(section: HTMLElement, scene: Scene, unit: string, tables: CellTab
   const canvas = h('canvas', {
     id: 'viewer-canvas',
     tabindex: 0,
-    'aria-label': 'Slide viewer: drag to pan, wheel or + and - to zoom, arrow keys to move',
+    'aria-label':
+      'Slide viewer: drag to pan, wheel or + and - to zoom, arrow keys to move, click a cell (or Enter for the one at the centre) to pin its details',
   });
   const bar = h('span', { class: 'bar' });
   const barText = h('span', { id: 'viewer-scale-text' });
@@ -156,6 +203,10 @@ function build(section: HTMLElement, scene: Scene, unit: string, tables: CellTab
   let hovered = 0;
   let viewer: Viewer | undefined;
   const redraw = () => viewer?.redraw();
+  const pinned = pinnedPanel(unit, (label) => {
+    if (scene.cells) scene.cells.pinned = label;
+    redraw();
+  });
   const events: ViewerEvents = {
     onView(view) {
       // Whole: the page's <base> would resolve a bare `#view=...` against the app root.
@@ -182,6 +233,10 @@ function build(section: HTMLElement, scene: Scene, unit: string, tables: CellTab
           if (hovered === label) info.replaceChildren(...cellInfo(summary, unit));
         })
         .catch((err) => showError(err, error));
+    },
+    onPick(world) {
+      if (!scene.cells || !tables || !viewer) return;
+      pinned.pin(viewer.labelAt(world), tables).catch((err) => showError(err, error));
     },
     onError(err) {
       // The console gets the cause too (zarrita wraps a codec's own error).
@@ -249,7 +304,7 @@ function build(section: HTMLElement, scene: Scene, unit: string, tables: CellTab
         canvas,
         h('div', { class: 'viewer-scale', id: 'viewer-scale' }, bar, barText),
       ),
-      h('div', { class: 'viewer-side' }, controls, h('p', {}, 'Cursor: ', cursor), info, error),
+      h('div', { class: 'viewer-side' }, controls, h('p', {}, 'Cursor: ', cursor), info, pinned.panel, error),
     ),
   );
   // Sized by the stylesheet: the first view fits the slide to the canvas as laid out.

@@ -55,18 +55,20 @@ void main() {
 /**
  * Cell outlines: a pixel is on an outline where the label under it differs from the label one
  * screen pixel to the right or below (the derivatives of the texel coordinate), so outlines
- * stay one pixel wide at every zoom. The selected cell is tinted.
+ * stay one pixel wide at every zoom. The cell under the cursor is tinted grey, the pinned one cyan.
  */
 const labels = `${header}
 uniform highp usampler2D u_tex;
 uniform bool u_outlines;
 uniform uint u_selected;
+uniform uint u_pinned;
 uniform vec4 u_outline;
 uint label(vec2 at) { return texelFetch(u_tex, texel(at), 0).r; }
 void main() {
   uint here = label(v_texel);
   bool edge = here != label(v_texel + dFdx(v_texel)) || here != label(v_texel + dFdy(v_texel));
   if (u_outlines && edge) { colour = u_outline; return; }
+  if (here != 0u && here == u_pinned) { colour = vec4(0.0, 0.35, 0.35, 0.35); return; }
   if (here != 0u && here == u_selected) { colour = vec4(0.3, 0.3, 0.3, 0.3); return; }
   discard;
 }`;

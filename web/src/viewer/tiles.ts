@@ -20,9 +20,12 @@ export interface TileAddress {
 
 export const tileKey = (a: TileAddress) => `${a.layer.id}/${a.level}/${a.y}/${a.x}`;
 
-/** Requests in flight at once: the browser's own limit of connections per origin. */
-const CONCURRENCY = 6;
-/** Textures kept: about a dozen viewports of five layers. */
+/**
+ * Loads at once. Above the browser's six connections per origin: a load holds its place while
+ * its chunk is decoded in a worker, and the browser queues the surplus requests itself.
+ */
+const CONCURRENCY = 10;
+/** Textures kept: a few viewports of five layers with the chunks fetched ahead of them. */
 const CAPACITY = 600;
 
 const formats: Record<LayerKind, { internal: number; format: number; type: number }> = {
@@ -44,15 +47,18 @@ const formats: Record<LayerKind, { internal: number; format: number; type: numbe
 };
 
 /**
- * Chunks fetched through zarrita (Range reads of the shards) on demand, in the order the frame
- * asks for them, at most `CONCURRENCY` at once; a request no longer wanted when its turn comes
- * is dropped. Textures beyond `CAPACITY` are freed least recently used first.
+ * Chunks fetched through zarrita (Range reads of the shards) in the order the frame asks for
+ * them, at most `CONCURRENCY` at once. The frame's own chunks come first; chunks it expects
+ * next (`ahead`: around the view, the next finer and coarser levels) load only while none of
+ * its own is waiting or loading. A request no longer wanted is dropped, and aborted if it is on
+ * its way. Textures beyond `CAPACITY` are freed least recently used first.
  */
 export class TileCache {
   private readonly tiles = new Map<string, Tile>();
   private readonly pending = new Map<string, TileAddress>();
-  private readonly loading = new Set<string>();
+  private readonly loading = new Map<string, AbortController>();
   private wanted = new Set<string>();
+  private ahead = new Set<string>();
 
   constructor(
     private readonly gl: WebGL2RenderingContext,
@@ -71,11 +77,14 @@ export class TileCache {
     return tile;
   }
 
-  /** The chunks the current frame needs: anything queued and not among them is dropped. */
-  want(addresses: TileAddress[]): void {
-    this.wanted = new Set(addresses.map(tileKey));
-    for (const key of this.pending.keys()) if (!this.wanted.has(key)) this.pending.delete(key);
-    for (const address of addresses) {
+  /** The chunks the current frame draws, then those it expects next: anything else is dropped. */
+  want(visible: TileAddress[], ahead: TileAddress[] = []): void {
+    this.wanted = new Set(visible.map(tileKey));
+    this.ahead = new Set(ahead.map(tileKey));
+    this.pending.clear();
+    for (const [key, controller] of this.loading)
+      if (!this.wanted.has(key) && !this.ahead.has(key)) controller.abort();
+    for (const address of [...visible, ...ahead]) {
       const key = tileKey(address);
       if (!this.tiles.has(key) && !this.loading.has(key)) this.pending.set(key, address);
     }
@@ -83,28 +92,47 @@ export class TileCache {
   }
 
   dispose(): void {
+    for (const controller of this.loading.values()) controller.abort();
     for (const tile of this.tiles.values()) this.gl.deleteTexture(tile.texture);
     this.tiles.clear();
     this.pending.clear();
   }
 
+  /** The frame's first waiting chunk; else, while none of its own is on its way, one fetched ahead. */
+  private next(): [string, TileAddress] | undefined {
+    let first: [string, TileAddress] | undefined;
+    for (const entry of this.pending) {
+      if (this.wanted.has(entry[0])) return entry;
+      first ??= entry;
+    }
+    for (const key of this.loading.keys()) if (this.wanted.has(key)) return undefined;
+    return first;
+  }
+
   private pump(): void {
-    while (this.loading.size < CONCURRENCY && this.pending.size > 0) {
-      const [key, address] = this.pending.entries().next().value as [string, TileAddress];
+    for (let entry = this.next(); entry && this.loading.size < CONCURRENCY; entry = this.next()) {
+      const [key, address] = entry;
       this.pending.delete(key);
-      this.loading.add(key);
-      this.load(key, address)
-        .catch(this.onError)
+      const controller = new AbortController();
+      this.loading.set(key, controller);
+      this.load(key, address, controller.signal)
+        .catch((err) => {
+          if (!controller.signal.aborted) this.onError(err);
+        })
         .finally(() => {
           this.loading.delete(key);
+          // Aborted, then wanted again before the abort landed: it waits for its turn anew.
+          const again = this.wanted.has(key) || this.ahead.has(key);
+          if (controller.signal.aborted && again && !this.tiles.has(key)) this.pending.set(key, address);
           this.pump();
         });
     }
   }
 
-  private async load(key: string, address: TileAddress): Promise<void> {
+  private async load(key: string, address: TileAddress, signal: AbortSignal): Promise<void> {
     const level = address.layer.levels[address.level]!;
-    const chunk = await level.array.getChunk([0, address.y, address.x]);
+    const chunk = await level.array.getChunk([0, address.y, address.x], { signal });
+    if (signal.aborted) return;
     const [channels, height, width] = chunk.shape as [number, number, number];
     const gl = this.gl;
     const format = formats[address.layer.kind];
@@ -130,13 +158,14 @@ export class TileCache {
     const labels = address.layer.kind === 'labels' ? (chunk.data as Uint32Array) : undefined;
     this.tiles.set(key, { key, texture: texture!, width, height, labels });
     this.evict();
-    this.onLoad();
+    // A chunk fetched ahead is drawn when a frame asks for it: no frame now.
+    if (this.wanted.has(key)) this.onLoad();
   }
 
   private evict(): void {
     for (const [key, tile] of this.tiles) {
       if (this.tiles.size <= CAPACITY) return;
-      if (this.wanted.has(key)) continue;
+      if (this.wanted.has(key) || this.ahead.has(key)) continue;
       this.gl.deleteTexture(tile.texture);
       this.tiles.delete(key);
     }

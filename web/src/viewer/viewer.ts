@@ -15,12 +15,15 @@ export interface ChannelState {
 export interface Scene {
   he: { layer: Layer; visible: boolean; opacity: number };
   channels: ChannelState[];
-  cells?: { layer: Layer; outlines: boolean; selected: number };
+  /** `selected`: the cell under the cursor; `pinned`: the cell clicked (0: none). */
+  cells?: { layer: Layer; outlines: boolean; selected: number; pinned: number };
 }
 
 export interface ViewerEvents {
   onView(view: View): void;
   onPointer(world: { x: number; y: number } | null): void;
+  /** A click that did not drag, or Enter (the view's centre). */
+  onPick(world: { x: number; y: number }): void;
   onError(err: unknown): void;
 }
 
@@ -38,6 +41,45 @@ interface Rect {
   y: number;
   width: number;
   height: number;
+}
+
+type WorldRect = ReturnType<typeof visibleRect>;
+
+/** `rect` grown (or, with negative margins, shrunk) by a fraction of its size on every side. */
+function around(rect: WorldRect, fraction: number): WorldRect {
+  const dx = (rect.x1 - rect.x0) * fraction;
+  const dy = (rect.y1 - rect.y0) * fraction;
+  return { x0: rect.x0 - dx, y0: rect.y0 - dy, x1: rect.x1 + dx, y1: rect.y1 + dy };
+}
+
+/** The chunks of level `k` of `layer` that meet `rect`, row by row. */
+function chunksIn(layer: Layer, k: number, rect: WorldRect): TileAddress[] {
+  const level = layer.levels[k]!;
+  const spanX = level.chunkWidth * level.pixelSize;
+  const spanY = level.chunkHeight * level.pixelSize;
+  const x0 = Math.max(0, Math.floor(rect.x0 / spanX));
+  const y0 = Math.max(0, Math.floor(rect.y0 / spanY));
+  const x1 = Math.min(Math.ceil(level.width / level.chunkWidth) - 1, Math.floor(rect.x1 / spanX));
+  const y1 = Math.min(Math.ceil(level.height / level.chunkHeight) - 1, Math.floor(rect.y1 / spanY));
+  const chunks: TileAddress[] = [];
+  for (let y = y0; y <= y1; y++) for (let x = x0; x <= x1; x++) chunks.push({ layer, level: k, x, y });
+  return chunks;
+}
+
+/**
+ * What a settled view may ask for next, most likely first: the next finer level of its central
+ * half (a zoom step in), a quarter view around it (a pan), the next coarser level of twice its
+ * size (a zoom step out).
+ */
+function aheadOf(layers: { layer: Layer; level: number }[], rect: WorldRect): TileAddress[] {
+  const finer = layers.flatMap(({ layer, level }) =>
+    level > 0 ? chunksIn(layer, level - 1, around(rect, -0.25)) : [],
+  );
+  const ring = layers.flatMap(({ layer, level }) => chunksIn(layer, level, around(rect, 0.25)));
+  const coarser = layers.flatMap(({ layer, level }) =>
+    level + 1 < layer.levels.length ? chunksIn(layer, level + 1, around(rect, 0.5)) : [],
+  );
+  return [...finer, ...ring, ...coarser];
 }
 
 function validSize(level: Level, x: number, y: number) {
@@ -145,6 +187,7 @@ export class Viewer {
     ] as const;
     const rect = visibleRect(this.view, width, height);
     const wanted: TileAddress[] = [];
+    const drawn: { layer: Layer; level: number }[] = [];
     let complete = true;
     const draw = (layer: Layer, program: Program, set: () => void) => {
       gl.useProgram(program.program);
@@ -152,7 +195,9 @@ export class Viewer {
       gl.uniform1i(program.uniform('u_tex'), 0);
       blendFor(gl, layer.kind);
       set();
-      complete = this.drawLayer(layer, program, 1 / zoom, rect, wanted) && complete;
+      const level = levelFor(layer, 1 / zoom);
+      drawn.push({ layer, level });
+      complete = this.drawLayer(layer, program, level, rect, wanted) && complete;
     };
     const { he, channels, cells } = this.scene;
     if (he.visible)
@@ -173,10 +218,12 @@ export class Viewer {
       draw(cells.layer, program, () => {
         gl.uniform1i(program.uniform('u_outlines'), cells.outlines ? 1 : 0);
         gl.uniform1ui(program.uniform('u_selected'), cells.selected);
+        gl.uniform1ui(program.uniform('u_pinned'), cells.pinned);
         gl.uniform4f(program.uniform('u_outline'), 1, 1, 0, 1);
       });
     }
-    this.cache.want(wanted);
+    // Only a settled view fetches ahead: until then every request serves what is on screen.
+    this.cache.want(wanted, complete ? aheadOf(drawn, rect) : []);
     this.canvas.dataset.state = complete ? 'complete' : 'loading';
     if (complete && this.settledVersion !== this.version) {
       // The first complete viewport, for bench/viewer to read off the page's timeline.
@@ -186,42 +233,35 @@ export class Viewer {
     }
   }
 
-  /** Draws the chunks of `layer` in `rect`; answers whether all were there at their level. */
+  /** Draws the chunks of level `k` of `layer` in `rect`; answers whether all were there. */
   private drawLayer(
     layer: Layer,
     program: Program,
-    worldPerDevicePx: number,
-    rect: ReturnType<typeof visibleRect>,
+    k: number,
+    rect: WorldRect,
     wanted: TileAddress[],
   ): boolean {
-    const k = levelFor(layer, worldPerDevicePx);
     const level = layer.levels[k]!;
     const spanX = level.chunkWidth * level.pixelSize;
     const spanY = level.chunkHeight * level.pixelSize;
-    const x0 = Math.max(0, Math.floor(rect.x0 / spanX));
-    const y0 = Math.max(0, Math.floor(rect.y0 / spanY));
-    const x1 = Math.min(Math.ceil(level.width / level.chunkWidth) - 1, Math.floor(rect.x1 / spanX));
-    const y1 = Math.min(Math.ceil(level.height / level.chunkHeight) - 1, Math.floor(rect.y1 / spanY));
     let complete = true;
-    for (let y = y0; y <= y1; y++) {
-      for (let x = x0; x <= x1; x++) {
-        const address = { layer, level: k, x, y };
-        wanted.push(address);
-        const valid = validSize(level, x, y);
-        const world = {
-          x: x * spanX,
-          y: y * spanY,
-          width: valid.width * level.pixelSize,
-          height: valid.height * level.pixelSize,
-        };
-        const tile = this.cache.get(address);
-        if (tile) {
-          this.drawTile(program, tile, world, { x: 0, y: 0, ...valid }, valid);
-          continue;
-        }
-        complete = false;
-        this.drawStandIn(layer, program, k, world);
+    for (const address of chunksIn(layer, k, rect)) {
+      wanted.push(address);
+      const { x, y } = address;
+      const valid = validSize(level, x, y);
+      const world = {
+        x: x * spanX,
+        y: y * spanY,
+        width: valid.width * level.pixelSize,
+        height: valid.height * level.pixelSize,
+      };
+      const tile = this.cache.get(address);
+      if (tile) {
+        this.drawTile(program, tile, world, { x: 0, y: 0, ...valid }, valid);
+        continue;
       }
+      complete = false;
+      this.drawStandIn(layer, program, k, world);
     }
     return complete;
   }
@@ -263,7 +303,10 @@ export class Viewer {
     gl.drawArrays(gl.TRIANGLE_STRIP, 0, 4);
   }
 
-  /** Drag to pan, wheel or +/- to zoom about the cursor or centre, arrows to pan by a quarter view. */
+  /**
+   * Drag to pan, wheel or +/- to zoom about the cursor or centre, arrows to pan by a quarter
+   * view; a click that moved less than a few pixels, or Enter, picks the point under it.
+   */
   private listen(): void {
     const canvas = this.canvas;
     let drag: { x: number; y: number; view: View } | undefined;
@@ -271,8 +314,12 @@ export class Viewer {
       canvas.setPointerCapture(event.pointerId);
       drag = { x: event.clientX, y: event.clientY, view: this.view };
     });
-    canvas.addEventListener('pointerup', () => {
+    canvas.addEventListener('pointerup', (event) => {
+      const moved = drag ? Math.hypot(event.clientX - drag.x, event.clientY - drag.y) : Infinity;
       drag = undefined;
+      if (moved > 3) return;
+      const { width, height } = this.size();
+      this.events.onPick(worldAt(this.view, width, height, event.offsetX, event.offsetY));
     });
     canvas.addEventListener('pointermove', (event) => {
       if (drag) {
@@ -310,6 +357,10 @@ export class Viewer {
         '=': () => zoomAbout(this.view, width, height, width / 2, height / 2, 2),
         '-': () => zoomAbout(this.view, width, height, width / 2, height / 2, 0.5),
       };
+      if (event.key === 'Enter') {
+        this.events.onPick({ x: this.view.x, y: this.view.y });
+        return;
+      }
       const move = moves[event.key];
       if (!move) return;
       event.preventDefault();
