@@ -3,6 +3,7 @@ import { endpoints } from '../../schemas/endpoints';
 import { mount } from '../route';
 import type { PublicFile, PublicSampleService } from '../services/public-samples';
 import { parseRange } from './files';
+import { streamBody } from './send-file';
 
 function send(res: Response, file: PublicFile): void {
   res.setHeader('ETag', file.etag);
@@ -22,8 +23,7 @@ function send(res: Response, file: PublicFile): void {
     );
   }
   res.setHeader('Content-Length', String(file.range ? file.range.length : file.size));
-  file.body.on('error', (err) => res.destroy(err));
-  file.body.pipe(res);
+  streamBody(res, file.body);
 }
 
 /** The public cohort's byte proxy and thumbnails (credit-free; any valid credential). */

@@ -1,3 +1,4 @@
+import { pipeline, type Readable } from 'node:stream';
 import type { Response } from 'express';
 import type { StoredFile } from '../services/store-files';
 
@@ -23,6 +24,14 @@ export function sendStoredFile(
     );
   }
   res.setHeader('Content-Length', String(file.range ? file.range.length : file.info.sizeBytes));
-  file.body.on('error', (err) => res.destroy(err));
-  file.body.pipe(res);
+  streamBody(res, file.body);
+}
+
+/**
+ * Sends a body whose headers are set. `pipeline`, not `pipe`: a client that goes away mid-file
+ * destroys the body, closing its file handle now rather than at garbage collection; a body
+ * that fails cuts the answer.
+ */
+export function streamBody(res: Response, body: Readable): void {
+  pipeline(body, res, () => {});
 }
