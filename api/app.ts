@@ -8,6 +8,7 @@ import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
 import type { ObjectStore } from '../storage';
 import { authenticate } from './auth';
 import { errorHandler, notFound } from './errors';
+import { privateResponses } from './headers';
 import { authorizationServerRoutes } from './oauth/routes';
 import { createAuthorizationServer } from './oauth/server';
 import { createTokenVerifier, remoteKeys } from './oauth/tokens';
@@ -28,7 +29,7 @@ import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
 import { defaultWebRoot, webAppRoutes } from './routes/web-app';
 import { createCatalogService } from './services/catalog';
 import { createExportService } from './services/exports';
-import { createJobStreamService, registerJobStreamMetrics } from './services/job-stream';
+import { createJobStreamService, createStreamQuota, registerJobStreamMetrics } from './services/job-stream';
 import { createJobService } from './services/jobs';
 import { createPredictionService } from './services/predictions';
 import { createPublicSampleService } from './services/public-samples';
@@ -57,6 +58,11 @@ export interface ApiSettings {
   webRoot?: string;
   signingSecret: string;
   oauth?: OAuthSettings;
+  /**
+   * The bearer token `/metrics` asks for; without one it answers loopback clients only
+   * (docs/operations.md, Metrics).
+   */
+  metricsToken?: string;
   limits: {
     ratePerSecond: number;
     rateBurst: number;
@@ -68,6 +74,8 @@ export interface ApiSettings {
     streamHeartbeatMs?: number;
     /** The SSE `retry` of job streams (DECISIONS.md: 5000 ms). */
     streamRetryMs?: number;
+    /** Open job streams per credential in one API process (default 50); past it 429. */
+    streamsPerCredential?: number;
     /** Wait before a failed segmentation may be retried (DECISIONS.md: 60 s). */
     segmentationRetryCooldownSeconds?: number;
   };
@@ -183,6 +191,7 @@ export function createApp(deps: ApiDeps): Express {
     res.json(openApiDocument);
   });
   v1.use(referenceRoutes());
+  v1.use(privateResponses());
   v1.use(uploadSessionRoutes(uploads));
   v1.use(express.json({ limit: settings.limits.jsonBodyBytes }));
   v1.use(authenticate(sql, verifyToken));
@@ -190,7 +199,12 @@ export function createApp(deps: ApiDeps): Express {
   v1.use(uploadRoutes(uploads));
   v1.use(sampleRoutes({ samples, lists, catalog }));
   v1.use(segmentationRoutes(segmentation));
-  v1.use(jobStreamRoutes(jobStreams, { retryMs: streamRetryMs }));
+  v1.use(
+    jobStreamRoutes(jobStreams, {
+      retryMs: streamRetryMs,
+      quota: createStreamQuota(settings.limits.streamsPerCredential ?? JOB_STREAM_DEFAULTS.maxPerCredential),
+    }),
+  );
   v1.use(jobRoutes({ predictions, jobs }));
   v1.use(publicSampleRoutes(publicSamples));
   v1.use(exportRoutes(exports));
@@ -202,7 +216,7 @@ export function createApp(deps: ApiDeps): Express {
   // Ahead of the method guard: it answers CORS preflights of store links itself.
   app.use(storeLinkRoutes(storeLinks));
   app.use(methodGuard(table.filter((endpoint) => endpoint.root)));
-  app.use(healthRoutes({ sql, workflows, metrics }));
+  app.use(healthRoutes({ sql, workflows, metrics, metricsToken: settings.metricsToken }));
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
   app.use(authorizationServerRoutes({ sql, server: authServer }));
   app.use(API_PREFIX, v1);

@@ -243,6 +243,7 @@ async function main() {
       // One key opens every stream here; the limiter counts each stream once, at its request.
       RATE_LIMIT_PER_SECOND: '100000',
       RATE_LIMIT_BURST: '100000',
+      JOB_STREAMS_PER_CREDENTIAL: '100000',
     },
     'ignore',
   );

@@ -76,8 +76,22 @@ export const referenceAssets = [
   'start.js',
 ] as const;
 
+/**
+ * An OpenAPI link: a value of this answer names a resource that another operation takes (a
+ * runtime expression such as `$response.body#/id`). Clients and fuzzers follow them to real
+ * resources; `operationId` is the other endpoint's name in this table.
+ */
+export interface ResponseLink {
+  operationId: string;
+  description: string;
+  parameters?: Record<string, string>;
+  /** Properties of the target's JSON body (merged into a body of its own). */
+  requestBody?: Record<string, string>;
+}
+
 export interface ResponseSpec {
   description: string;
+  links?: Record<string, ResponseLink>;
   schema?: z.ZodType;
   contentType?: string;
   /** The error codes an error response can carry: the document lists them, one example each. */
@@ -106,7 +120,8 @@ export interface Endpoint {
   description: string;
   /** An older name kept for clients already in users' hands (DECISIONS.md, Compatibility). */
   deprecated?: boolean;
-  auth: 'bearer' | 'signed-url' | 'none';
+  /** `metrics-token`: the operator's own bearer token (METRICS_TOKEN), never an API credential. */
+  auth: 'bearer' | 'signed-url' | 'metrics-token' | 'none';
   request?: {
     params?: z.ZodObject;
     query?: z.ZodObject;
@@ -124,6 +139,70 @@ const error = (codes: ErrorCode[], description: string): ResponseSpec => ({
   schema: ErrorBody,
   codes,
 });
+/** Links from an answer whose `pointer` holds a sample id (= its upload id). */
+const sampleLinks = (pointer: string): Record<string, ResponseLink> => ({
+  GetSample: {
+    operationId: 'getSample',
+    description: 'The sample',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  GetUpload: {
+    operationId: 'getUpload',
+    description: 'The sample as an upload',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  GetSegmentation: {
+    operationId: 'getSegmentation',
+    description: 'Its segmentation',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  Predict: {
+    operationId: 'predict',
+    description: 'Price or submit a prediction on it',
+    requestBody: { uploadId: `$response.body#${pointer}` },
+  },
+});
+
+/** Links from an answer whose `pointer` holds a job id. */
+const jobLinks = (pointer: string): Record<string, ResponseLink> => ({
+  GetJob: { operationId: 'getJob', description: 'The job', parameters: { id: `$response.body#${pointer}` } },
+  GetJobResults: {
+    operationId: 'getJobResults',
+    description: 'Where its results are',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  RequestExport: {
+    operationId: 'requestExport',
+    description: 'Export its results',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  GetExport: {
+    operationId: 'getExport',
+    description: 'An export of its results',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  CancelJob: {
+    operationId: 'cancelJob',
+    description: 'Cancel it',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+});
+
+/** From an export's answer to the same export read back. */
+const exportLinks: Record<string, ResponseLink> = {
+  GetExport: {
+    operationId: 'getExport',
+    description: 'The export of this selection, read back with fresh links',
+    parameters: {
+      id: '$request.path.id',
+      format: '$response.body#/format',
+      includeHe: '$response.body#/selection/includeHe',
+      includeSegmentation: '$response.body#/selection/includeSegmentation',
+      includeOriginalUpload: '$response.body#/selection/includeOriginalUpload',
+    },
+  },
+};
+
 const bearerErrors = {
   401: error(['unauthorized'], 'Missing, malformed or revoked credential (`unauthorized`)'),
   429: error(['rate_limited'], 'Over the per-credential rate (`rate_limited`)'),
@@ -163,11 +242,11 @@ export const endpoints = {
     method: 'get',
     path: '/metrics',
     root: true,
-    auth: 'none',
+    auth: 'metrics-token',
     tag: 'Service',
     summary: 'Prometheus metrics',
     description:
-      'Counters and histograms of requests, uploads and job streams, in the Prometheus text format.',
+      'Counters and histograms of requests, uploads and job streams, in the Prometheus text format. They show versions and traffic, so they are not public: a server configured with `METRICS_TOKEN` answers only `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); one without answers only clients on its loopback address (404 for others).',
     responses: {
       200: {
         description: 'Text exposition format',
@@ -175,6 +254,11 @@ export const endpoints = {
         schema: z.string(),
         example: '# HELP sps_http_requests_total HTTP requests\n# TYPE sps_http_requests_total counter\n',
       },
+      401: error(['unauthorized'], 'The metrics token is missing or wrong (`unauthorized`)'),
+      404: error(
+        ['not_found'],
+        'No metrics token is configured and the client is not on loopback (`not_found`)',
+      ),
     },
   },
   signedFile: {
@@ -296,6 +380,14 @@ export const endpoints = {
           'A new upload (`existing: false`, with `uploadUrl`), or the one with the same contentSha256 (`existing: true`)',
         schema: CreatedUpload,
         example: createdUploadExample,
+        links: {
+          ...sampleLinks('/id'),
+          CompleteUpload: {
+            operationId: 'completeUpload',
+            description: 'Complete it (older clients)',
+            parameters: { id: '$response.body#/id' },
+          },
+        },
       },
       400: error(['invalid_request'], 'Not JSON, empty, or unknown property (`invalid_request`)'),
       413: error(['payload_too_large'], 'Body or declared fileSize over the limit (`payload_too_large`)'),
@@ -312,7 +404,12 @@ export const endpoints = {
     description: 'Non-archived uploads, newest first, in cursor pages',
     request: { query: UploadListQuery },
     responses: {
-      200: { description: 'A page', schema: UploadList, example: uploadListExample },
+      200: {
+        description: 'A page',
+        schema: UploadList,
+        example: uploadListExample,
+        links: sampleLinks('/uploads/0/id'),
+      },
       400: error(['invalid_request'], 'Unknown parameter or malformed cursor (`invalid_request`)'),
       ...bearerErrors,
     },
@@ -326,7 +423,7 @@ export const endpoints = {
     description: 'One upload',
     request: { params: UploadIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The upload', schema: Upload, example: uploadExample },
+      200: { description: 'The upload', schema: Upload, example: uploadExample, links: sampleLinks('/id') },
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
@@ -386,7 +483,12 @@ export const endpoints = {
       'Samples of the organization (`scope=mine`), of the public cohort (`scope=public`: only `q`), or both (`scope=all`: owned rows first, then public rows of other organizations unless a facet other than `q` is given), newest first, in cursor pages; facets compose with AND',
     request: { query: SampleListQuery },
     responses: {
-      200: { description: 'A page', schema: SampleListPage, example: sampleListPageExample },
+      200: {
+        description: 'A page',
+        schema: SampleListPage,
+        example: sampleListPageExample,
+        links: sampleLinks('/items/0/id'),
+      },
       400: error(
         ['invalid_request'],
         'Unknown or retired parameter (`tag`), unknown value, malformed clause, over-cap array (`invalid_request`)',
@@ -476,7 +578,12 @@ export const endpoints = {
     description: 'The owned sample detail',
     request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The sample', schema: SampleDetail, example: sampleDetailExample },
+      200: {
+        description: 'The sample',
+        schema: SampleDetail,
+        example: sampleDetailExample,
+        links: { ...sampleLinks('/id'), ...jobLinks('/jobs/0/id') },
+      },
       400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
@@ -643,6 +750,7 @@ export const endpoints = {
         description: 'Submitted: the job is queued and its credits reserved',
         schema: PredictionSubmitted,
         example: predictionSubmittedExample,
+        links: jobLinks('/jobId'),
       },
       400: error(
         ['invalid_request', 'model_sunset', 'unknown_model', 'unknown_markers'],
@@ -711,7 +819,12 @@ export const endpoints = {
     description: 'Job status, for polling (progress is 0 to 1 from `running` on, else null)',
     request: { params: JobIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The job', schema: JobStatusBody, example: sampleJobExample },
+      200: {
+        description: 'The job',
+        schema: JobStatusBody,
+        example: sampleJobExample,
+        links: jobLinks('/id'),
+      },
       400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
@@ -889,8 +1002,14 @@ export const endpoints = {
         description: 'Ready (native, or a cached conversion)',
         schema: ExportManifest,
         example: exportManifestExample,
+        links: exportLinks,
       },
-      202: { description: 'Pending or running', schema: ExportManifest, example: exportManifestExample },
+      202: {
+        description: 'Pending or running',
+        schema: ExportManifest,
+        example: exportManifestExample,
+        links: exportLinks,
+      },
       400: error(['invalid_request'], 'Not JSON, unknown property (`invalid_request`)'),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       409: error(
@@ -957,7 +1076,7 @@ export const endpoints = {
     tag: 'Jobs',
     summary: 'Stream the events of a job',
     description:
-      'Server-Sent Events of the job: every event after `Last-Event-ID` (all without it), then live ones; heartbeats; `end` after the terminal status. Counts once against the rate limit',
+      'Server-Sent Events of the job: every event after `Last-Event-ID` (all without it), then live ones; heartbeats; `end` after the terminal status. Counts once against the rate limit; a credential may hold a limited number of open streams (429 past it)',
     request: { params: JobStreamParams, query: EmptyQuery, headers: JobStreamHeaders },
     responses: {
       200: {
@@ -978,6 +1097,10 @@ export const endpoints = {
       ),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
+      429: error(
+        ['rate_limited'],
+        'Over the per-credential rate, or the credential already holds its cap of open streams (50 per API process by default) (`rate_limited`)',
+      ),
     },
   },
   oauthMetadata: {

@@ -2,8 +2,11 @@ import { z } from 'zod';
 import { Uuid } from './common';
 import { JobStatus } from './enums';
 
-/** DECISIONS.md, Numbers: heartbeat every 15 s, SSE `retry` 5000 ms. Both configurable. */
-export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000 } as const;
+/**
+ * DECISIONS.md, Numbers: heartbeat every 15 s, SSE `retry` 5000 ms. At most 50 open streams
+ * per credential and API process (docs/api.md). All configurable.
+ */
+export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000, maxPerCredential: 50 } as const;
 
 export const JobStreamParams = z.strictObject({ id: Uuid.meta({ description: 'The job id' }) });
 

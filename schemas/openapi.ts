@@ -1,6 +1,12 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
-import { type Endpoint, type EndpointName, endpoints, type ResponseSpec } from './endpoints';
+import {
+  type Endpoint,
+  type EndpointName,
+  endpoints,
+  type ResponseLink,
+  type ResponseSpec,
+} from './endpoints';
 import { ErrorBody, type ErrorCode, errorStatus } from './errors';
 import { errorExample } from './examples';
 import { describeScopeRule, scopeRules } from './scopes';
@@ -89,6 +95,24 @@ function describe(name: EndpointName, endpoint: Endpoint): string {
   return `${endpoint.description}${scopes}${auth}`;
 }
 
+/** OpenAPI link objects; a link to an operation the table lacks is a mistake caught here. */
+function linksOf(links: Record<string, ResponseLink>) {
+  return Object.fromEntries(
+    Object.entries(links).map(([name, link]) => {
+      if (!(link.operationId in endpoints))
+        throw new Error(`link ${name} names no endpoint: ${link.operationId}`);
+      return [name, { ...link }];
+    }),
+  );
+}
+
+function securityOf(endpoint: Endpoint): Record<string, string[]>[] {
+  if (endpoint.auth === 'bearer') return [{ bearer: [] }];
+  // Optional: a server without METRICS_TOKEN answers its loopback clients without one.
+  if (endpoint.auth === 'metrics-token') return [{ metricsToken: [] }, {}];
+  return [];
+}
+
 function registerEndpoint(
   registry: OpenAPIRegistry,
   name: EndpointName,
@@ -104,7 +128,7 @@ function registerEndpoint(
     summary: endpoint.summary,
     ...(endpoint.deprecated ? { deprecated: true } : {}),
     description: describe(name, endpoint),
-    security: endpoint.auth === 'bearer' ? [{ bearer: [] }] : [],
+    security: securityOf(endpoint),
     request: {
       params: request?.params,
       query: request?.query,
@@ -127,6 +151,7 @@ function registerEndpoint(
         status,
         {
           description: response.description,
+          ...(response.links ? { links: linksOf(response.links) } : {}),
           content: response.codes
             ? errorContent(response.codes)
             : response.schema
@@ -153,6 +178,11 @@ export function buildOpenApiDocument(
     type: 'http',
     scheme: 'bearer',
     description: 'An API key of one organization (`sps_...`), or an OAuth 2.0 access token',
+  });
+  registry.registerComponent('securitySchemes', 'metricsToken', {
+    type: 'http',
+    scheme: 'bearer',
+    description: "The operator's metrics token (`METRICS_TOKEN`), for `/metrics` only",
   });
   for (const [name, endpoint] of Object.entries(endpoints) as [EndpointName, Endpoint][]) {
     registerEndpoint(registry, name, endpoint, limits);
