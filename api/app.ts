@@ -2,6 +2,7 @@ import express, { type Express, Router } from 'express';
 import type { Logger } from 'pino';
 import type { Sql } from '../db';
 import { createJobEventHub } from '../db/job-events';
+import { markerCatalog } from '../models/registry';
 import { type Endpoint, endpoints } from '../schemas/endpoints';
 import { JOB_STREAM_DEFAULTS } from '../schemas/job-stream';
 import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
@@ -153,7 +154,10 @@ export function createApp(deps: ApiDeps): Express {
   registerJobStreamMetrics(metrics.registry, jobEvents);
   const streamRetryMs = settings.limits.streamRetryMs ?? JOB_STREAM_DEFAULTS.retryMs;
   // Paths carry `/api/v1` themselves (health and OAuth sit outside it): the server is the origin.
-  const openApiDocument = buildOpenApiDocument(settings.publicBaseUrl, settings.limits);
+  const openApiDocument = buildOpenApiDocument(settings.publicBaseUrl, {
+    ...settings.limits,
+    markers: markerCatalog().map((marker) => marker.name),
+  });
   const publicSamples = createPublicSampleService({ sql, store });
   const oauth = settings.oauth ?? {};
   // RFC 8707: tokens are bound to `{base_url}`, and only such tokens are accepted here.

@@ -193,13 +193,7 @@ const exportLinks: Record<string, ResponseLink> = {
   GetExport: {
     operationId: 'getExport',
     description: 'The export of this selection, read back with fresh links',
-    parameters: {
-      id: '$request.path.id',
-      format: '$response.body#/format',
-      includeHe: '$response.body#/selection/includeHe',
-      includeSegmentation: '$response.body#/selection/includeSegmentation',
-      includeOriginalUpload: '$response.body#/selection/includeOriginalUpload',
-    },
+    parameters: { id: '$request.path.id', format: '$response.body#/format' },
   },
 };
 
@@ -1082,10 +1076,22 @@ export const endpoints = {
       200: {
         description:
           'An event stream. `event: message`, `id: <seq>`, `retry: 5000`, `data: {"id","status","progress","resultStoragePath","resultGcsPath"}` per status or progress change; `event: heartbeat`, `id: <last seq>`, `data: {}` every 15 s; `event: end`, `id: <last seq>`, `data: {}` after the terminal status, then the server closes',
-        schema: z.string(),
+        // One SSE event, as an EventSource (or Schemathesis) parses the stream into events.
+        schema: z
+          .strictObject({
+            event: z.enum(['message', 'heartbeat', 'end']),
+            id: z.string().regex(/^\d+$/),
+            retry: z.number().int().optional(),
+            data: z.string(),
+          })
+          .meta({ id: 'JobStreamEvent' }),
         contentType: 'text/event-stream',
-        example:
-          'event: message\nid: 1\nretry: 5000\ndata: {"id":"0b7c9e52-8d4f-4e21-a3b6-5c1d2e3f4a5b","status":"queued","progress":null,"resultStoragePath":null,"resultGcsPath":null}\n\nevent: heartbeat\nid: 1\ndata: {}\n\n',
+        example: {
+          event: 'message',
+          id: '1',
+          retry: 5000,
+          data: '{"id":"0b7c9e52-8d4f-4e21-a3b6-5c1d2e3f4a5b","status":"queued","progress":null,"resultStoragePath":null,"resultGcsPath":null}',
+        },
       },
       204: {
         description:
@@ -1131,7 +1137,10 @@ export const endpoints = {
       'Authorization endpoint: `response_type=code` only, S256 PKCE required, `resource` = `{base_url}`; leads to sign-in and the organization consent page',
     responses: {
       303: { description: 'To the sign-in or consent page, or back to the client with `code` (or `error`)' },
-      400: { description: 'An OAuth error page (unknown client, redirect URI not registered)' },
+      400: {
+        description: 'An OAuth error page (unknown client, redirect URI not registered, no PKCE)',
+        contentType: 'text/html',
+      },
     },
   },
   oauthAuthorizeResume: {
@@ -1143,7 +1152,14 @@ export const endpoints = {
     summary: 'Resume an authorization',
     description: 'Where the sign-in and consent pages hand the request back to the authorization endpoint',
     request: { params: InteractionParams },
-    responses: { 303: { description: 'Back to the client with `code` (or `error`)' } },
+    responses: {
+      303: { description: 'Back to the client with `code` (or `error`)' },
+      400: {
+        description: 'An OAuth error page (no such interaction, or it expired)',
+        contentType: 'text/html',
+      },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
+    },
   },
   oauthToken: {
     method: 'post',
@@ -1167,7 +1183,10 @@ export const endpoints = {
           scope: 'samples:read jobs:read',
         },
       },
-      400: { description: 'RFC 6749 error (`invalid_grant`, `invalid_scope`, `invalid_target`, ...)' },
+      400: {
+        description:
+          'RFC 6749 error (`invalid_request`, `invalid_grant`, `invalid_scope`, `invalid_target`, ...)',
+      },
       401: { description: 'Client authentication failed (`invalid_client`)' },
     },
   },
@@ -1181,7 +1200,11 @@ export const endpoints = {
     description:
       'RFC 7009 revocation of a refresh token: its whole grant ends (and every access token of it)',
     request: { bodyContentType: 'application/x-www-form-urlencoded', body: z.record(z.string(), z.string()) },
-    responses: { 200: { description: 'Revoked (also for an unknown token)' } },
+    responses: {
+      200: { description: 'Revoked (also for an unknown token)' },
+      400: { description: 'RFC 7009 error (`invalid_request`, ...)' },
+      401: { description: 'Client authentication failed (`invalid_client`)' },
+    },
   },
   oauthJwks: {
     method: 'get',
@@ -1194,6 +1217,7 @@ export const endpoints = {
     responses: {
       200: {
         description: 'A JWK Set',
+        contentType: 'application/jwk-set+json',
         schema: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }),
         example: { keys: [{ kty: 'EC', crv: 'P-256', kid: 'k1', use: 'sig', x: 'f83O...', y: 'x_FE...' }] },
       },
@@ -1216,6 +1240,7 @@ export const endpoints = {
         example: '<!doctype html><html><body><form method="post">...</form></body></html>',
       },
       400: { description: 'The interaction expired or its cookie is missing', contentType: 'text/html' },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
     },
   },
   oauthSignIn: {
@@ -1233,10 +1258,12 @@ export const endpoints = {
     },
     responses: {
       303: { description: 'On to consent' },
+      400: { description: 'The interaction expired or its cookie is missing', contentType: 'text/html' },
       401: {
         description: 'The sign-in page again, saying the email or password is wrong',
         contentType: 'text/html',
       },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
     },
   },
   oauthConsent: {
@@ -1255,9 +1282,11 @@ export const endpoints = {
     responses: {
       303: { description: 'Back to the authorization endpoint' },
       400: {
-        description: "The consent page again: no organization picked, or not one of the user's",
+        description:
+          "The consent page again: no organization picked, or not one of the user's; or the interaction expired",
         contentType: 'text/html',
       },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
     },
   },
   getPublicZarrFile: {

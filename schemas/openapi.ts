@@ -9,6 +9,7 @@ import {
 } from './endpoints';
 import { ErrorBody, type ErrorCode, errorStatus } from './errors';
 import { errorExample } from './examples';
+import { EstimateRequest, PredictRequest } from './jobs';
 import { describeScopeRule, scopeRules } from './scopes';
 import { CreateUploadRequest } from './uploads';
 
@@ -18,6 +19,8 @@ export const API_PREFIX = '/api/v1';
 export interface DocumentedLimits {
   uploadMaxBytes: number;
   jsonBodyBytes: number;
+  /** The marker catalog (the model registry's): a prediction's markers are names from it. */
+  markers?: readonly string[];
 }
 
 const tagDescriptions: Record<string, string> = {
@@ -37,6 +40,19 @@ const tagDescriptions: Record<string, string> = {
 
 /** The body schema as the document states it: the upload size limit is a setting. */
 function documentedBody(name: string, body: z.ZodType, limits: DocumentedLimits): z.ZodType {
+  if ((name === 'predict' || name === 'estimatePrediction') && limits.markers?.length) {
+    const request = name === 'predict' ? PredictRequest : EstimateRequest;
+    return request
+      .extend({
+        markers: request.shape.markers.meta({
+          description: 'Names from GET /markers, each at most once (case-sensitive)',
+          uniqueItems: true,
+          // A name outside the catalog is 400 `unknown_markers`, not a 422.
+          items: { type: 'string', enum: [...limits.markers], 'x-errorCode': 'unknown_markers' },
+        }),
+      })
+      .meta({ id: name === 'predict' ? 'PredictRequest' : 'EstimateRequest' });
+  }
   if (name !== 'createUpload') return body;
   return CreateUploadRequest.extend({
     fileSize: CreateUploadRequest.shape.fileSize.meta({
