@@ -2,12 +2,14 @@ import express, { type Express, type Request, Router } from 'express';
 import type { Logger } from 'pino';
 import type { Sql } from '../db';
 import { createJobEventHub } from '../db/job-events';
+import { markerCatalog } from '../models/registry';
 import { type Endpoint, endpoints } from '../schemas/endpoints';
 import { JOB_STREAM_DEFAULTS } from '../schemas/job-stream';
 import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
 import type { ObjectStore } from '../storage';
 import { authenticate } from './auth';
 import { errorHandler, notFound } from './errors';
+import { privateResponses } from './headers';
 import { authorizationServerRoutes } from './oauth/routes';
 import { createAuthorizationServer } from './oauth/server';
 import { createSignInThrottle, SIGN_IN_THROTTLE_DEFAULTS, type SignInThrottlePolicy } from './oauth/throttle';
@@ -29,7 +31,7 @@ import { uploadRoutes, uploadSessionRoutes } from './routes/uploads';
 import { defaultWebRoot, webAppRoutes } from './routes/web-app';
 import { createCatalogService } from './services/catalog';
 import { createExportService } from './services/exports';
-import { createJobStreamService, registerJobStreamMetrics } from './services/job-stream';
+import { createJobStreamService, createStreamQuota, registerJobStreamMetrics } from './services/job-stream';
 import { createJobService } from './services/jobs';
 import { createPredictionService } from './services/predictions';
 import { createPublicSampleService } from './services/public-samples';
@@ -59,6 +61,11 @@ export interface ApiSettings {
   webRoot?: string;
   signingSecret: string;
   oauth?: OAuthSettings;
+  /**
+   * The bearer token `/metrics` asks for; without one it answers loopback clients only
+   * (docs/operations.md, Metrics).
+   */
+  metricsToken?: string;
   limits: {
     ratePerSecond: number;
     rateBurst: number;
@@ -70,6 +77,8 @@ export interface ApiSettings {
     streamHeartbeatMs?: number;
     /** The SSE `retry` of job streams (DECISIONS.md: 5000 ms). */
     streamRetryMs?: number;
+    /** Open job streams per credential in one API process (default 50); past it 429. */
+    streamsPerCredential?: number;
     /** Wait before a failed segmentation may be retried (DECISIONS.md: 60 s). */
     segmentationRetryCooldownSeconds?: number;
     /** The sign-in page's growing delay (api/oauth/throttle.ts); defaults for what is absent. */
@@ -157,7 +166,10 @@ export function createApp(deps: ApiDeps): Express {
   registerJobStreamMetrics(metrics.registry, jobEvents);
   const streamRetryMs = settings.limits.streamRetryMs ?? JOB_STREAM_DEFAULTS.retryMs;
   // Paths carry `/api/v1` themselves (health and OAuth sit outside it): the server is the origin.
-  const openApiDocument = buildOpenApiDocument(settings.publicBaseUrl, settings.limits);
+  const openApiDocument = buildOpenApiDocument(settings.publicBaseUrl, {
+    ...settings.limits,
+    markers: markerCatalog().map((marker) => marker.name),
+  });
   const publicSamples = createPublicSampleService({ sql, store });
   const oauth = settings.oauth ?? {};
   // RFC 8707: tokens are bound to `{base_url}`, and only such tokens are accepted here.
@@ -195,6 +207,7 @@ export function createApp(deps: ApiDeps): Express {
     res.json(openApiDocument);
   });
   v1.use(referenceRoutes());
+  v1.use(privateResponses());
   v1.use(uploadSessionRoutes(uploads));
   // The credential is checked before any body is read: a caller without one cannot hold a
   // connection by trickling a body (its answer closes the connection, api/errors.ts).
@@ -204,7 +217,12 @@ export function createApp(deps: ApiDeps): Express {
   v1.use(uploadRoutes(uploads));
   v1.use(sampleRoutes({ samples, lists, catalog }));
   v1.use(segmentationRoutes(segmentation));
-  v1.use(jobStreamRoutes(jobStreams, { retryMs: streamRetryMs }));
+  v1.use(
+    jobStreamRoutes(jobStreams, {
+      retryMs: streamRetryMs,
+      quota: createStreamQuota(settings.limits.streamsPerCredential ?? JOB_STREAM_DEFAULTS.maxPerCredential),
+    }),
+  );
   v1.use(jobRoutes({ predictions, jobs }));
   v1.use(publicSampleRoutes(publicSamples));
   v1.use(exportRoutes(exports));
@@ -226,7 +244,7 @@ export function createApp(deps: ApiDeps): Express {
   // Ahead of the method guard: it answers CORS preflights of store links itself.
   app.use(storeLinkRoutes(storeLinks));
   app.use(methodGuard(table.filter((endpoint) => endpoint.root)));
-  app.use(healthRoutes({ sql, workflows, metrics }));
+  app.use(healthRoutes({ sql, workflows, metrics, metricsToken: settings.metricsToken }));
   app.use(fileRoutes({ store, signingSecret: settings.signingSecret }));
   const throttle = createSignInThrottle({
     sql,

@@ -131,10 +131,17 @@ export function pathMatcher(endpoint: Endpoint): RegExp {
  * public in the OpenAPI document anyway.
  */
 export function methodGuard(table: readonly Endpoint[]): RequestHandler {
-  const paths = table.map((endpoint) => ({ matcher: pathMatcher(endpoint), method: endpoint.method }));
+  const paths = table.map((endpoint) => ({
+    matcher: pathMatcher(endpoint),
+    method: endpoint.method,
+    parameters: endpoint.path.match(templateParameter)?.length ?? 0,
+  }));
   return (req, res, next) => {
+    const matching = paths.filter(({ matcher }) => matcher.test(req.path));
+    // `/samples/expiration` also fits `/samples/{id}`: the path with fewer parameters names it.
+    const fewest = Math.min(...matching.map(({ parameters }) => parameters));
     const allowed = new Set(
-      paths.filter(({ matcher }) => matcher.test(req.path)).map(({ method }) => method.toUpperCase()),
+      matching.filter(({ parameters }) => parameters === fewest).map(({ method }) => method.toUpperCase()),
     );
     if (allowed.size === 0) return next();
     if (allowed.has('GET')) allowed.add('HEAD');

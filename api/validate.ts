@@ -36,6 +36,22 @@ function errorFor(error: z.ZodError, part: Part, credential: Credential | undefi
     : new AppError('invalid_request', message);
 }
 
+/**
+ * JSON.parse keeps `__proto__` as an own property; code that copies or merges such an object
+ * sets a prototype instead of a key. No property of ours has that name: refuse it at any depth.
+ */
+function hasPrototypeKey(body: unknown): boolean {
+  // A loop, not recursion: a body nested thousands deep must not overflow the stack.
+  const pending: unknown[] = [body];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (typeof value !== 'object' || value === null) continue;
+    if (Object.hasOwn(value, '__proto__')) return true;
+    for (const inner of Object.values(value)) pending.push(inner);
+  }
+  return false;
+}
+
 /** A bad `credential` parameter is answered with its own error, not as a malformed query. */
 export function parse<S extends z.ZodType>(
   schema: S,
@@ -48,6 +64,9 @@ export function parse<S extends z.ZodType>(
     (input === undefined || (typeof input === 'object' && input !== null && Object.keys(input).length === 0))
   ) {
     throw new AppError('invalid_request', 'request body is empty');
+  }
+  if (part === 'body' && hasPrototypeKey(input)) {
+    throw new AppError('invalid_request', "body has a property named '__proto__'");
   }
   const result = schema.safeParse(input);
   if (!result.success) throw errorFor(result.error, part, options.credential);

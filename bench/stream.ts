@@ -245,6 +245,7 @@ async function main() {
       RATE_LIMIT_BURST: '100000',
       // Every stream comes from this one loopback address.
       HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0',
+      JOB_STREAMS_PER_CREDENTIAL: '100000',
     },
     'ignore',
   );

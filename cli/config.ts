@@ -42,6 +42,7 @@ const EnvSchema = z.object({
   S3_SECRET_ACCESS_KEY: z.string().optional(),
   S3_FORCE_PATH_STYLE: bool.default(false),
   SIGNING_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   RATE_LIMIT_PER_SECOND: positiveInt.default(20),
   RATE_LIMIT_BURST: positiveInt.default(100),
   JSON_BODY_LIMIT_BYTES: positiveInt.default(1024 * 1024),
@@ -60,6 +61,7 @@ const EnvSchema = z.object({
     .default(SLOW_CLIENT_DEFAULTS.maxConnectionsPerAddress),
   JOB_STREAM_HEARTBEAT_SECONDS: positiveInt.default(15),
   JOB_STREAM_RETRY_MS: positiveInt.default(5000),
+  JOB_STREAMS_PER_CREDENTIAL: positiveInt.default(50),
   SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
   EXPORT_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
   SIGN_IN_FREE_FAILURES_PER_ACCOUNT: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.freeFailuresPerAccount),
@@ -103,6 +105,8 @@ export interface Config {
         forcePathStyle: boolean;
       };
   signingSecret: string | undefined;
+  /** The bearer token of `/metrics`; unset: loopback clients only. */
+  metricsToken: string | undefined;
   /** Built-in authorization server unless `external` names another issuer. */
   oauth: {
     external?: { issuer: string; jwksUrl: string };
@@ -123,6 +127,7 @@ export interface Config {
     signedUrlTtlSeconds: number;
     streamHeartbeatMs: number;
     streamRetryMs: number;
+    streamsPerCredential: number;
     segmentationRetryCooldownSeconds: number;
   };
   /** JPEG quality of the H&E in OME-TIFF exports. */
@@ -178,6 +183,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
           }
         : { backend: 'fs', root: path.resolve(e.STORAGE_FS_ROOT ?? path.join(dataDir, 'objects')) },
     signingSecret: e.SIGNING_SECRET,
+    metricsToken: e.METRICS_TOKEN,
     oauth: {
       external:
         e.OAUTH_ISSUER && e.OAUTH_JWKS_URL
@@ -203,6 +209,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       signedUrlTtlSeconds: e.SIGNED_URL_TTL_SECONDS,
       streamHeartbeatMs: e.JOB_STREAM_HEARTBEAT_SECONDS * 1000,
       streamRetryMs: e.JOB_STREAM_RETRY_MS,
+      streamsPerCredential: e.JOB_STREAMS_PER_CREDENTIAL,
       segmentationRetryCooldownSeconds: e.SEGMENTATION_RETRY_COOLDOWN_SECONDS,
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
       bodyTimeoutMs: e.HTTP_BODY_TIMEOUT_MS,

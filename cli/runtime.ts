@@ -252,6 +252,7 @@ export async function startApi(options: {
       appUrl: config.http.appUrl,
       signingSecret: options.signingSecret,
       oauth: config.oauth,
+      metricsToken: config.metricsToken,
       limits: config.limits,
     },
   });

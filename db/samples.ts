@@ -78,16 +78,21 @@ export async function findUploadForSession(sql: Queryable, id: string): Promise<
   return row;
 }
 
-/** An earlier upload of the same bytes that did not fail, for dedup by `contentSha256`. */
+/**
+ * An earlier upload of the same bytes, for dedup by `contentSha256`: only one whose bytes are
+ * all in and were checked against the hash (ingest moved it past de-identification) and whose
+ * size is the same. A declared hash alone proves nothing: an upload that never finishes, or
+ * one of another size, must not stand in for the real file.
+ */
 export async function findUploadBySha256(
   sql: Queryable,
   organizationId: string,
-  contentSha256: string,
+  content: { sha256: string; fileSize: number },
 ): Promise<UploadRecord | undefined> {
   const [row] = await sql<UploadRecord[]>`
     SELECT ${uploadColumns(sql)} FROM samples s JOIN organizations o ON o.id = s.organization_id
-    WHERE s.organization_id = ${organizationId} AND s.content_sha256 = ${contentSha256}
-      AND s.status NOT IN ('upload_failed', 'deid_failed', 'preprocess_failed')
+    WHERE s.organization_id = ${organizationId} AND s.content_sha256 = ${content.sha256}
+      AND s.file_size = ${content.fileSize} AND s.status IN ('preprocessing', 'ready')
       AND s.archived_at IS NULL AND s.trashed_at IS NULL
     ORDER BY s.created_at LIMIT 1`;
   return row;

@@ -76,8 +76,22 @@ export const referenceAssets = [
   'start.js',
 ] as const;
 
+/**
+ * An OpenAPI link: a value of this answer names a resource that another operation takes (a
+ * runtime expression such as `$response.body#/id`). Clients and fuzzers follow them to real
+ * resources; `operationId` is the other endpoint's name in this table.
+ */
+export interface ResponseLink {
+  operationId: string;
+  description: string;
+  parameters?: Record<string, string>;
+  /** Properties of the target's JSON body (merged into a body of its own). */
+  requestBody?: Record<string, string>;
+}
+
 export interface ResponseSpec {
   description: string;
+  links?: Record<string, ResponseLink>;
   schema?: z.ZodType;
   contentType?: string;
   /** The error codes an error response can carry: the document lists them, one example each. */
@@ -106,7 +120,8 @@ export interface Endpoint {
   description: string;
   /** An older name kept for clients already in users' hands (DECISIONS.md, Compatibility). */
   deprecated?: boolean;
-  auth: 'bearer' | 'signed-url' | 'none';
+  /** `metrics-token`: the operator's own bearer token (METRICS_TOKEN), never an API credential. */
+  auth: 'bearer' | 'signed-url' | 'metrics-token' | 'none';
   request?: {
     params?: z.ZodObject;
     query?: z.ZodObject;
@@ -128,6 +143,64 @@ const unsatisfiableRange = error(
   ['range_not_satisfiable'],
   'The `Range` selects no byte of the file (starts past its end, or `bytes=-0`); `Content-Range: bytes */{size}` (`range_not_satisfiable`)',
 );
+/** Links from an answer whose `pointer` holds a sample id (= its upload id). */
+const sampleLinks = (pointer: string): Record<string, ResponseLink> => ({
+  GetSample: {
+    operationId: 'getSample',
+    description: 'The sample',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  GetUpload: {
+    operationId: 'getUpload',
+    description: 'The sample as an upload',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  GetSegmentation: {
+    operationId: 'getSegmentation',
+    description: 'Its segmentation',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  Predict: {
+    operationId: 'predict',
+    description: 'Price or submit a prediction on it',
+    requestBody: { uploadId: `$response.body#${pointer}` },
+  },
+});
+
+/** Links from an answer whose `pointer` holds a job id. */
+const jobLinks = (pointer: string): Record<string, ResponseLink> => ({
+  GetJob: { operationId: 'getJob', description: 'The job', parameters: { id: `$response.body#${pointer}` } },
+  GetJobResults: {
+    operationId: 'getJobResults',
+    description: 'Where its results are',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  RequestExport: {
+    operationId: 'requestExport',
+    description: 'Export its results',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  GetExport: {
+    operationId: 'getExport',
+    description: 'An export of its results',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+  CancelJob: {
+    operationId: 'cancelJob',
+    description: 'Cancel it',
+    parameters: { id: `$response.body#${pointer}` },
+  },
+});
+
+/** From an export's answer to the same export read back. */
+const exportLinks: Record<string, ResponseLink> = {
+  GetExport: {
+    operationId: 'getExport',
+    description: 'The export of this selection, read back with fresh links',
+    parameters: { id: '$request.path.id', format: '$response.body#/format' },
+  },
+};
+
 const bearerErrors = {
   401: error(['unauthorized'], 'Missing, malformed or revoked credential (`unauthorized`)'),
   429: error(['rate_limited'], 'Over the per-credential rate (`rate_limited`)'),
@@ -167,11 +240,11 @@ export const endpoints = {
     method: 'get',
     path: '/metrics',
     root: true,
-    auth: 'none',
+    auth: 'metrics-token',
     tag: 'Service',
     summary: 'Prometheus metrics',
     description:
-      'Counters and histograms of requests, uploads and job streams, in the Prometheus text format.',
+      'Counters and histograms of requests, uploads and job streams, in the Prometheus text format. They show versions and traffic, so they are not public: a server configured with `METRICS_TOKEN` answers only `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); one without answers only clients on its loopback address (404 for others).',
     responses: {
       200: {
         description: 'Text exposition format',
@@ -179,6 +252,11 @@ export const endpoints = {
         schema: z.string(),
         example: '# HELP sps_http_requests_total HTTP requests\n# TYPE sps_http_requests_total counter\n',
       },
+      401: error(['unauthorized'], 'The metrics token is missing or wrong (`unauthorized`)'),
+      404: error(
+        ['not_found'],
+        'No metrics token is configured and the client is not on loopback (`not_found`)',
+      ),
     },
   },
   signedFile: {
@@ -302,6 +380,14 @@ export const endpoints = {
           'A new upload (`existing: false`, with `uploadUrl`), or the one with the same contentSha256 (`existing: true`)',
         schema: CreatedUpload,
         example: createdUploadExample,
+        links: {
+          ...sampleLinks('/id'),
+          CompleteUpload: {
+            operationId: 'completeUpload',
+            description: 'Complete it (older clients)',
+            parameters: { id: '$response.body#/id' },
+          },
+        },
       },
       400: error(['invalid_request'], 'Not JSON, empty, or unknown property (`invalid_request`)'),
       413: error(['payload_too_large'], 'Body or declared fileSize over the limit (`payload_too_large`)'),
@@ -318,7 +404,12 @@ export const endpoints = {
     description: 'Non-archived uploads, newest first, in cursor pages',
     request: { query: UploadListQuery },
     responses: {
-      200: { description: 'A page', schema: UploadList, example: uploadListExample },
+      200: {
+        description: 'A page',
+        schema: UploadList,
+        example: uploadListExample,
+        links: sampleLinks('/uploads/0/id'),
+      },
       400: error(['invalid_request'], 'Unknown parameter or malformed cursor (`invalid_request`)'),
       ...bearerErrors,
     },
@@ -332,7 +423,7 @@ export const endpoints = {
     description: 'One upload',
     request: { params: UploadIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The upload', schema: Upload, example: uploadExample },
+      200: { description: 'The upload', schema: Upload, example: uploadExample, links: sampleLinks('/id') },
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
     },
@@ -392,7 +483,12 @@ export const endpoints = {
       'Samples of the organization (`scope=mine`), of the public cohort (`scope=public`: only `q`), or both (`scope=all`: owned rows first, then public rows of other organizations unless a facet other than `q` is given), newest first, in cursor pages; facets compose with AND',
     request: { query: SampleListQuery },
     responses: {
-      200: { description: 'A page', schema: SampleListPage, example: sampleListPageExample },
+      200: {
+        description: 'A page',
+        schema: SampleListPage,
+        example: sampleListPageExample,
+        links: sampleLinks('/items/0/id'),
+      },
       400: error(
         ['invalid_request'],
         'Unknown or retired parameter (`tag`), unknown value, malformed clause, over-cap array (`invalid_request`)',
@@ -482,7 +578,12 @@ export const endpoints = {
     description: 'The owned sample detail',
     request: { params: SampleIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The sample', schema: SampleDetail, example: sampleDetailExample },
+      200: {
+        description: 'The sample',
+        schema: SampleDetail,
+        example: sampleDetailExample,
+        links: { ...sampleLinks('/id'), ...jobLinks('/jobs/0/id') },
+      },
       400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
@@ -649,6 +750,7 @@ export const endpoints = {
         description: 'Submitted: the job is queued and its credits reserved',
         schema: PredictionSubmitted,
         example: predictionSubmittedExample,
+        links: jobLinks('/jobId'),
       },
       400: error(
         ['invalid_request', 'model_sunset', 'unknown_model', 'unknown_markers'],
@@ -717,7 +819,12 @@ export const endpoints = {
     description: 'Job status, for polling (progress is 0 to 1 from `running` on, else null)',
     request: { params: JobIdParams, query: EmptyQuery },
     responses: {
-      200: { description: 'The job', schema: JobStatusBody, example: sampleJobExample },
+      200: {
+        description: 'The job',
+        schema: JobStatusBody,
+        example: sampleJobExample,
+        links: jobLinks('/id'),
+      },
       400: error(['invalid_request'], 'Unknown query parameter (`invalid_request`)'),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
@@ -898,8 +1005,14 @@ export const endpoints = {
         description: 'Ready (native, or a cached conversion)',
         schema: ExportManifest,
         example: exportManifestExample,
+        links: exportLinks,
       },
-      202: { description: 'Pending or running', schema: ExportManifest, example: exportManifestExample },
+      202: {
+        description: 'Pending or running',
+        schema: ExportManifest,
+        example: exportManifestExample,
+        links: exportLinks,
+      },
       400: error(['invalid_request'], 'Not JSON, unknown property (`invalid_request`)'),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       409: error(
@@ -967,16 +1080,28 @@ export const endpoints = {
     tag: 'Jobs',
     summary: 'Stream the events of a job',
     description:
-      'Server-Sent Events of the job: every event after `Last-Event-ID` (all without it), then live ones; heartbeats; `end` after the terminal status. Counts once against the rate limit',
+      'Server-Sent Events of the job: every event after `Last-Event-ID` (all without it), then live ones; heartbeats; `end` after the terminal status. Counts once against the rate limit; a credential may hold a limited number of open streams (429 past it)',
     request: { params: JobStreamParams, query: EmptyQuery, headers: JobStreamHeaders },
     responses: {
       200: {
         description:
           'An event stream. `event: message`, `id: <seq>`, `retry: 5000`, `data: {"id","status","progress","resultStoragePath","resultGcsPath"}` per status or progress change; `event: heartbeat`, `id: <last seq>`, `data: {}` every 15 s; `event: end`, `id: <last seq>`, `data: {}` after the terminal status, then the server closes',
-        schema: z.string(),
+        // One SSE event, as an EventSource (or Schemathesis) parses the stream into events.
+        schema: z
+          .strictObject({
+            event: z.enum(['message', 'heartbeat', 'end']),
+            id: z.string().regex(/^\d+$/),
+            retry: z.number().int().optional(),
+            data: z.string(),
+          })
+          .meta({ id: 'JobStreamEvent' }),
         contentType: 'text/event-stream',
-        example:
-          'event: message\nid: 1\nretry: 5000\ndata: {"id":"0b7c9e52-8d4f-4e21-a3b6-5c1d2e3f4a5b","status":"queued","progress":null,"resultStoragePath":null,"resultGcsPath":null}\n\nevent: heartbeat\nid: 1\ndata: {}\n\n',
+        example: {
+          event: 'message',
+          id: '1',
+          retry: 5000,
+          data: '{"id":"0b7c9e52-8d4f-4e21-a3b6-5c1d2e3f4a5b","status":"queued","progress":null,"resultStoragePath":null,"resultGcsPath":null}',
+        },
       },
       204: {
         description:
@@ -988,6 +1113,10 @@ export const endpoints = {
       ),
       404: error(['not_found'], 'Not in this organization (`not_found`)'),
       ...bearerErrors,
+      429: error(
+        ['rate_limited'],
+        'Over the per-credential rate, or the credential already holds its cap of open streams (50 per API process by default) (`rate_limited`)',
+      ),
     },
   },
   oauthMetadata: {
@@ -1018,7 +1147,10 @@ export const endpoints = {
       'Authorization endpoint: `response_type=code` only, S256 PKCE required, `resource` = `{base_url}`; leads to sign-in and the organization consent page',
     responses: {
       303: { description: 'To the sign-in or consent page, or back to the client with `code` (or `error`)' },
-      400: { description: 'An OAuth error page (unknown client, redirect URI not registered)' },
+      400: {
+        description: 'An OAuth error page (unknown client, redirect URI not registered, no PKCE)',
+        contentType: 'text/html',
+      },
     },
   },
   oauthAuthorizeResume: {
@@ -1030,7 +1162,14 @@ export const endpoints = {
     summary: 'Resume an authorization',
     description: 'Where the sign-in and consent pages hand the request back to the authorization endpoint',
     request: { params: InteractionParams },
-    responses: { 303: { description: 'Back to the client with `code` (or `error`)' } },
+    responses: {
+      303: { description: 'Back to the client with `code` (or `error`)' },
+      400: {
+        description: 'An OAuth error page (no such interaction, or it expired)',
+        contentType: 'text/html',
+      },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
+    },
   },
   oauthToken: {
     method: 'post',
@@ -1054,7 +1193,10 @@ export const endpoints = {
           scope: 'samples:read jobs:read',
         },
       },
-      400: { description: 'RFC 6749 error (`invalid_grant`, `invalid_scope`, `invalid_target`, ...)' },
+      400: {
+        description:
+          'RFC 6749 error (`invalid_request`, `invalid_grant`, `invalid_scope`, `invalid_target`, ...)',
+      },
       401: { description: 'Client authentication failed (`invalid_client`)' },
     },
   },
@@ -1068,7 +1210,11 @@ export const endpoints = {
     description:
       'RFC 7009 revocation of a refresh token: its whole grant ends (and every access token of it)',
     request: { bodyContentType: 'application/x-www-form-urlencoded', body: z.record(z.string(), z.string()) },
-    responses: { 200: { description: 'Revoked (also for an unknown token)' } },
+    responses: {
+      200: { description: 'Revoked (also for an unknown token)' },
+      400: { description: 'RFC 7009 error (`invalid_request`, ...)' },
+      401: { description: 'Client authentication failed (`invalid_client`)' },
+    },
   },
   oauthJwks: {
     method: 'get',
@@ -1081,6 +1227,7 @@ export const endpoints = {
     responses: {
       200: {
         description: 'A JWK Set',
+        contentType: 'application/jwk-set+json',
         schema: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }),
         example: { keys: [{ kty: 'EC', crv: 'P-256', kid: 'k1', use: 'sig', x: 'f83O...', y: 'x_FE...' }] },
       },
@@ -1103,6 +1250,7 @@ export const endpoints = {
         example: '<!doctype html><html><body><form method="post">...</form></body></html>',
       },
       400: { description: 'The interaction expired or its cookie is missing', contentType: 'text/html' },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
     },
   },
   oauthSignIn: {
@@ -1120,6 +1268,7 @@ export const endpoints = {
     },
     responses: {
       303: { description: 'On to consent' },
+      400: { description: 'The interaction expired or its cookie is missing', contentType: 'text/html' },
       401: {
         description: 'The sign-in page again, saying the email or password is wrong',
         contentType: 'text/html',
@@ -1129,6 +1278,7 @@ export const endpoints = {
           'The sign-in page again, saying to wait: too many wrong passwords for the account or from the address; `Retry-After` says how long (the password is not checked)',
         contentType: 'text/html',
       },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
     },
   },
   oauthConsent: {
@@ -1147,9 +1297,11 @@ export const endpoints = {
     responses: {
       303: { description: 'Back to the authorization endpoint' },
       400: {
-        description: "The consent page again: no organization picked, or not one of the user's",
+        description:
+          "The consent page again: no organization picked, or not one of the user's; or the interaction expired",
         contentType: 'text/html',
       },
+      404: error(['not_found'], 'A malformed interaction id (`not_found`)'),
     },
   },
   getPublicZarrFile: {

@@ -2,8 +2,11 @@ import { z } from 'zod';
 import { Uuid } from './common';
 import { JobStatus } from './enums';
 
-/** DECISIONS.md, Numbers: heartbeat every 15 s, SSE `retry` 5000 ms. Both configurable. */
-export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000 } as const;
+/**
+ * DECISIONS.md, Numbers: heartbeat every 15 s, SSE `retry` 5000 ms. At most 50 open streams
+ * per credential and API process (docs/api.md). All configurable.
+ */
+export const JOB_STREAM_DEFAULTS = { heartbeatMs: 15_000, retryMs: 5_000, maxPerCredential: 50 } as const;
 
 export const JobStreamParams = z.strictObject({ id: Uuid.meta({ description: 'The job id' }) });
 
@@ -37,6 +40,20 @@ export const LastEventId = z
       .max(2 ** 31 - 1, 'must be the id of an event of this stream'),
   );
 
+const LAST_EVENT_ID_PATTERN = `^(${[
+  '[0-9]{0,9}',
+  '[01][0-9]{9}',
+  '20[0-9]{8}',
+  '21[0-3][0-9]{7}',
+  '214[0-6][0-9]{6}',
+  '2147[0-3][0-9]{5}',
+  '21474[0-7][0-9]{4}',
+  '214748[0-2][0-9]{3}',
+  '2147483[0-5][0-9]{2}',
+  '21474836[0-3][0-9]',
+  '214748364[0-7]',
+].join('|')})$`;
+
 export const JobStreamHeaders = z.object({
   'last-event-id': z
     .string()
@@ -44,6 +61,8 @@ export const JobStreamHeaders = z.object({
     .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()))
     .pipe(LastEventId.optional())
     .meta({
+      // Digits up to 2^31 - 1 (PostgreSQL integer), or nothing: what LastEventId accepts.
+      pattern: LAST_EVENT_ID_PATTERN,
       description:
         'Resume: the id of the last event received (sent by EventSource on reconnection). Every later event is sent; without it, every event of the job',
     }),

@@ -43,9 +43,16 @@ export const PredictRequest = z
         description: 'Names from GET /markers, each at most once (case-sensitive)',
         uniqueItems: true,
       }),
-    model: z.string().optional().meta({
-      description: '`v0.7` (the default when omitted); `v0.4` and `v0.5` are sunset (400 `model_sunset`)',
-    }),
+    // Any string is read (a sunset or unknown one is its own 400); only `v0.7` is valid.
+    model: z
+      .string()
+      .optional()
+      .meta({
+        description:
+          '`v0.7` (the default when omitted); `v0.4` and `v0.5` are sunset (400 `model_sunset`), any other is 400 `unknown_model`',
+        enum: ['v0.7'],
+        'x-errorCode': 'unknown_model',
+      }),
     dryRun: z.boolean().optional().meta({ description: 'Price only: no reservation, no job (200)' }),
   })
   .meta({ id: 'PredictRequest' });

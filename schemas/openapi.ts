@@ -1,8 +1,15 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
-import { type Endpoint, type EndpointName, endpoints, type ResponseSpec } from './endpoints';
+import {
+  type Endpoint,
+  type EndpointName,
+  endpoints,
+  type ResponseLink,
+  type ResponseSpec,
+} from './endpoints';
 import { ErrorBody, type ErrorCode, errorStatus } from './errors';
 import { errorExample } from './examples';
+import { EstimateRequest, PredictRequest } from './jobs';
 import { describeScopeRule, scopeRules } from './scopes';
 import { CreateUploadRequest } from './uploads';
 
@@ -12,6 +19,8 @@ export const API_PREFIX = '/api/v1';
 export interface DocumentedLimits {
   uploadMaxBytes: number;
   jsonBodyBytes: number;
+  /** The marker catalog (the model registry's): a prediction's markers are names from it. */
+  markers?: readonly string[];
 }
 
 const tagDescriptions: Record<string, string> = {
@@ -31,6 +40,19 @@ const tagDescriptions: Record<string, string> = {
 
 /** The body schema as the document states it: the upload size limit is a setting. */
 function documentedBody(name: string, body: z.ZodType, limits: DocumentedLimits): z.ZodType {
+  if ((name === 'predict' || name === 'estimatePrediction') && limits.markers?.length) {
+    const request = name === 'predict' ? PredictRequest : EstimateRequest;
+    return request
+      .extend({
+        markers: request.shape.markers.meta({
+          description: 'Names from GET /markers, each at most once (case-sensitive)',
+          uniqueItems: true,
+          // A name outside the catalog is 400 `unknown_markers`, not a 422.
+          items: { type: 'string', enum: [...limits.markers], 'x-errorCode': 'unknown_markers' },
+        }),
+      })
+      .meta({ id: name === 'predict' ? 'PredictRequest' : 'EstimateRequest' });
+  }
   if (name !== 'createUpload') return body;
   return CreateUploadRequest.extend({
     fileSize: CreateUploadRequest.shape.fileSize.meta({
@@ -89,6 +111,24 @@ function describe(name: EndpointName, endpoint: Endpoint): string {
   return `${endpoint.description}${scopes}${auth}`;
 }
 
+/** OpenAPI link objects; a link to an operation the table lacks is a mistake caught here. */
+function linksOf(links: Record<string, ResponseLink>) {
+  return Object.fromEntries(
+    Object.entries(links).map(([name, link]) => {
+      if (!(link.operationId in endpoints))
+        throw new Error(`link ${name} names no endpoint: ${link.operationId}`);
+      return [name, { ...link }];
+    }),
+  );
+}
+
+function securityOf(endpoint: Endpoint): Record<string, string[]>[] {
+  if (endpoint.auth === 'bearer') return [{ bearer: [] }];
+  // Optional: a server without METRICS_TOKEN answers its loopback clients without one.
+  if (endpoint.auth === 'metrics-token') return [{ metricsToken: [] }, {}];
+  return [];
+}
+
 function registerEndpoint(
   registry: OpenAPIRegistry,
   name: EndpointName,
@@ -104,7 +144,7 @@ function registerEndpoint(
     summary: endpoint.summary,
     ...(endpoint.deprecated ? { deprecated: true } : {}),
     description: describe(name, endpoint),
-    security: endpoint.auth === 'bearer' ? [{ bearer: [] }] : [],
+    security: securityOf(endpoint),
     request: {
       params: request?.params,
       query: request?.query,
@@ -127,6 +167,7 @@ function registerEndpoint(
         status,
         {
           description: response.description,
+          ...(response.links ? { links: linksOf(response.links) } : {}),
           content: response.codes
             ? errorContent(response.codes)
             : response.schema
@@ -153,6 +194,11 @@ export function buildOpenApiDocument(
     type: 'http',
     scheme: 'bearer',
     description: 'An API key of one organization (`sps_...`), or an OAuth 2.0 access token',
+  });
+  registry.registerComponent('securitySchemes', 'metricsToken', {
+    type: 'http',
+    scheme: 'bearer',
+    description: "The operator's metrics token (`METRICS_TOKEN`), for `/metrics` only",
   });
   for (const [name, endpoint] of Object.entries(endpoints) as [EndpointName, Endpoint][]) {
     registerEndpoint(registry, name, endpoint, limits);

@@ -97,7 +97,7 @@ export const PatchSampleRequest = z
     }),
     mpp: MppInput.optional(),
   })
-  .meta({ id: 'PatchSampleRequest' });
+  .meta({ id: 'PatchSampleRequest', minProperties: 1 });
 export type PatchSampleRequest = z.infer<typeof PatchSampleRequest>;
 
 export const SampleListItem = z

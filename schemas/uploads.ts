@@ -5,6 +5,7 @@ import {
   Cursor,
   DateTime,
   DisplayNameInput,
+  hasControlCharacter,
   MppInput,
   PageLimit,
   Uuid,
@@ -28,7 +29,13 @@ export const CreateUploadRequest = z
       .string()
       .min(1)
       .max(255)
-      .meta({ description: 'The media type of the file, e.g. `image/tiff`' }),
+      // A media type has no control characters (and PostgreSQL text cannot hold NUL: refused
+      // here, not a 500 at the insert).
+      .refine((value) => !hasControlCharacter(value), 'must not contain control characters')
+      .meta({
+        pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f]+$',
+        description: 'The media type of the file, e.g. `image/tiff`',
+      }),
     contentSha256: z
       .string()
       .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters')

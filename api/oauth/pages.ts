@@ -2,6 +2,20 @@ import type { UserOrganization } from '../../db/oauth';
 
 /** The authorization server's few pages: plain server-rendered HTML, every value escaped. */
 
+/**
+ * Headers of every page of the authorization server, its error pages included: no script, and
+ * no framing (no clickjacking of a sign-in or a consent). No `form-action`: after the consent,
+ * the redirect goes to the client's origin.
+ */
+export const PAGE_HEADERS = {
+  'cache-control': 'no-store',
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+} as const;
+
 const ENTITIES: Record<string, string> = {
   '&': '&amp;',
   '<': '&lt;',

@@ -10,7 +10,7 @@ import { endpoints } from '../../schemas/endpoints';
 import { oauthRoutes } from '../../schemas/oauth';
 import { notFound } from '../errors';
 import { mount } from '../route';
-import { consentPage, errorPage, signInPage } from './pages';
+import { consentPage, errorPage, PAGE_HEADERS, signInPage } from './pages';
 import { verifyAgainstNothing, verifyPassword } from './passwords';
 import { type AuthorizationServer, authorizationServerMetadata } from './server';
 import type { SignInThrottle } from './throttle';
@@ -20,19 +20,6 @@ type Interaction = Awaited<
 >;
 
 const formBody = express.urlencoded({ extended: false, limit: '16kb' });
-
-/**
- * The sign-in and consent pages run no script and may not be framed (no clickjacking of a
- * consent). No `form-action`: after the consent, the redirect goes to the client's origin.
- */
-const PAGE_HEADERS = {
-  'cache-control': 'no-store',
-  'content-security-policy':
-    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'no-referrer',
-};
 
 function sendPage(res: Response, status: number, html: string): void {
   res.status(status).set(PAGE_HEADERS).type('html').send(html);

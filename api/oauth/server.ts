@@ -13,7 +13,7 @@ import {
   oauthRoutes,
 } from '../../schemas/oauth';
 import { postgresAdapter } from './adapter';
-import { errorPage } from './pages';
+import { errorPage, PAGE_HEADERS } from './pages';
 
 /** Access tokens are ES256 JWTs: short signatures, and every JOSE library verifies them. */
 export const ACCESS_TOKEN_ALG = 'ES256';
@@ -159,6 +159,7 @@ function buildProvider(
       IdToken: 3600,
     },
     renderError: async (ctx, out) => {
+      ctx.set(PAGE_HEADERS);
       ctx.type = 'html';
       ctx.body = errorPage(out.error, out.error_description);
     },

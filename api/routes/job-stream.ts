@@ -3,7 +3,7 @@ import { endpoints } from '../../schemas/endpoints';
 import type { JobStreamFrame } from '../../schemas/job-stream';
 import { principalOf } from '../auth';
 import { mount } from '../route';
-import type { JobStreamService, JobStreamSink } from '../services/job-stream';
+import type { JobStreamService, JobStreamSink, StreamQuota } from '../services/job-stream';
 
 /**
  * A client this far behind is not reading: drop it rather than buffer without bound. It
@@ -42,10 +42,17 @@ function sseSink(res: Response, retryMs: number, stop: () => void): JobStreamSin
   };
 }
 
-export function jobStreamRoutes(streams: JobStreamService, settings: { retryMs: number }): Router {
+export function jobStreamRoutes(
+  streams: JobStreamService,
+  settings: { retryMs: number; quota: StreamQuota },
+): Router {
   const router = Router();
   mount(router, endpoints.streamJob, async ({ params, headers }, req, res) => {
-    const stream = await streams.open(principalOf(res.locals), params.id, headers['last-event-id']);
+    const principal = principalOf(res.locals);
+    // The slot is held until the response closes, whichever way it ends (204, error, client gone).
+    const slot = settings.quota.take(principal.credentialId);
+    res.on('close', () => slot.release());
+    const stream = await streams.open(principal, params.id, headers['last-event-id']);
     if (!stream) {
       res.status(204).end();
       return;

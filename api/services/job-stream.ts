@@ -4,7 +4,7 @@ import { findOwnedJobStatus, type JobEvent, type JobEventHub, listJobEventsAfter
 import type { JobStreamFrame } from '../../schemas/job-stream';
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { Principal } from '../auth';
-import { notFound } from '../errors';
+import { AppError, notFound } from '../errors';
 
 /** Where a stream's frames go: the route writes them as SSE on the response. */
 export interface JobStreamSink {
@@ -104,6 +104,44 @@ export function createJobStreamService(deps: JobStreamServiceDeps) {
 
   return { open };
 }
+
+/**
+ * Open streams per credential in this process. A stream costs one rate token when it opens and
+ * then holds a connection and a subscription for as long as the client likes: without a cap,
+ * one key could hold thousands. Past the cap a new stream is 429 until one closes.
+ */
+export function createStreamQuota(maxPerCredential: number) {
+  const open = new Map<string, number>();
+  return {
+    /** Takes a slot of the credential or throws 429; `release` gives it back, at most once. */
+    take(credentialId: string): { release(): void } {
+      const count = open.get(credentialId) ?? 0;
+      if (count >= maxPerCredential) {
+        throw new AppError(
+          'rate_limited',
+          `this credential already has ${maxPerCredential} open job streams; close one first`,
+          { retryAfterSeconds: STREAM_SLOT_RETRY_SECONDS },
+        );
+      }
+      open.set(credentialId, count + 1);
+      let released = false;
+      return {
+        release() {
+          if (released) return;
+          released = true;
+          const left = (open.get(credentialId) ?? 1) - 1;
+          if (left === 0) open.delete(credentialId);
+          else open.set(credentialId, left);
+        },
+      };
+    },
+  };
+}
+
+/** When a client refused a stream slot may try again: a slot frees when any stream closes. */
+const STREAM_SLOT_RETRY_SECONDS = 5;
+
+export type StreamQuota = ReturnType<typeof createStreamQuota>;
 
 /** Open streams and the jobs they follow, read from the hub at each scrape. */
 export function registerJobStreamMetrics(registry: Registry, hub: JobEventHub): void {

@@ -109,7 +109,10 @@ export function createUploadService(deps: UploadServiceDeps) {
       );
     }
     if (request.contentSha256) {
-      const existing = await samples.findUploadBySha256(sql, principal.organizationId, request.contentSha256);
+      const existing = await samples.findUploadBySha256(sql, principal.organizationId, {
+        sha256: request.contentSha256,
+        fileSize: request.fileSize,
+      });
       if (existing) return created(existing, { existing: true });
     }
     const id = randomUUID();

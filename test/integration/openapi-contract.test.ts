@@ -119,7 +119,7 @@ function violationsOf(schema: Schema, example: unknown, invalidCode: string): Vi
     out.push({
       name: 'outside enum',
       value: resolved.enum[0] === true ? false : '__nope__',
-      code: invalidCode,
+      code: resolved['x-errorCode'] ?? invalidCode,
     });
   if (resolved.format === 'uuid') out.push({ name: 'not a uuid', value: 'not-a-uuid', code: invalidCode });
   if (resolved.format === 'date-time')
@@ -216,6 +216,8 @@ function concretePath(
 
 const statusOf: Record<string, number> = {
   invalid_request: 400,
+  unknown_model: 400,
+  unknown_markers: 400,
   not_found: 404,
   method_not_allowed: 405,
   payload_too_large: 413,
@@ -397,10 +399,14 @@ test('a method a known path does not declare is 405 with Allow listing the decla
       template,
       Object.values(document.paths[template]!).flatMap((operation) => operation.parameters ?? []),
     );
-    // Every template the concrete path matches lends its methods (`/samples/trash` is also `/samples/{id}`).
+    // The templates the concrete path matches with the fewest parameters lend their methods
+    // (`/samples/trash` is that path, not a `/samples/{id}`).
+    const matching = templates.filter((other) => matcherOf(other).test(path));
+    const parametersOf = (other: string) => other.match(/\{\w+\}/g)?.length ?? 0;
+    const fewest = Math.min(...matching.map(parametersOf));
     const declared = new Set(
-      templates
-        .filter((other) => matcherOf(other).test(path))
+      matching
+        .filter((other) => parametersOf(other) === fewest)
         .flatMap((other) => Object.keys(document.paths[other]!)),
     );
     for (const method of methods.filter((m) => !declared.has(m))) {

@@ -203,7 +203,8 @@ describe('resumable uploads', () => {
     }
   });
 
-  test('dedup: the same contentSha256 answers 200 with the existing upload and no uploadUrl', async () => {
+  // A finished upload's match: test/integration/security-gaps.test.ts.
+  test('dedup: the same contentSha256 of an unfinished upload starts a new one', async () => {
     const hash = sha256(randomBytes(16));
     const first = await createUpload(500, { contentSha256: hash });
     const again = await call('POST', '/uploads', {
@@ -213,8 +214,9 @@ describe('resumable uploads', () => {
       contentSha256: hash,
     });
     expect(again.status).toBe(200);
-    expect(again.json).toMatchObject({ id: first.id, existing: true });
-    expect(again.json.uploadUrl).toBeUndefined();
+    expect(again.json).toMatchObject({ existing: false });
+    expect(again.json.id).not.toBe(first.id);
+    expect(again.json.uploadUrl).toBeDefined();
 
     const other = await createTenant(stack.sql);
     const foreign = await apiClient(stack.api, other.apiKey)('POST', '/uploads', {

@@ -69,6 +69,7 @@ export class Browser {
     return {
       status: response.status,
       location: response.headers.get('location'),
+      headers: response.headers,
       text: await response.text(),
     };
   }
