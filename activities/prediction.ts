@@ -154,32 +154,37 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
     const resultPrefix = objectKeys.predictionStore(job.organizationId, job.sampleId, job.id);
     // Stops the run when the job turned terminal meanwhile (cancelled) as well as on a cancel.
     const stopped = new AbortController();
-    const reportTiles = input.rerun ? () => {} : tilesReporter();
+    const tilesReport = input.rerun ? undefined : tilesReporter();
     let lastEvent = 0;
-    const result = await predictMarkers({
-      he: await openHePyramid(prefixedStore(store, hePrefix)),
-      heMpp: job.mpp!,
-      grid,
-      model,
-      markers: job.markers,
-      sink: prefixedStore(store, resultPrefix),
-      signal: AbortSignal.any([context.cancellationSignal, stopped.signal]),
-      resume: context.info.heartbeatDetails as PredictionProgress | undefined,
-      onProgress: (done, total, token) => {
-        heartbeat(token);
-        reportTiles({ tilesDone: done, tiles: total });
-        // A re-run's job is terminal: a progress report would be refused and stop the run.
-        if (input.rerun) return;
-        const now = Date.now();
-        if (now - lastEvent < PROGRESS_EVENT_INTERVAL_MS || total === 0) return;
-        lastEvent = now;
-        // A lost progress event is harmless: the next one carries the state.
-        advance(job.id, 'running', done / total).then(
-          (active) => active || stopped.abort(),
-          () => {},
-        );
-      },
-    });
+    let result: Awaited<ReturnType<typeof predictMarkers>>;
+    try {
+      result = await predictMarkers({
+        he: await openHePyramid(prefixedStore(store, hePrefix)),
+        heMpp: job.mpp!,
+        grid,
+        model,
+        markers: job.markers,
+        sink: prefixedStore(store, resultPrefix),
+        signal: AbortSignal.any([context.cancellationSignal, stopped.signal]),
+        resume: context.info.heartbeatDetails as PredictionProgress | undefined,
+        onProgress: (done, total, token) => {
+          heartbeat(token);
+          tilesReport?.report({ tilesDone: done, tiles: total });
+          // A re-run's job is terminal: a progress report would be refused and stop the run.
+          if (input.rerun) return;
+          const now = Date.now();
+          if (now - lastEvent < PROGRESS_EVENT_INTERVAL_MS || total === 0) return;
+          lastEvent = now;
+          // A lost progress event is harmless: the next one carries the state.
+          advance(job.id, 'running', done / total).then(
+            (active) => active || stopped.abort(),
+            () => {},
+          );
+        },
+      });
+    } finally {
+      await tilesReport?.settled();
+    }
     if (!input.rerun) {
       await recordJobProgress(sql, { jobId: job.id, status: 'running', progress: 1, resultPrefix });
     }

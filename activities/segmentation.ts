@@ -162,21 +162,25 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     const prefix = layerPrefixOf(run);
     const earlier = new EarlierTileObjects(tiles, haloPx, (index) => loadStoredTileObjects(prefix, index));
     let lastEvent = 0;
-    const reportTiles = tilesReporter();
-    for (const tile of tiles.slice(counts.length)) {
-      const segmented = await segmentTileObjects(he, tile, { segmenter, mpp, haloPx, signal });
-      // A border nucleus seen whole by two windows may be owned by both: the earlier tile keeps it.
-      const objects = dropDuplicateObjects(segmented, await earlier.of(tile, signal));
-      await store.put(tileObjectsKey(prefix, tile.index), encodeTileObjects(objects));
-      earlier.add(objects);
-      counts.push(objects.count);
-      heartbeat({ nextTile: counts.length, counts, stain } satisfies TilesProgress);
-      reportTiles({ tilesDone: counts.length, tiles: tiles.length });
-      if (Date.now() - lastEvent >= PROGRESS_INTERVAL_MS) {
-        lastEvent = Date.now();
-        const progress = (TILES_SHARE_OF_PROGRESS * counts.length) / tiles.length;
-        await recordSegmentationProgress(sql, { runId: run.id, status: 'running', progress });
+    const tilesReport = tilesReporter();
+    try {
+      for (const tile of tiles.slice(counts.length)) {
+        const segmented = await segmentTileObjects(he, tile, { segmenter, mpp, haloPx, signal });
+        // A border nucleus seen whole by two windows may be owned by both: the earlier tile keeps it.
+        const objects = dropDuplicateObjects(segmented, await earlier.of(tile, signal));
+        await store.put(tileObjectsKey(prefix, tile.index), encodeTileObjects(objects));
+        earlier.add(objects);
+        counts.push(objects.count);
+        heartbeat({ nextTile: counts.length, counts, stain } satisfies TilesProgress);
+        tilesReport.report({ tilesDone: counts.length, tiles: tiles.length });
+        if (Date.now() - lastEvent >= PROGRESS_INTERVAL_MS) {
+          lastEvent = Date.now();
+          const progress = (TILES_SHARE_OF_PROGRESS * counts.length) / tiles.length;
+          await recordSegmentationProgress(sql, { runId: run.id, status: 'running', progress });
+        }
       }
+    } finally {
+      await tilesReport.settled();
     }
     const index: TileIndex = {
       widthPx: he.widthPx,

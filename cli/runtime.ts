@@ -3,13 +3,16 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   Client,
   Connection,
   isGrpcServiceError,
   ScheduleAlreadyRunning,
   ScheduleNotFoundError,
+  type ScheduleOptions,
   ScheduleOverlapPolicy,
+  ServiceError,
 } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
@@ -112,9 +115,7 @@ export async function ensureSchedules(client: Client, taskQueuePrefix: string): 
       await client.schedule.create({ scheduleId: idOf(schedule.id), ...definition });
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-      await client.schedule
-        .getHandle(idOf(schedule.id))
-        .update((previous) => ({ ...previous, ...definition }));
+      await updateSchedule(client, idOf(schedule.id), definition);
     }
   }
   for (const retired of RETIRED_SCHEDULES) {
@@ -122,6 +123,27 @@ export async function ensureSchedules(client: Client, taskQueuePrefix: string): 
       await client.schedule.getHandle(idOf(retired)).delete();
     } catch (err) {
       if (!(err instanceof ScheduleNotFoundError)) throw err;
+    }
+  }
+}
+
+/**
+ * Brings an existing Schedule to `definition`. Describing a Schedule asks its workflow, which a
+ * dev server that has just restarted may not be running yet ("Failed to describe schedule"):
+ * such a failure is retried for half a minute.
+ */
+async function updateSchedule(
+  client: Client,
+  scheduleId: string,
+  definition: Omit<ScheduleOptions, 'scheduleId'>,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, ...definition }));
+      return;
+    } catch (err) {
+      if (!(err instanceof ServiceError) || attempt === 30) throw err;
+      await sleep(1000);
     }
   }
 }

@@ -44,7 +44,7 @@ async function stateWhen(handle: WorkflowHandle, done: (s: JobWorkflowState) => 
 /** A compute step that reports 3 of 10 tiles, then works (heartbeating) until cancelled. */
 function reportingThenWorking(started: () => void) {
   return async () => {
-    tilesReporter(0)({ tilesDone: 3, tiles: 10 });
+    tilesReporter(0).report({ tilesDone: 3, tiles: 10 });
     started();
     const context = Context.current();
     for (;;) {
