@@ -51,6 +51,7 @@ const EnvSchema = z.object({
   JOB_STREAM_RETRY_MS: positiveInt.default(5000),
   SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
   EXPORT_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
+  MAINTENANCE_INTERVAL_SECONDS: positiveInt.default(300),
   OAUTH_ISSUER: optionalUrl,
   OAUTH_JWKS_URL: optionalUrl,
   OAUTH_ACCESS_TOKEN_TTL_SECONDS: positiveInt.default(3600),
@@ -107,6 +108,8 @@ export interface Config {
   };
   /** JPEG quality of the H&E in OME-TIFF exports. */
   exportJpegQuality: number;
+  /** Period of the `maintenance` Schedule (the reconcilers). */
+  maintenanceIntervalSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -186,6 +189,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       segmentationRetryCooldownSeconds: e.SEGMENTATION_RETRY_COOLDOWN_SECONDS,
     },
     exportJpegQuality: e.EXPORT_JPEG_QUALITY,
+    maintenanceIntervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
   };
 }
 
