@@ -9,6 +9,8 @@ import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { startEmbeddedPostgres, startTemporalDevServer } from '../cli/local-services';
 import { freePort } from '../cli/ports';
 import { loadWorkflowBundle } from '../cli/runtime';
+import { bytesSource } from '../compute/source';
+import { allIfds, openTiff, readTile, Tag } from '../compute/tiff';
 import { createSql } from '../db';
 import { grantCredits } from '../db/credits';
 import { migrate } from '../db/migrate';
@@ -256,6 +258,29 @@ function withoutRecordIds(bytes: Buffer): Buffer {
   );
 }
 
+/** A layer's provenance without what differs per run by design: its timings and id base. */
+function withoutRunFacts(name: string, bytes: Buffer): Buffer {
+  if (path.basename(name) !== 'provenance.json') return bytes;
+  const { timingsMs: _timings, instanceIdBase: _base, ...rest } = JSON.parse(bytes.toString('utf8'));
+  return Buffer.from(JSON.stringify(rest));
+}
+
+/**
+ * A TIFF's content: each IFD's description (ids blanked) and its tiles' encoded bytes in tile
+ * order. The OME-TIFF writer appends tiles in the order its concurrent encoders finish, so the
+ * file's layout differs from run to run while every tile is the same.
+ */
+async function tiffContentDigest(bytes: Buffer): Promise<string> {
+  const hash = createHash('sha256');
+  const tiff = await openTiff(bytesSource(bytes));
+  for (const ifd of allIfds(tiff)) {
+    await ifd.load(Tag.ImageDescription);
+    hash.update(withoutRecordIds(Buffer.from(ifd.text(Tag.ImageDescription) ?? '')));
+    for (let index = 0; index < ifd.tileCount; index++) hash.update(await readTile(ifd, index));
+  }
+  return hash.digest('hex');
+}
+
 /** sha256 of every object under `prefix` (a folder, or one object), by path relative to it. */
 async function tree(prefix: string): Promise<Map<string, string>> {
   const files = new Map<string, string>();
@@ -268,8 +293,13 @@ async function tree(prefix: string): Promise<Map<string, string>> {
         .filter((entry) => entry.isFile())
         .map((entry) => path.relative(root, path.join(entry.parentPath, entry.name)));
   for (const entry of entries.sort()) {
-    const bytes = withoutRecordIds(await readFile(path.join(root, entry)));
-    files.set(entry.replace(UUID, '{id}'), createHash('sha256').update(bytes).digest('hex'));
+    const bytes = await readFile(path.join(root, entry));
+    const digest = /\.tiff?$/.test(entry || root)
+      ? await tiffContentDigest(bytes)
+      : createHash('sha256')
+          .update(withoutRecordIds(withoutRunFacts(entry, bytes)))
+          .digest('hex');
+    files.set(entry.replace(UUID, '{id}'), digest);
   }
   return files;
 }
@@ -288,6 +318,18 @@ function differences(
   return [...names].filter((name) =>
     idsOnly?.test(name) ? expected.has(name) !== actual.has(name) : expected.get(name) !== actual.get(name),
   );
+}
+
+/** Where two objects first differ once ids are blanked, with a little of each around it. */
+async function firstDifference(expectedKey: string, actualKey: string): Promise<string> {
+  const [a, b] = await Promise.all(
+    [expectedKey, actualKey].map(async (key) => withoutRecordIds(await readFile(path.join(fsRoot, key)))),
+  );
+  let at = 0;
+  while (at < a!.length && at < b!.length && a![at] === b![at]) at++;
+  const around = (bytes: Buffer) =>
+    JSON.stringify(bytes.subarray(Math.max(0, at - 16), at + 24).toString('latin1'));
+  return ` (sizes ${a!.length} and ${b!.length}, first at byte ${at}: ${around(a!)} vs ${around(b!)})`;
 }
 
 async function main() {
@@ -449,9 +491,13 @@ async function main() {
     if (!expected) continue;
     for (const row of [...reference[kind].slice(1), ...observed[kind]]) {
       const differs = differences(expected, await tree(row.prefix), kind === 'layers' ? /^features\// : null);
+      const where =
+        kind === 'exports' && differs.length > 0
+          ? await firstDifference(reference[kind][0]!.prefix, row.prefix)
+          : '';
       check(
         differs.length === 0,
-        `${kind} ${row.prefix}: ${differs.slice(0, 3)} differ from the undisturbed run`,
+        `${kind} ${row.prefix}: ${differs.slice(0, 3)} differ from the undisturbed run${where}`,
       );
     }
   }
