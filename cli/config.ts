@@ -72,6 +72,7 @@ const EnvSchema = z.object({
     .default(SIGN_IN_THROTTLE_DEFAULTS.freeFailuresPerAddress),
   SIGN_IN_DELAY_SECONDS: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.delaySeconds),
   SIGN_IN_MAX_DELAY_SECONDS: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.maxDelaySeconds),
+  MAINTENANCE_INTERVAL_SECONDS: positiveInt.default(300),
   OAUTH_ISSUER: optionalUrl,
   OAUTH_JWKS_URL: optionalUrl,
   OAUTH_ACCESS_TOKEN_TTL_SECONDS: positiveInt.default(3600),
@@ -132,6 +133,8 @@ export interface Config {
   };
   /** JPEG quality of the H&E in OME-TIFF exports. */
   exportJpegQuality: number;
+  /** Period of the `maintenance` Schedule (the reconcilers). */
+  maintenanceIntervalSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -224,6 +227,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       },
     },
     exportJpegQuality: e.EXPORT_JPEG_QUALITY,
+    maintenanceIntervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
   };
 }
 

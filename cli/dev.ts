@@ -125,7 +125,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
   services.push({ stop: () => client.connection.close() });
   // The dev server we start has them already; a configured TEMPORAL_ADDRESS may not.
   await ensureSearchAttributes(client, config.temporal.namespace);
-  await ensureSchedules(client, config.temporal.taskQueuePrefix);
+  await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   const workers = await startWorkers({
     address: config.temporal.address!,
     namespace: config.temporal.namespace,

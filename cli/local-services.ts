@@ -85,7 +85,7 @@ export async function startTemporalDevServer(options: {
   dbFile: string;
   port: number;
   uiPort: number;
-}): Promise<LocalService & { address: string; uiUrl: string }> {
+}): Promise<LocalService & { address: string; uiUrl: string; pid: number }> {
   await mkdir(path.dirname(options.dbFile), { recursive: true });
   const child = spawn(
     options.cli,
@@ -135,5 +135,10 @@ export async function startTemporalDevServer(options: {
     ),
   ]);
   exited.catch(() => {});
-  return { address, uiUrl: `http://127.0.0.1:${options.uiPort}`, stop: () => stopChild(child) };
+  return {
+    address,
+    uiUrl: `http://127.0.0.1:${options.uiPort}`,
+    pid: child.pid!,
+    stop: () => stopChild(child),
+  };
 }

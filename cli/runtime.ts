@@ -86,18 +86,27 @@ function installTemporalRuntime(logger: Logger): void {
 
 /**
  * The Schedules: expired samples into Trash every 15 minutes, samples past the 7-day Trash
- * window purged every hour, and the reconcilers (`maintenanceWorkflow`) every 5 minutes. Their
+ * window purged every hour, and the reconcilers (`maintenanceWorkflow`) every 5 minutes (or
+ * `MAINTENANCE_INTERVAL_SECONDS`). Their
  * workflows carry `Upkeep = maintenance`, so that operators list jobs without them
  * (docs/operations.md). Every worker may call it: a Schedule that exists is brought to this
  * definition, and the per-reconciler Schedules of earlier versions are deleted.
  */
-export async function ensureSchedules(client: Client, taskQueuePrefix: string): Promise<void> {
+export async function ensureSchedules(
+  client: Client,
+  taskQueuePrefix: string,
+  maintenanceIntervalSeconds = 300,
+): Promise<void> {
   const taskQueue = taskQueueName(taskQueuePrefix, 'io');
   const idOf = (id: string) => (taskQueuePrefix === '' ? id : `${taskQueuePrefix}-${id}`);
   const schedules = [
     { id: workflowIds.retentionSweep, workflowType: 'retentionSweepWorkflow', every: '15 minutes' },
     { id: workflowIds.trashPurge, workflowType: 'trashPurgeWorkflow', every: '1 hour' },
-    { id: workflowIds.maintenance, workflowType: 'maintenanceWorkflow', every: '5 minutes' },
+    {
+      id: workflowIds.maintenance,
+      workflowType: 'maintenanceWorkflow',
+      every: `${maintenanceIntervalSeconds}s`,
+    },
   ] as const;
   for (const schedule of schedules) {
     const definition = {

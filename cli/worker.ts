@@ -31,7 +31,7 @@ runMain(async () => {
     logger,
     exportJpegQuality: config.exportJpegQuality,
   });
-  await ensureSchedules(client, config.temporal.taskQueuePrefix);
+  await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   await client.connection.close();
   logger.info({ namespace: config.temporal.namespace }, 'worker polling');
   await Promise.race([untilSignal(), workers.done]);
