@@ -484,9 +484,17 @@ test('an export requested on the sample page becomes ready, and its link downloa
 }, 400_000);
 
 test('every new control has a label, and no page broke its CSP or threw', async () => {
-  for (const route of ['/samples?q=Facet', `/samples/${facet.alpha}`, `/samples/${sharedId}`, '/upload']) {
+  // Each page's last control to appear once its data is in. Not 'networkidle': the list keeps
+  // polling a sample still ingesting, and a thumbnail's read may still be open.
+  const ready: Record<string, string> = {
+    '/samples?q=Facet': 'main tbody tr',
+    [`/samples/${facet.alpha}`]: 'input[name="marker"]',
+    [`/samples/${sharedId}`]: 'input[name="marker"]',
+    '/upload': '#auto-segment',
+  };
+  for (const [route, last] of Object.entries(ready)) {
     await page.goto(at(route));
-    await page.waitForLoadState('networkidle');
+    await page.locator(last).first().waitFor();
     if (route.startsWith('/samples?')) await page.getByRole('button', { name: 'Add field filter' }).click();
     const unlabelled = await page.evaluate<string[]>(`[...document.querySelectorAll('input, select')]
       .filter((control) => control.labels.length === 0 && !control.getAttribute('aria-label'))
