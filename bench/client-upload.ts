@@ -11,7 +11,8 @@ import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createClient, uploadSource } from '../sdk';
 import { fileSource, nodeFetch } from '../sdk/node';
-import { generated, putChunk, waitReady } from './upload-protocol';
+import { waitReady } from './api-process';
+import { generated, putChunk } from './upload-protocol';
 
 /**
  * Client-side upload: one file through the SDK (`uploadSource` over `fileSource`) and through

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -9,6 +8,7 @@ import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
+import { rssMiB, waitReady } from './api-process';
 
 /**
  * A real client's requests (`GET /api/v1/samples`, sequential) to one API process (`sps api`,
@@ -33,21 +33,6 @@ const requestCount = Number(values.requests);
 const adminUrl = process.env.TEST_DATABASE_URL!;
 const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS!;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function rssMiB(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
-
-async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 240; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {}
-    await sleep(250);
-  }
-  throw new Error('api did not become ready');
-}
 
 interface SlowConnection {
   socket: Socket;

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { Agent, type ClientRequest, request } from 'node:http';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -10,6 +9,7 @@ import { freePort } from '../cli/ports';
 import { createSql, type Sql } from '../db';
 import { appendJobEvent } from '../db/job-events';
 import { migrate } from '../db/migrate';
+import { rssMiB, waitReady } from './api-process';
 
 /**
  * Job status streams (SSE) held open on one API process over loopback: the process's memory
@@ -32,21 +32,6 @@ const rounds = Number(values.rounds);
 const adminUrl = process.env.TEST_DATABASE_URL!;
 const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS!;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function rssMiB(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
-
-async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 240; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {}
-    await sleep(250);
-  }
-  throw new Error('api did not become ready');
-}
 
 async function openStreamsGauge(baseUrl: string): Promise<number> {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();

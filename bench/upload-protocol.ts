@@ -45,14 +45,3 @@ export function putChunk(
     body.pipe(req);
   });
 }
-
-/** Waits until the API at `url` answers /readyz. */
-export async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 240; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {}
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error('api did not become ready');
-}

@@ -9,7 +9,8 @@ import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
-import { generated, putChunk, waitReady } from './upload-protocol';
+import { waitReady } from './api-process';
+import { generated, putChunk } from './upload-protocol';
 
 /**
  * Upload throughput through the resumable protocol on loopback, and the API process's peak

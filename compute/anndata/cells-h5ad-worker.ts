@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Dataset, Group } from 'h5wasm/node';
 import type { CellsH5adJob } from './cells-h5ad';
-import { type Column, INDEX_COLUMN, openCellTables, SPATIAL_COLUMNS, typedColumn } from './parquet-columns';
+import { type Column, INDEX_COLUMN, openCellTables, readCellBlock, typedColumn } from './parquet-columns';
 
 /**
  * Writes `cells.h5ad` in AnnData's HDF5 encoding (anndata.readthedocs.io, "On-disk format"):
@@ -95,34 +95,19 @@ async function write(job: CellsH5adJob): Promise<number> {
     for (let start = 0; start < n; start += blockRows) {
       const end = Math.min(n, start + blockRows);
       const rows = end - start;
-      const block = await instances.read(start, end, instances.names);
-      const ids = block.get(INDEX_COLUMN)!;
+      const {
+        columns: block,
+        ids,
+        xy,
+        means,
+        medians,
+      } = await readCellBlock({ instances, markers }, start, end);
       index.append(
         Array.from({ length: rows }, (_, i) => String(ids[i])),
         rows,
       );
       for (const { name, kind, column } of columns) column.append(typedColumn(block.get(name)!, kind), rows);
-      const xy = new Float64Array(rows * 2);
-      const [xs, ys] = SPATIAL_COLUMNS.map((name) => block.get(name)!);
-      for (let i = 0; i < rows; i++) {
-        xy[2 * i] = Number(xs![i]);
-        xy[2 * i + 1] = Number(ys![i]);
-      }
       spatial.append(xy, rows);
-      const means = new Float32Array(rows * m);
-      const medians = new Float32Array(rows * m);
-      for (const [c, marker] of markers.entries()) {
-        const values = await marker.table.read(start, end, ['instance_id', 'mean', 'median']);
-        const markerIds = values.get('instance_id')!;
-        const mean = values.get('mean')!;
-        const med = values.get('median')!;
-        for (let i = 0; i < rows; i++) {
-          // Both tables follow the layer's labels; a row out of step would misattribute a cell.
-          if (markerIds[i] !== ids[i]) throw new Error(`${marker.name}: row ${start + i} is another cell`);
-          means[i * m + c] = Number(mean[i]);
-          medians[i * m + c] = Number(med[i]);
-        }
-      }
       X.append(means, rows);
       median.append(medians, rows);
       parentPort?.postMessage({ type: 'progress', rows: end, total: n });

@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import type { KeyValueStore } from '../store';
 import { encodeJson, groupMetadata } from '../zarr';
-import { type Column, INDEX_COLUMN, openCellTables, SPATIAL_COLUMNS, typedColumn } from './parquet-columns';
+import { type Column, INDEX_COLUMN, openCellTables, readCellBlock, typedColumn } from './parquet-columns';
 
 /**
  * A segmentation layer's per-cell tables as a SpatialData table element: AnnData's Zarr v3
@@ -213,8 +213,13 @@ export async function writeCellsTableZarr(
     signal?.throwIfAborted();
     const end = Math.min(n, start + blockRows);
     const rows = end - start;
-    const block = await instances.read(start, end, instances.names);
-    const ids = block.get(INDEX_COLUMN)!;
+    const {
+      columns: block,
+      ids,
+      xy,
+      means,
+      medians,
+    } = await readCellBlock({ instances, markers }, start, end);
     await index.append(
       Array.from({ length: rows }, (_, i) => String(ids[i])),
       signal,
@@ -222,27 +227,7 @@ export async function writeCellsTableZarr(
     for (const { name, kind, column } of columns)
       await column.append(typedColumn(block.get(name)!, kind), signal);
     await regionCodes.append(new Int8Array(rows), signal);
-    const xy = new Float64Array(rows * 2);
-    const [xs, ys] = SPATIAL_COLUMNS.map((name) => block.get(name)!);
-    for (let i = 0; i < rows; i++) {
-      xy[2 * i] = Number(xs![i]);
-      xy[2 * i + 1] = Number(ys![i]);
-    }
     await spatial.append(xy, signal);
-    const means = new Float32Array(rows * m);
-    const medians = new Float32Array(rows * m);
-    for (const [c, marker] of markers.entries()) {
-      const values = await marker.table.read(start, end, ['instance_id', 'mean', 'median']);
-      const markerIds = values.get('instance_id')!;
-      const mean = values.get('mean')!;
-      const med = values.get('median')!;
-      for (let i = 0; i < rows; i++) {
-        // Both tables follow the layer's labels; a row out of step would misattribute a cell.
-        if (markerIds[i] !== ids[i]) throw new Error(`${marker.name}: row ${start + i} is another cell`);
-        means[i * m + c] = Number(mean[i]);
-        medians[i * m + c] = Number(med[i]);
-      }
-    }
     await X.append(means, signal);
     await median.append(medians, signal);
   }

@@ -78,6 +78,52 @@ export async function openCellTables<M extends { name: string; path: string }>(
   return { instances, markers };
 }
 
+/** One block of cells, rows `start` to `end`, in the shapes AnnData stores. */
+export interface CellBlock {
+  /** The instance table's columns of these rows. */
+  columns: Map<string, ArrayLike<unknown>>;
+  ids: ArrayLike<unknown>;
+  /** `obsm['spatial']`: (x, y) per row, interleaved. */
+  xy: Float64Array;
+  /** `X` and the median layer: rows x markers, row-major. */
+  means: Float32Array;
+  medians: Float32Array;
+}
+
+/** Reads one block of the instance table and the matching rows of every marker table. */
+export async function readCellBlock(
+  tables: { instances: ParquetColumns; markers: readonly { name: string; table: ParquetColumns }[] },
+  start: number,
+  end: number,
+): Promise<CellBlock> {
+  const { instances, markers } = tables;
+  const rows = end - start;
+  const m = markers.length;
+  const columns = await instances.read(start, end, instances.names);
+  const ids = columns.get(INDEX_COLUMN)!;
+  const xy = new Float64Array(rows * 2);
+  const [xs, ys] = SPATIAL_COLUMNS.map((name) => columns.get(name)!);
+  for (let i = 0; i < rows; i++) {
+    xy[2 * i] = Number(xs![i]);
+    xy[2 * i + 1] = Number(ys![i]);
+  }
+  const means = new Float32Array(rows * m);
+  const medians = new Float32Array(rows * m);
+  for (const [c, marker] of markers.entries()) {
+    const values = await marker.table.read(start, end, [INDEX_COLUMN, 'mean', 'median']);
+    const markerIds = values.get(INDEX_COLUMN)!;
+    const mean = values.get('mean')!;
+    const med = values.get('median')!;
+    for (let i = 0; i < rows; i++) {
+      // Both tables follow the layer's labels; a row out of step would misattribute a cell.
+      if (markerIds[i] !== ids[i]) throw new Error(`${marker.name}: row ${start + i} is another cell`);
+      means[i * m + c] = Number(mean[i]);
+      medians[i * m + c] = Number(med[i]);
+    }
+  }
+  return { columns, ids, xy, means, medians };
+}
+
 export function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
   const n = values.length;
   if (like === 'int64') {
