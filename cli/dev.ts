@@ -238,7 +238,13 @@ runMain(async () => {
   // async-exit-hook, whose `beforeExit` handler calls `process.exit(0)` and would turn a failed
   // test run into a passing one.
   if (mode === 'test') {
-    process.exit(await withScratch([require.resolve('jest/bin/jest'), ...rest], { services: true }));
+    const summary = path.join(os.tmpdir(), `sps-test-summary-${process.pid}`);
+    process.env.SPS_TEST_SUMMARY = summary;
+    const code = await withScratch([require.resolve('jest/bin/jest'), ...rest], { services: true });
+    // Jest's closing line (test/support/summary-reporter.js), printed last of all.
+    if (existsSync(summary)) process.stdout.write(`\n${await readFile(summary, 'utf8')}`);
+    await rm(summary, { force: true });
+    process.exit(code);
   }
   // A benchmark gets PostgreSQL and Temporal only if it asks for them (`--services`).
   const services = rest[0] === '--services';

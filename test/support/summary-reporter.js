@@ -1,6 +1,9 @@
-// Prints one plain closing line ("tests: N passed, N failed, N skipped") that CI reads, and with
+// The plain closing line that CI reads ("tests: N passed, N failed, N skipped"), and with
 // SPS_TEST_PROFILE the per-file wall and CPU seconds that test/support/file-profile.ts recorded.
-const { existsSync, readFileSync } = require('node:fs');
+// Under `npm test` the line goes to SPS_TEST_SUMMARY, which cli/dev.ts prints once Jest and the
+// services have stopped: CI reads only the closing lines, and Jest's own summary (on stderr)
+// and the services' shutdown would otherwise come after it.
+const { existsSync, readFileSync, writeFileSync } = require('node:fs');
 
 function profileTable(file) {
   if (!file || !existsSync(file)) return '';
@@ -27,7 +30,9 @@ class SummaryReporter {
     const { numPassedTests, numFailedTests, numPendingTests, numTodoTests } = results;
     const skipped = numPendingTests + numTodoTests;
     process.stdout.write(`${profileTable(process.env.SPS_TEST_PROFILE)}\n`);
-    process.stdout.write(`\ntests: ${numPassedTests} passed, ${numFailedTests} failed, ${skipped} skipped\n`);
+    const closing = `tests: ${numPassedTests} passed, ${numFailedTests} failed, ${skipped} skipped\n`;
+    if (process.env.SPS_TEST_SUMMARY) writeFileSync(process.env.SPS_TEST_SUMMARY, closing);
+    else process.stdout.write(`\n${closing}`);
   }
 }
 module.exports = SummaryReporter;
