@@ -2,11 +2,34 @@ import path from 'node:path';
 import { z } from 'zod';
 import { SIGN_IN_THROTTLE_DEFAULTS, type SignInThrottlePolicy } from '../api/oauth/throttle';
 import { SLOW_CLIENT_DEFAULTS, type SlowClientLimits } from '../api/slow-clients';
+import { type TaskQueueKind, taskQueueKinds } from '../schemas/temporal';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const optionalUrl = z.url().optional();
+
+/**
+ * Activity slots of a worker process per task queue: many short io steps at once; heavy steps
+ * as many as the cores carry (each spreads over its own threads); one model run at a time.
+ * docs/operations.md, Sizing workers, says how to change them.
+ */
+export const WORKER_SLOT_DEFAULTS: Readonly<Record<TaskQueueKind, number>> = {
+  io: 20,
+  compute: 2,
+  inference: 1,
+};
+
+const queueList = z
+  .string()
+  .default(taskQueueKinds.join(','))
+  .transform((list) => list.split(',').map((name) => name.trim()))
+  .pipe(
+    z
+      .array(z.enum(taskQueueKinds))
+      .min(1)
+      .refine((names) => new Set(names).size === names.length, 'a queue is named twice'),
+  );
 
 /**
  * Every environment variable the service reads, with its default. docs/operations.md lists
@@ -78,6 +101,10 @@ const EnvSchema = z.object({
   OAUTH_ACCESS_TOKEN_TTL_SECONDS: positiveInt.default(3600),
   OAUTH_REFRESH_TOKEN_TTL_SECONDS: positiveInt.default(30 * 24 * 3600),
   WORKFLOW_BUNDLE_PATH: z.string().optional(),
+  WORKER_QUEUES: queueList,
+  WORKER_IO_CONCURRENCY: positiveInt.default(WORKER_SLOT_DEFAULTS.io),
+  WORKER_COMPUTE_CONCURRENCY: positiveInt.default(WORKER_SLOT_DEFAULTS.compute),
+  WORKER_INFERENCE_CONCURRENCY: positiveInt.default(WORKER_SLOT_DEFAULTS.inference),
   TEMPORAL_CLI: z.string().default('temporal'),
   SPS_DEV_POSTGRES_PORT: port.default(54329),
   SPS_DEV_TEMPORAL_PORT: port.default(7233),
@@ -115,6 +142,8 @@ export interface Config {
     refreshTokenTtlSeconds: number;
   };
   workflowBundlePath: string | undefined;
+  /** The task queues a worker process polls, and its activity slots on each. */
+  worker: { queues: TaskQueueKind[]; slots: Record<TaskQueueKind, number> };
   /** Only for `npm start` / `npm test`: where the local stand-ins listen. */
   dev: { postgresPort: number; temporalPort: number; temporalUiPort: number; temporalCli: string };
   limits: SlowClientLimits & {
@@ -196,6 +225,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       refreshTokenTtlSeconds: e.OAUTH_REFRESH_TOKEN_TTL_SECONDS,
     },
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
+    worker: {
+      queues: e.WORKER_QUEUES,
+      slots: {
+        io: e.WORKER_IO_CONCURRENCY,
+        compute: e.WORKER_COMPUTE_CONCURRENCY,
+        inference: e.WORKER_INFERENCE_CONCURRENCY,
+      },
+    },
     dev: {
       postgresPort: e.SPS_DEV_POSTGRES_PORT,
       temporalPort: e.SPS_DEV_TEMPORAL_PORT,

@@ -23,13 +23,14 @@ import { createWorkflowEngine, searchAttributes } from '../api/workflow-engine';
 import type { Sql } from '../db';
 import {
   searchAttributeNames,
+  type TaskQueueKind,
   taskQueueKinds,
   taskQueueName,
   UPKEEP_MAINTENANCE,
   workflowIds,
 } from '../schemas/temporal';
 import { createObjectStore, type ObjectStore } from '../storage';
-import type { Config } from './config';
+import { type Config, WORKER_SLOT_DEFAULTS } from './config';
 
 export function createLogger(config: Pick<Config, 'logLevel'>, name: string): Logger {
   return pino({ name, level: config.logLevel });
@@ -189,15 +190,23 @@ export interface RunningWorkers {
   done: Promise<void>;
 }
 
-/** One worker per task queue, all in this process, sharing one connection and one bundle. */
+/**
+ * One worker per task queue polled, all in this process, sharing one connection. Workflows
+ * start on `io` only, so only the `io` worker runs workflow code (and needs the bundle).
+ */
 export async function startWorkers(options: {
   address: string;
   namespace: string;
   taskQueuePrefix: string;
   sql: Sql;
   store: ObjectStore;
-  workflowBundle: { code: string };
+  /** Required when `queues` includes `io`. */
+  workflowBundle?: { code: string };
   logger: Logger;
+  /** The queues to poll (WORKER_QUEUES); default every one. */
+  queues?: readonly TaskQueueKind[];
+  /** Activity slots per queue (WORKER_*_CONCURRENCY); default WORKER_SLOT_DEFAULTS. */
+  slots?: Readonly<Record<TaskQueueKind, number>>;
   /** JPEG quality of the H&E in OME-TIFF exports (EXPORT_JPEG_QUALITY); default 90. */
   exportJpegQuality?: number;
   /**
@@ -206,6 +215,10 @@ export async function startWorkers(options: {
    */
   maxHeartbeatThrottleMs?: number;
 }): Promise<RunningWorkers> {
+  const queues = options.queues ?? taskQueueKinds;
+  const slots = options.slots ?? WORKER_SLOT_DEFAULTS;
+  if (queues.includes('io') && !options.workflowBundle)
+    throw new Error('the io queue needs a workflow bundle');
   installTemporalRuntime(options.logger);
   const connection = await NativeConnection.connect({ address: options.address });
   // The reconciler's activity starts prediction workflows, as the API does.
@@ -227,14 +240,14 @@ export async function startWorkers(options: {
     exportJpegQuality: options.exportJpegQuality,
   });
   const workers = await Promise.all(
-    taskQueueKinds.map((kind) =>
+    queues.map((kind) =>
       Worker.create({
         connection,
         namespace: options.namespace,
         taskQueue: taskQueueName(options.taskQueuePrefix, kind),
-        workflowBundle: options.workflowBundle,
+        ...(kind === 'io' ? { workflowBundle: options.workflowBundle } : {}),
         activities,
-        maxConcurrentActivityTaskExecutions: kind === 'compute' ? 2 : 20,
+        maxConcurrentActivityTaskExecutions: slots[kind],
         // Cancels reach an activity with a heartbeat's answer, and a retry resumes from the last
         // heartbeat that reached the server: send them often (the SDK's default waits up to 60 s).
         defaultHeartbeatThrottleInterval: Math.min(1000, options.maxHeartbeatThrottleMs ?? 5000),

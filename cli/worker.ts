@@ -11,7 +11,10 @@ import {
   startWorkers,
 } from './runtime';
 
-/** Production worker process: polls every task queue with one workflow bundle. */
+/**
+ * Production worker process: polls the task queues of WORKER_QUEUES (default all), with the
+ * activity slots of WORKER_*_CONCURRENCY; only an `io` worker loads the workflow bundle.
+ */
 runMain(async () => {
   const config = loadConfig();
   requireProductionConfig(config);
@@ -27,13 +30,17 @@ runMain(async () => {
     taskQueuePrefix: config.temporal.taskQueuePrefix,
     sql,
     store,
-    workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
+    workflowBundle: config.worker.queues.includes('io')
+      ? await loadWorkflowBundle(config.workflowBundlePath)
+      : undefined,
     logger,
     exportJpegQuality: config.exportJpegQuality,
+    queues: config.worker.queues,
+    slots: config.worker.slots,
   });
   await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   await client.connection.close();
-  logger.info({ namespace: config.temporal.namespace }, 'worker polling');
+  logger.info({ namespace: config.temporal.namespace, queues: config.worker.queues }, 'worker polling');
   await Promise.race([untilSignal(), workers.done]);
   await workers.shutdown();
   await sql.end({ timeout: 5 });

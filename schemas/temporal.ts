@@ -1,8 +1,10 @@
 /**
  * Task queue names, in one place. `io` runs workflows and short activities; `compute` runs
- * CPU-heavy activities. A prefix lets several deployments (or test files) share one server.
+ * CPU-heavy activities; `inference` runs the steps that load and run a model, so that a host
+ * with an accelerator can take them alone. Which activity goes where: workflows/proxies.ts.
+ * A prefix lets several deployments (or test files) share one server.
  */
-export const taskQueueKinds = ['io', 'compute'] as const;
+export const taskQueueKinds = ['io', 'compute', 'inference'] as const;
 export type TaskQueueKind = (typeof taskQueueKinds)[number];
 
 export function taskQueueName(prefix: string, kind: TaskQueueKind): string {

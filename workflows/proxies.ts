@@ -1,11 +1,16 @@
-import { ActivityCancellationType, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  type ActivityInterfaceFor,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { siblingTaskQueue } from '../schemas/temporal';
 
 /**
  * The activity proxies workflows share, one per timeout profile (STYLE.md: `io` with short
  * timeouts on the workflow's own queue, `compute` with long ones and a heartbeat timeout on
- * the sibling compute queue).
+ * a sibling queue: `inference` or `compute`, by the activity's name below).
  */
 
 /** Short database and store steps; ten attempts ride out a brief outage. */
@@ -24,22 +29,38 @@ export const unfailingActivities = proxyActivities<Activities>({
 });
 
 /**
- * CPU-heavy steps on the compute queue beside the workflow's. Each heartbeats at least every
+ * The steps that load or run a model go to the `inference` queue, every other heavy step to
+ * `compute`: the one place an activity is given a queue (docs/operations.md, Sizing workers).
+ */
+const inferenceSteps: ReadonlySet<string> = new Set<keyof Activities>(['dispatchJob', 'predictJob']);
+
+/**
+ * CPU-heavy steps on the queues beside the workflow's. Each heartbeats at least every
  * tile or shard run. `waitForCancellation`: a cancelled run has stopped writing before the
  * workflow's last step removes what it wrote.
  */
-export function computeActivities(options: { maximumAttempts: number; waitForCancellation?: boolean }) {
-  return proxyActivities<Activities>({
-    taskQueue: siblingTaskQueue(workflowInfo().taskQueue, 'compute'),
-    startToCloseTimeout: '12 hours',
-    heartbeatTimeout: '2 minutes',
-    retry: {
-      maximumAttempts: options.maximumAttempts,
-      initialInterval: '2 seconds',
-      maximumInterval: '1 minute',
-    },
-    ...(options.waitForCancellation
-      ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED }
-      : {}),
+export function computeActivities(options: {
+  maximumAttempts: number;
+  waitForCancellation?: boolean;
+}): ActivityInterfaceFor<Activities> {
+  const own = workflowInfo().taskQueue;
+  const onQueue = (kind: 'compute' | 'inference') =>
+    proxyActivities<Activities>({
+      taskQueue: siblingTaskQueue(own, kind),
+      startToCloseTimeout: '12 hours',
+      heartbeatTimeout: '2 minutes',
+      retry: {
+        maximumAttempts: options.maximumAttempts,
+        initialInterval: '2 seconds',
+        maximumInterval: '1 minute',
+      },
+      ...(options.waitForCancellation
+        ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED }
+        : {}),
+    });
+  const queues = { compute: onQueue('compute'), inference: onQueue('inference') };
+  return new Proxy({} as ActivityInterfaceFor<Activities>, {
+    get: (_, name) =>
+      Reflect.get(inferenceSteps.has(name as string) ? queues.inference : queues.compute, name),
   });
 }
