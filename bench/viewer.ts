@@ -46,6 +46,11 @@ const WINDOW = 2048;
 const MARKERS = ['DAPI', 'CD3', 'CD8', 'PANCK'];
 const STEPS = Number(process.argv[2] ?? 5);
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/**
+ * `BENCH_VIEWER_STORES=DIR`: the stores are written there once and read by later runs (writing
+ * them takes minutes); delete DIR after a change to the store writers.
+ */
+const STORES = process.env.BENCH_VIEWER_STORES;
 
 /** A cheap deterministic hash of a level-0 position: the pattern's noise. */
 function noise(x: number, y: number, salt: number): number {
@@ -185,7 +190,11 @@ async function main() {
   const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   const store = createObjectStore({
     backend: 'fs',
-    fs: { root: path.join(process.env.SPS_TEST_SCRATCH!, 'o'), publicBaseUrl: base, signingSecret: secret },
+    fs: {
+      root: STORES ?? path.join(process.env.SPS_TEST_SCRATCH!, 'o'),
+      publicBaseUrl: base,
+      signingSecret: secret,
+    },
   });
 
   const [sample] = await sql<
@@ -195,21 +204,26 @@ async function main() {
     VALUES (${org}, ${owner.userId}, 'bench.svs', 'Bench 50k', 'image/tiff', 1000, 'ready', 1000, 'orgs/x/bench',
       ${MPP}, ${SIZE}, ${SIZE}) RETURNING id`;
   const sampleId = sample!.id;
-  const hePrefix = objectKeys.hePyramid(org, sampleId);
+  // Kept stores live under fixed prefixes, whatever ids this run's rows get.
+  const hePrefix = STORES ? 'bench/he/' : objectKeys.hePyramid(org, sampleId);
   const levels = pyramidLevels(SIZE, SIZE);
   await sql`INSERT INTO sample_slides (sample_id, format, vendor, levels, he_prefix, he_levels)
     VALUES (${sampleId}, 'tiff', 'aperio', ${sql.json([{ widthPx: SIZE, heightPx: SIZE, downsample: 1 }])},
       ${hePrefix}, ${sql.json(levels.map((l) => ({ widthPx: l.widthPx, heightPx: l.heightPx })))})`;
   const jobId = randomUUID();
-  const resultPrefix = objectKeys.predictionStore(org, sampleId, jobId);
+  const resultPrefix = STORES ? 'bench/prediction/' : objectKeys.predictionStore(org, sampleId, jobId);
   await sql`INSERT INTO jobs (id, organization_id, sample_id, status, markers, model, reserved_credits,
       results_available, result_prefix, completed_at)
     VALUES (${jobId}, ${org}, ${sampleId}, 'completed', ${MARKERS}, 'v0.7', 10, true, ${resultPrefix}, now())`;
 
-  const writing = performance.now();
-  await writeHe(prefixedStore(store, hePrefix));
-  await writePrediction(prefixedStore(store, resultPrefix));
-  console.log(`wrote the stores in ${((performance.now() - writing) / 1000).toFixed(1)} s`);
+  if (STORES && (await store.stat('bench/written'))) console.log(`the stores kept in ${STORES}`);
+  else {
+    const writing = performance.now();
+    await writeHe(prefixedStore(store, hePrefix));
+    await writePrediction(prefixedStore(store, resultPrefix));
+    await store.put('bench/written', new Uint8Array());
+    console.log(`wrote the stores in ${((performance.now() - writing) / 1000).toFixed(1)} s`);
+  }
 
   server.on(
     'request',

@@ -108,13 +108,27 @@ export function createFsStore(options: FsStoreOptions): ObjectStore {
   }
 
   /** Opens the object's file; `undefined` when there is none. */
-  async function openObject(key: string): Promise<{ handle: FileHandle; size: number } | undefined> {
+  async function openObject(
+    key: string,
+  ): Promise<{ handle: FileHandle; size: number; info: ObjectInfo } | undefined> {
     const handle = await unlessAbsent(open(pathOf(key), 'r'));
     if (!handle) return undefined;
+    // The open file's own stat: a replacement renamed over the path later is another file.
     const stats = await handle.stat();
-    if (stats.isFile()) return { handle, size: stats.size };
+    if (stats.isFile()) return { handle, size: stats.size, info: toInfo(stats) };
     await handle.close();
     return undefined;
+  }
+
+  /** Streams `[start, end)` of an open file, closing it when the stream ends or fails. */
+  async function streamSpan(handle: FileHandle, start: number, end: number, signal?: AbortSignal) {
+    if (start === end) {
+      // A read stream cannot express an empty span (its `end` is inclusive).
+      await handle.close();
+      return Readable.from([]);
+    }
+    const stream = handle.createReadStream({ start, end: end - 1 });
+    return signal ? addAbortSignal(signal, stream) : stream;
   }
 
   async function readSpan(handle: FileHandle, start: number, end: number): Promise<Uint8Array> {
@@ -157,13 +171,22 @@ export function createFsStore(options: FsStoreOptions): ObjectStore {
       const file = await openObject(key);
       if (!file) return undefined;
       const { start, end } = range ? clampRange(range, file.size) : { start: 0, end: file.size };
-      if (start === end) {
-        // A read stream cannot express an empty span (its `end` is inclusive).
+      return streamSpan(file.handle, start, end, signal);
+    },
+
+    async open(key, { signal, rangeOf } = {}) {
+      const file = await openObject(key);
+      if (!file) return undefined;
+      let range: { offset: number; length: number } | undefined;
+      try {
+        range = rangeOf?.(file.size);
+        if (range) checkRange(range);
+      } catch (err) {
         await file.handle.close();
-        return Readable.from([]);
+        throw err;
       }
-      const stream = file.handle.createReadStream({ start, end: end - 1 });
-      return signal ? addAbortSignal(signal, stream) : stream;
+      const { start, end } = range ? clampRange(range, file.size) : { start: 0, end: file.size };
+      return { body: await streamSpan(file.handle, start, end, signal), info: file.info, range };
     },
 
     async write(key, body, { signal } = {}) {

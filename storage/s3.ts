@@ -19,7 +19,7 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { StorageError } from './errors';
 import { resolveKey, resolvePrefix } from './keys';
 import { rangeHeader } from './range';
-import type { IoOptions, ObjectInfo, ObjectStore, RangeQuery, WriteOptions } from './types';
+import type { IoOptions, ObjectInfo, ObjectStore, OpenedObject, RangeQuery, WriteOptions } from './types';
 
 export interface S3StoreOptions {
   /** Leave unset for AWS; set for MinIO and other S3-compatible servers. */
@@ -33,6 +33,9 @@ export interface S3StoreOptions {
   /** Every key is stored under this folder of the bucket. */
   prefix?: string;
 }
+
+/** Opens of an object replaced each time between its HEAD and its GET, before giving up. */
+const OPEN_ATTEMPTS = 5;
 
 /** Parts of a streamed write; S3 wants at least 5 MiB per part but the last. */
 const PART_BYTES = 8 * 1024 * 1024;
@@ -167,6 +170,41 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     };
   }
 
+  /**
+   * HEAD for the size `rangeOf` needs, then a GET of that version only (`If-Match` its ETag): an
+   * object replaced between the two answers 412 and is opened again.
+   */
+  async function openObject(
+    key: string,
+    { signal, rangeOf }: Parameters<ObjectStore['open']>[1] = {},
+  ): Promise<OpenedObject | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      const head = await client
+        .send(new HeadObjectCommand({ Bucket, Key: objectKey(key) }), { abortSignal: signal })
+        .catch(missingAsUndefined);
+      if (!head) return undefined;
+      const info: ObjectInfo = {
+        sizeBytes: head.ContentLength ?? 0,
+        lastModified: head.LastModified ?? new Date(0),
+        contentType: head.ContentType,
+      };
+      const range = rangeOf?.(info.sizeBytes);
+      const Range = range && rangeHeader(range);
+      try {
+        const output = await client.send(
+          new GetObjectCommand({ Bucket, Key: objectKey(key), Range, IfMatch: head.ETag }),
+          { abortSignal: signal },
+        );
+        if (!(output.Body instanceof Readable)) throw new Error('the S3 client returned a non-Node body');
+        return { body: output.Body, info, range };
+      } catch (err) {
+        if (hasStatus(err, 412) && attempt < OPEN_ATTEMPTS) continue;
+        if (range && hasStatus(err, 416)) return { body: Readable.from([]), info, range };
+        return missingAsUndefined(err);
+      }
+    }
+  }
+
   async function putObject(Key: string, Body: Uint8Array, { signal, contentType }: WriteOptions) {
     await client
       .send(new PutObjectCommand({ Bucket, Key, Body, ContentType: contentType }), { abortSignal: signal })
@@ -276,6 +314,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
       if (!info) throw new Error(`object ${key} vanished right after it was written`);
       return info;
     },
+
+    open: openObject,
 
     stat,
 

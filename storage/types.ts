@@ -9,6 +9,13 @@ export interface ObjectInfo {
   contentType?: string;
 }
 
+/** One version of an object opened for streaming: its size and the span of it that `body` holds. */
+export interface OpenedObject {
+  body: Readable;
+  info: ObjectInfo;
+  range: { offset: number; length: number } | undefined;
+}
+
 export interface IoOptions {
   signal?: AbortSignal;
 }
@@ -38,6 +45,15 @@ export interface ObjectStore {
   put(key: string, data: Uint8Array, options?: WriteOptions): Promise<void>;
   /** Streams an object of any size; memory stays flat. */
   read(key: string, options?: IoOptions & { range?: RangeQuery }): Promise<Readable | undefined>;
+  /**
+   * Streams one version of an object: `rangeOf` picks the span from that version's size, and
+   * `info` describes that version, even when the object is replaced while it is being opened
+   * (a stat then a read could answer the size of one version and the bytes of another).
+   */
+  open(
+    key: string,
+    options?: IoOptions & { rangeOf?: (size: number) => { offset: number; length: number } | undefined },
+  ): Promise<OpenedObject | undefined>;
   /** Streams `body` into `key`; the object appears whole or not at all. */
   write(key: string, body: Readable, options?: WriteOptions): Promise<ObjectInfo>;
   stat(key: string, options?: IoOptions): Promise<ObjectInfo | undefined>;

@@ -148,10 +148,19 @@ export function createPublicSampleService(deps: { sql: Sql; store: ObjectStore }
     if (!info) throw notFound('file');
     const etag = etagOf(key, info);
     if (matches(request.ifNoneMatch, etag)) return { notModified: true, etag };
-    const range = request.rangeOf(info.sizeBytes);
-    const body = await store.read(key, range ? { range } : {});
-    if (!body) throw notFound('file');
-    return { notModified: false, etag, contentType: contentTypeOf(key), body, size: info.sizeBytes, range };
+    // The version opened, not the one stated, names the answer: it may have been replaced since.
+    const opened = await store.open(key, { rangeOf: request.rangeOf });
+    if (!opened) throw notFound('file');
+    const { body, range } = opened;
+    const size = opened.info.sizeBytes;
+    return {
+      notModified: false,
+      etag: etagOf(key, opened.info),
+      contentType: contentTypeOf(key),
+      body,
+      size,
+      range,
+    };
   }
 
   async function openZarrFile(

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { ObjectInfo, ObjectStore } from '../../storage';
+import type { ObjectInfo, ObjectStore, OpenedObject } from '../../storage';
 import { notFound } from '../errors';
 
 /** One stored object opened for a response: whole, or the one range the request asked for. */
@@ -22,7 +22,9 @@ export function contentTypeOf(key: string): string {
 
 /**
  * Opens `key` (404 when it is missing) for streaming; `rangeOf` picks a range from its size.
- * An answer that `bodiless` says carries no body (a HEAD, a 304) reads only the metadata.
+ * The size, range and body are those of the one version opened, so an object replaced meanwhile
+ * cannot give an answer whose Content-Length its body does not fill. An answer that `bodiless`
+ * says carries no body (a HEAD, a 304) reads only the metadata.
  */
 export async function openStoredFile(
   store: ObjectStore,
@@ -30,10 +32,17 @@ export async function openStoredFile(
   rangeOf?: RangeOf,
   options: { bodiless?: (info: ObjectInfo) => boolean } = {},
 ): Promise<StoredFile> {
-  const info = await store.stat(key);
-  if (!info) throw notFound('file');
-  const range = rangeOf?.(info.sizeBytes);
-  const body = options.bodiless?.(info) ? Readable.from([]) : await store.read(key, range ? { range } : {});
-  if (!body) throw notFound('file');
-  return { body, info, range, contentType: info.contentType ?? contentTypeOf(key) };
+  if (options.bodiless) {
+    const info = await store.stat(key);
+    if (!info) throw notFound('file');
+    if (options.bodiless(info))
+      return storedFile(key, { body: Readable.from([]), info, range: rangeOf?.(info.sizeBytes) });
+  }
+  const opened = await store.open(key, { rangeOf });
+  if (!opened) throw notFound('file');
+  return storedFile(key, opened);
+}
+
+function storedFile(key: string, opened: OpenedObject): StoredFile {
+  return { ...opened, contentType: opened.info.contentType ?? contentTypeOf(key) };
 }

@@ -18,13 +18,18 @@ export interface TileAddress {
   y: number;
 }
 
+const isAbort = (err: unknown) => err instanceof DOMException && err.name === 'AbortError';
+
 export const tileKey = (a: TileAddress) => `${a.layer.id}/${a.level}/${a.y}/${a.x}`;
 
 /**
- * Loads at once. Above the browser's six connections per origin: a load holds its place while
- * its chunk is decoded in a worker, and the browser queues the surplus requests itself.
+ * Loads at once. A load holds its place while its chunk waits for a decoder: ten left the
+ * connections idle behind the decoding of the first layers' chunks. More than a viewport's
+ * worth started the fetch-ahead's every request at once, and the next view aborted many of
+ * them (shard indexes included, asked again). The browser queues requests beyond its six
+ * connections per origin itself, in the order they were made.
  */
-const CONCURRENCY = 10;
+const CONCURRENCY = 32;
 /** Textures kept: a few viewports of five layers with the chunks fetched ahead of them. */
 const CAPACITY = 600;
 
@@ -91,6 +96,12 @@ export class TileCache {
     this.pump();
   }
 
+  /** Whether a chunk the current frame draws is still on its way. */
+  waiting(): boolean {
+    for (const key of this.wanted) if (!this.tiles.has(key)) return true;
+    return false;
+  }
+
   dispose(): void {
     for (const controller of this.loading.values()) controller.abort();
     for (const tile of this.tiles.values()) this.gl.deleteTexture(tile.texture);
@@ -114,16 +125,22 @@ export class TileCache {
       const [key, address] = entry;
       this.pending.delete(key);
       const controller = new AbortController();
+      let retry = false;
       this.loading.set(key, controller);
       this.load(key, address, controller.signal)
         .catch((err) => {
-          if (!controller.signal.aborted) this.onError(err);
+          // An abort that is not this load's own: the shard index it shared with a load that
+          // was aborted (zarrita fetches an index once, with the signal of the first to ask).
+          const shared = isAbort(err) && !controller.signal.aborted;
+          if (!controller.signal.aborted && !shared) this.onError(err);
+          if (shared) retry = true;
         })
         .finally(() => {
           this.loading.delete(key);
           // Aborted, then wanted again before the abort landed: it waits for its turn anew.
           const again = this.wanted.has(key) || this.ahead.has(key);
-          if (controller.signal.aborted && again && !this.tiles.has(key)) this.pending.set(key, address);
+          if ((controller.signal.aborted || retry) && again && !this.tiles.has(key))
+            this.pending.set(key, address);
           this.pump();
         });
     }

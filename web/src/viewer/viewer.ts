@@ -82,6 +82,14 @@ function aheadOf(layers: { layer: Layer; level: number }[], rect: WorldRect): Ti
   return [...finer, ...ring, ...coarser];
 }
 
+/**
+ * While a view's chunks arrive, a frame that only swaps stand-ins for their chunks is drawn at
+ * most this often; the frame that completes the view is drawn at once. Each frame draws every
+ * layer (in software, in a headless browser), so one per chunk took the cores the fetching and
+ * decoding of the rest needed.
+ */
+const LOADING_FRAME_MS = 100;
+
 function validSize(level: Level, x: number, y: number) {
   return {
     width: Math.min(level.chunkWidth, level.width - x * level.chunkWidth),
@@ -103,6 +111,8 @@ export class Viewer {
   private version = 0;
   private settledVersion = -1;
   private destroyed = false;
+  private lastFrame = 0;
+  private loadingFrame: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     readonly canvas: HTMLCanvasElement,
@@ -114,7 +124,7 @@ export class Viewer {
     if (!gl) throw new Error('this browser has no WebGL2: the viewer cannot draw');
     this.gl = gl;
     this.programs = createPrograms(gl);
-    this.cache = new TileCache(gl, () => this.redraw(), events.onError);
+    this.cache = new TileCache(gl, () => this.loaded(), events.onError);
     this.listen();
     this.redraw();
   }
@@ -130,6 +140,20 @@ export class Viewer {
     if (this.scheduled || this.destroyed) return;
     this.scheduled = true;
     requestAnimationFrame(() => this.frame());
+  }
+
+  /** A chunk the frame asked for arrived: the completing frame now, others at a bounded rate. */
+  private loaded(): void {
+    if (!this.cache.waiting()) {
+      this.redraw();
+      return;
+    }
+    if (this.loadingFrame !== undefined) return;
+    const wait = Math.max(0, this.lastFrame + LOADING_FRAME_MS - performance.now());
+    this.loadingFrame = setTimeout(() => {
+      this.loadingFrame = undefined;
+      this.redraw();
+    }, wait);
   }
 
   /** The label under a world point, from the finest loaded chunk of the mask that holds it (0: none). */
@@ -151,6 +175,7 @@ export class Viewer {
 
   destroy(): void {
     this.destroyed = true;
+    clearTimeout(this.loadingFrame);
     this.cache.dispose();
     this.gl.getExtension('WEBGL_lose_context')?.loseContext();
   }
@@ -162,6 +187,7 @@ export class Viewer {
   private frame(): void {
     this.scheduled = false;
     if (this.destroyed) return;
+    this.lastFrame = performance.now();
     if (!this.canvas.isConnected) {
       this.destroy();
       return;
