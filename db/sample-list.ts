@@ -168,7 +168,7 @@ function withPosition(rows: ListRow[]): SampleListRow[] {
 }
 
 /** How many of the newest rows the walk reads before it hands the rest to the planner. */
-export const WALK_ROWS = 1000;
+const WALK_ROWS = 1000;
 
 /** Runs one query of a listing; the benchmark's variant also records its plan. */
 type Run = (query: Fragment) => Promise<readonly postgres.Row[]>;
