@@ -50,23 +50,16 @@ export type StoredFieldValue =
   | { kind: 'boolean'; value: boolean }
   | { kind: 'options'; value: string[] };
 
-interface ValueRow {
-  sampleId: string;
-  key: string;
-  valueText: string | null;
-  valueNumber: number | null;
-  valueDate: string | null;
-  valueBoolean: boolean | null;
-  valueOptions: string[] | null;
-}
-
-function rowValue(row: ValueRow): unknown {
-  return row.valueText ?? row.valueNumber ?? row.valueDate ?? row.valueBoolean ?? row.valueOptions;
+interface FieldsRow {
+  id: string;
+  isPublic: boolean;
+  tags: string[];
+  values: Record<string, unknown>;
 }
 
 /**
- * The `fields` object of each sample, keyed by definition key, in three queries whatever the
- * number of samples: organization values, tags (sorted), and the public flag.
+ * The `fields` object of each sample, keyed by definition key, in one query whatever the
+ * number of samples: tags (sorted), the public flag, and the values of active definitions.
  */
 export async function fieldValuesOf(
   sql: Queryable,
@@ -74,22 +67,31 @@ export async function fieldValuesOf(
 ): Promise<Map<string, Record<string, unknown>>> {
   const fields = new Map<string, Record<string, unknown>>(sampleIds.map((id) => [id, {}]));
   if (sampleIds.length === 0) return fields;
-  const [values, tags, publicFlags] = await Promise.all([
-    sql<ValueRow[]>`
-      SELECT v.sample_id AS "sampleId", d.key, v.value_text AS "valueText", v.value_number AS "valueNumber",
-        to_char(v.value_date, 'YYYY-MM-DD') AS "valueDate", v.value_boolean AS "valueBoolean", v.value_options AS "valueOptions"
-      FROM sample_field_values v JOIN sample_field_definitions d ON d.id = v.definition_id
-      WHERE v.sample_id = ANY(${sampleIds}::uuid[]) AND d.retired_at IS NULL`,
-    sql<{ sampleId: string; tags: string[] }[]>`
-      SELECT sample_id AS "sampleId", array_agg(tag ORDER BY tag) AS tags
-      FROM sample_tags WHERE sample_id = ANY(${sampleIds}::uuid[]) GROUP BY sample_id`,
-    sql<{ id: string; isPublic: boolean }[]>`
-      SELECT id, public_id IS NOT NULL AS "isPublic" FROM samples WHERE id = ANY(${sampleIds}::uuid[])`,
-  ]);
-  for (const row of publicFlags) Object.assign(fields.get(row.id)!, { tags: [], public: row.isPublic });
-  for (const row of tags) fields.get(row.sampleId)!.tags = row.tags;
-  for (const row of values) fields.get(row.sampleId)![row.key] = rowValue(row);
+  const rows = await sql<FieldsRow[]>`
+    SELECT s.id, s.public_id IS NOT NULL AS "isPublic",
+      ARRAY(SELECT t.tag FROM sample_tags t WHERE t.sample_id = s.id ORDER BY t.tag) AS tags,
+      coalesce((SELECT jsonb_object_agg(d.key, e.value) FROM jsonb_each(s.field_values) e
+        JOIN sample_field_definitions d ON d.id = e.key::uuid AND d.retired_at IS NULL), '{}') AS values
+    FROM samples s WHERE s.id = ANY(${sampleIds}::uuid[])`;
+  for (const row of rows)
+    Object.assign(fields.get(row.id)!, { tags: row.tags, public: row.isPublic }, row.values);
   return fields;
+}
+
+/** The jsonb of a stored value: dates as 'YYYY-MM-DD', numbers as float8 gives them. */
+function jsonbOf(sql: Queryable, value: StoredFieldValue) {
+  switch (value.kind) {
+    case 'text':
+      return sql`to_jsonb(${value.value}::text)`;
+    case 'number':
+      return sql`to_jsonb(${value.value}::float8)`;
+    case 'date':
+      return sql`to_jsonb(to_char(${value.value}::date, 'YYYY-MM-DD'))`;
+    case 'boolean':
+      return sql`to_jsonb(${value.value}::boolean)`;
+    case 'options':
+      return sql`to_jsonb(${value.value}::text[])`;
+  }
 }
 
 /** Replaces one field's whole value; `null` clears it. */
@@ -98,18 +100,11 @@ export async function writeFieldValue(
   input: { sampleId: string; definitionId: string; value: StoredFieldValue | null },
 ): Promise<void> {
   const { sampleId, definitionId, value } = input;
-  if (value === null) {
-    await sql`DELETE FROM sample_field_values WHERE sample_id = ${sampleId} AND definition_id = ${definitionId}`;
-    return;
-  }
-  const column = (kind: StoredFieldValue['kind']) => (value.kind === kind ? value.value : null);
-  await sql`
-    INSERT INTO sample_field_values (sample_id, definition_id, value_text, value_number, value_date, value_boolean, value_options)
-    VALUES (${sampleId}, ${definitionId}, ${column('text') as string | null}, ${column('number') as number | null},
-      ${column('date') as string | null}::date, ${column('boolean') as boolean | null}, ${column('options') as string[] | null})
-    ON CONFLICT (sample_id, definition_id) DO UPDATE SET
-      value_text = EXCLUDED.value_text, value_number = EXCLUDED.value_number, value_date = EXCLUDED.value_date,
-      value_boolean = EXCLUDED.value_boolean, value_options = EXCLUDED.value_options`;
+  const written =
+    value === null
+      ? sql`field_values - ${definitionId}::text`
+      : sql`field_values || jsonb_build_object(${definitionId}::text, ${jsonbOf(sql, value)})`;
+  await sql`UPDATE samples SET field_values = ${written} WHERE id = ${sampleId}`;
 }
 
 /** Replaces the complete tag set. */

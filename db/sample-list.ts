@@ -68,28 +68,37 @@ function markerCondition(sql: Queryable, marker: NonNullable<SampleListFilter['m
   return sql`EXISTS (SELECT 1 FROM jobs j WHERE j.sample_id = s.id AND j.markers @> ARRAY[${marker.name}]::text[] ${statuses})`;
 }
 
-function valueTableCondition(sql: Queryable, clause: FieldClause): Fragment {
-  const exists = (condition: Fragment) =>
-    sql`EXISTS (SELECT 1 FROM sample_field_values v WHERE v.sample_id = s.id AND v.definition_id = ${clause.definition.id} AND ${condition})`;
+/**
+ * A facet on an organization field: a predicate on the sample's own `field_values` object.
+ * Equality is containment (`@>`), which the GIN index serves; ranges compare the value cast
+ * back to the type it was stored from.
+ */
+function valueCondition(sql: Queryable, clause: FieldClause): Fragment {
+  const key = sql`${clause.definition.id}::text`;
   const { operator, value } = clause;
-  if (operator === 'is_empty') return sql`NOT ${exists(sql`TRUE`)}`;
-  if (operator === 'is_not_empty') return exists(sql`TRUE`);
-  const compare = { eq: sql`=`, gte: sql`>=`, lte: sql`<=` } as const;
+  if (operator === 'is_empty') return sql`NOT (s.field_values ? ${key})`;
+  if (operator === 'is_not_empty') return sql`(s.field_values ? ${key})`;
+  const contains = (json: Fragment) => sql`s.field_values @> jsonb_build_object(${key}, ${json})`;
+  const compare = { gte: sql`>=`, lte: sql`<=` } as const;
   switch (clause.definition.valueType) {
     case 'text':
       return operator === 'contains'
-        ? exists(sql`v.value_text ILIKE ${likePattern(String(value))}`)
-        : exists(sql`v.value_text = ${String(value)}`);
+        ? sql`(s.field_values ->> ${key}) ILIKE ${likePattern(String(value))}`
+        : contains(sql`${String(value)}::text`);
     case 'select':
-      return exists(sql`v.value_text = ${String(value)}`);
+      return contains(sql`${String(value)}::text`);
     case 'number':
-      return exists(sql`v.value_number ${compare[operator as keyof typeof compare]} ${Number(value)}`);
+      return operator === 'eq'
+        ? contains(sql`${Number(value)}::float8`)
+        : sql`(s.field_values ->> ${key})::float8 ${compare[operator as keyof typeof compare]} ${Number(value)}::float8`;
     case 'date':
-      return exists(sql`v.value_date ${compare[operator as keyof typeof compare]} ${String(value)}::date`);
+      return operator === 'eq'
+        ? contains(sql`to_char(${String(value)}::date, 'YYYY-MM-DD')`)
+        : sql`(s.field_values ->> ${key})::date ${compare[operator as keyof typeof compare]} ${String(value)}::date`;
     case 'boolean':
-      return exists(sql`v.value_boolean = ${Boolean(value)}`);
+      return contains(sql`${Boolean(value)}::boolean`);
     case 'multi_select':
-      return exists(sql`v.value_options @> ARRAY[${String(value)}]::text[]`);
+      return contains(sql`jsonb_build_array(${String(value)}::text)`);
     case 'tags':
       throw new Error('tags are stored in the tag table');
   }
@@ -109,21 +118,28 @@ function fieldCondition(sql: Queryable, clause: FieldClause): Fragment {
     if (operator === 'is_not_empty') return sql`TRUE`;
     return sql`((s.public_id IS NOT NULL) = ${Boolean(value)})`;
   }
-  return valueTableCondition(sql, clause);
+  return valueCondition(sql, clause);
 }
 
-/** Every facet composed with AND; statuses and workflows are OR lists inside their facet. */
-function filterConditions(sql: Queryable, filter: SampleListFilter): Fragment {
+/** The organization's active samples after `after`, within the upload-date bounds. */
+function scopeConditions(sql: Queryable, filter: SampleListFilter, after?: PagePosition): Fragment {
   const parts: Fragment[] = [
     sql`s.organization_id = ${filter.organizationId}`,
     sql`s.trashed_at IS NULL`,
     sql`s.archived_at IS NULL`,
   ];
-  if (filter.q) parts.push(sql`s.search_text LIKE lower(${likePattern(filter.q)})`);
   if (filter.uploadedFrom)
     parts.push(sql`s.created_at >= (${filter.uploadedFrom}::date)::timestamp AT TIME ZONE 'UTC'`);
   if (filter.uploadedTo)
     parts.push(sql`s.created_at < (${filter.uploadedTo}::date + 1)::timestamp AT TIME ZONE 'UTC'`);
+  if (after) parts.push(sql`(s.created_at, s.id) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`);
+  return and(sql, parts);
+}
+
+/** Every other facet composed with AND; statuses and workflows are OR lists inside their facet. */
+function facetConditions(sql: Queryable, filter: SampleListFilter): Fragment {
+  const parts: Fragment[] = [];
+  if (filter.q) parts.push(sql`s.search_text LIKE lower(${likePattern(filter.q)})`);
   if (filter.statuses?.length) parts.push(sql`s.status = ANY(${filter.statuses})`);
   if (filter.workflows?.length)
     parts.push(
@@ -142,42 +158,111 @@ const listColumns = (sql: Queryable) => sql`
   s.trashed_at AS "trashedAt",
   to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "exactCreatedAt"`;
 
-function withPosition(
-  rows: (Omit<SampleListRow, 'position'> & { exactCreatedAt: string })[],
-): SampleListRow[] {
+type ListRow = Omit<SampleListRow, 'position'> & { exactCreatedAt: string };
+
+function withPosition(rows: ListRow[]): SampleListRow[] {
   return rows.map(({ exactCreatedAt, ...row }) => ({
     ...row,
     position: { createdAt: exactCreatedAt, id: row.id },
   }));
 }
 
-/** One page of the organization's active samples, newest first (keyset pagination). */
-export async function listSamples(
-  sql: Queryable,
-  filter: SampleListFilter,
-  page: { limit: number; after?: PagePosition },
-): Promise<SampleListRow[]> {
-  const after = page.after
-    ? sql`AND (s.created_at, s.id) < (${page.after.createdAt}::timestamptz, ${page.after.id}::uuid)`
-    : sql``;
-  const rows = await sql<(Omit<SampleListRow, 'position'> & { exactCreatedAt: string })[]>`
+/** How many of the newest rows the walk reads before it hands the rest to the planner. */
+const WALK_ROWS = 1000;
+
+/** Runs one query of a listing; the benchmark's variant also records its plan. */
+type Run = (query: Fragment) => Promise<readonly postgres.Row[]>;
+
+/**
+ * Every facet handed to the planner at once. The planner cannot estimate a field facet (one
+ * jsonb key of one organization), so this is the right plan only when the facets are rare:
+ * then an index (trigram, field GIN, status) finds every match and a top-N sort is cheap.
+ */
+function plainQuery(sql: Queryable, filter: SampleListFilter, limit: number, after?: PagePosition) {
+  return sql`
     SELECT ${listColumns(sql)} FROM samples s
-    WHERE ${filterConditions(sql, filter)} ${after}
+    WHERE ${scopeConditions(sql, filter, after)} AND ${facetConditions(sql, filter)}
     ORDER BY s.created_at DESC, s.id DESC
-    LIMIT ${page.limit}`;
-  return withPosition(rows);
+    LIMIT ${limit}`;
 }
 
-/** The query plan of a list call, for the benchmark. */
-export async function explainListSamples(
+/**
+ * The newest `walk` rows of the scope, read in index order, with the facets checked on each:
+ * it stops at `limit` matches. The last row of the walk is returned even when it does not
+ * match (`walkEnd`), so the caller knows where the walk stopped.
+ */
+function walkQuery(
   sql: Queryable,
   filter: SampleListFilter,
   limit: number,
-): Promise<string> {
-  const rows = await sql<{ 'QUERY PLAN': string }[]>`
-    EXPLAIN (ANALYZE, BUFFERS) SELECT ${listColumns(sql)} FROM samples s
-    WHERE ${filterConditions(sql, filter)} ORDER BY s.created_at DESC, s.id DESC LIMIT ${limit}`;
-  return rows.map((row) => row['QUERY PLAN']).join('\n');
+  walk: number,
+  after?: PagePosition,
+) {
+  return sql`
+    SELECT ${listColumns(sql)}, s.walked = ${walk} AS "walkEnd",
+      CASE WHEN s.walked = ${walk} THEN ${facetConditions(sql, filter)} ELSE TRUE END AS matches
+    FROM (
+      SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.id DESC) AS walked FROM samples s
+      WHERE ${scopeConditions(sql, filter, after)}
+      ORDER BY s.created_at DESC, s.id DESC
+      LIMIT ${walk}
+    ) s
+    WHERE ${facetConditions(sql, filter)} OR s.walked = ${walk}
+    ORDER BY s.created_at DESC, s.id DESC
+    LIMIT ${limit}`;
+}
+
+/**
+ * One page of the organization's active samples, newest first (keyset pagination). Common
+ * facets match many of the newest rows, so a walk of the newest `walk` rows in index order
+ * usually fills the page; only when it does not is the rest, after the walk, left to the plain
+ * query, whose plan then suits rare facets. `walk` 0 runs the plain query alone (the reference
+ * the walk is tested against).
+ */
+async function listWith(
+  run: Run,
+  sql: Queryable,
+  filter: SampleListFilter,
+  page: { limit: number; after?: PagePosition },
+  walk: number,
+): Promise<SampleListRow[]> {
+  if (walk === 0)
+    return withPosition((await run(plainQuery(sql, filter, page.limit, page.after))) as ListRow[]);
+  const walked = (await run(walkQuery(sql, filter, page.limit, walk, page.after))) as (ListRow & {
+    walkEnd: boolean;
+    matches: boolean;
+  })[];
+  const rows = walked.filter((row) => row.matches).map(({ walkEnd, matches, ...row }) => row);
+  const end = walked.find((row) => row.walkEnd);
+  if (rows.length === page.limit || !end) return withPosition(rows);
+  const [next] = withPosition([end]);
+  const rest = (await run(plainQuery(sql, filter, page.limit - rows.length, next!.position))) as ListRow[];
+  return withPosition([...rows, ...rest]);
+}
+
+/** One page of the organization's active samples, newest first (keyset pagination). */
+export function listSamples(
+  sql: Queryable,
+  filter: SampleListFilter,
+  page: { limit: number; after?: PagePosition },
+  walk = WALK_ROWS,
+): Promise<SampleListRow[]> {
+  return listWith(async (query) => await query, sql, filter, page, walk);
+}
+
+/** One list call with the plan (EXPLAIN ANALYZE, BUFFERS) of each query it ran, for the benchmark. */
+export async function explainListSamples(
+  sql: Queryable,
+  filter: SampleListFilter,
+  page: { limit: number; after?: PagePosition },
+): Promise<{ rows: SampleListRow[]; plans: string[] }> {
+  const plans: string[] = [];
+  const run: Run = async (query) => {
+    const plan = await sql<{ 'QUERY PLAN': string }[]>`EXPLAIN (ANALYZE, BUFFERS) ${query}`;
+    plans.push(plan.map((row) => row['QUERY PLAN']).join('\n'));
+    return await query;
+  };
+  return { rows: await listWith(run, sql, filter, page, WALK_ROWS), plans };
 }
 
 /** One page of the organization's Trash, most recently trashed first. */
