@@ -135,6 +135,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
     logger,
     exportJpegQuality: config.exportJpegQuality,
+    fanOut: config.fanOut,
   });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });
