@@ -22,6 +22,8 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
   pyramidRegionsInFlight?: number;
   /** Tile bands of one segmentation run segmented at once; default 4. */
   segmentationBandsInFlight?: number;
+  /** Tiles per segmentation band; default 16. */
+  segmentationBandTiles?: number;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
   /** `WorkflowEngine.workflowState`: the reconciler of closed workflows asks it. */
