@@ -18,6 +18,12 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
   store: ObjectStore;
   /** JPEG quality of the H&E in OME-TIFF exports; default 90. */
   exportJpegQuality?: number;
+  /** Regions of one slide's pyramid built at once; default 4. */
+  pyramidRegionsInFlight?: number;
+  /** Tile bands of one segmentation run segmented at once; default 4. */
+  segmentationBandsInFlight?: number;
+  /** Tiles per segmentation band; default 16. */
+  segmentationBandTiles?: number;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
   /** `WorkflowEngine.workflowState`: the reconciler of closed workflows asks it. */

@@ -10,7 +10,19 @@ import sharp from 'sharp';
 import { deidentifyTiff } from '../compute/deid';
 import { deidentifyDicom, openDicomSlide } from '../compute/dicom';
 import type { SlideImage } from '../compute/image';
-import { buildHePyramid as buildPyramidOf, type PyramidResume, readPyramidLevel } from '../compute/pyramid';
+import {
+  buildHePyramid as buildPyramidOf,
+  buildHePyramidRegion as buildRegionOf,
+  type PyramidLevel,
+  type PyramidRegion,
+  type PyramidResume,
+  type PyramidStage,
+  planHePyramid,
+  pyramidLevels,
+  readPyramidLevel,
+  writeHePyramidArrays,
+  writeHePyramidGroup,
+} from '../compute/pyramid';
 import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
 import { detectSlideFormat, type SlideFormat } from '../compute/slide/format';
 import { normalizeWithVips } from '../compute/slide/normalize';
@@ -43,8 +55,26 @@ const TISSUE_MICRONS_PER_PIXEL = 10;
 /** Without a scale, tissue is found on the largest pyramid level no bigger than this a side. */
 const TISSUE_MAX_SIDE_PX = 2048;
 const THUMBNAIL_MAX_SIDE_PX = 512;
+/** The multiscale's name in the group metadata. */
+const HE_NAME = 'H&E';
+/** A pyramid region of stage 0 reads 2 level-0 shard rows (8192 px) and builds one level above. */
+const PYRAMID_BAND_LEVELS = 1;
+/** Regions of one slide's pyramid built at once, unless the worker's configuration says. */
+const DEFAULT_PYRAMID_REGIONS_IN_FLIGHT = 4;
 
-export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
+/** What `planHePyramidRegions` answers: the regions to build, or null to build in one activity. */
+export interface PyramidRegionPlan {
+  widthPx: number;
+  heightPx: number;
+  stages: PyramidStage[] | null;
+  regionsInFlight: number;
+}
+
+export function createIngestActivities(deps: {
+  sql: Sql;
+  store: ObjectStore;
+  pyramidRegionsInFlight?: number;
+}) {
   const { sql, store } = deps;
 
   async function sampleOrFail(sampleId: string): Promise<IngestSample> {
@@ -125,25 +155,97 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
   }
 
   /**
-   * The OME-Zarr H&E pyramid and a JPEG thumbnail. Heartbeats after every shard with a resume
+   * The OME-Zarr H&E pyramid and a JPEG thumbnail in one activity (operators' re-runs, and NDPI,
+   * whose normalised copy lives on one worker). Heartbeats after every shard with a resume
    * token; a retry (after a crash or a worker restart) continues from the last one and writes
    * the same bytes.
    */
   async function buildHePyramid(input: { sampleId: string }): Promise<{ levels: number }> {
-    const sample = await sampleOrFail(input.sampleId);
-    const slide = await findSlide(sql, sample.id);
-    if (!slide) throw ApplicationFailure.nonRetryable(`sample ${sample.id} has not been probed`, 'conflict');
+    const { sample, slide } = await probedSample(input.sampleId);
     const hePrefix = objectKeys.hePyramid(sample.organizationId, sample.id);
     const resume = Context.current().info.heartbeatDetails as PyramidResume | undefined;
     const levels = await withSlideImage(sample, slide.vendor, (image) =>
       buildPyramid(image, { sink: prefixedStore(store, hePrefix), mpp: effectiveMpp(sample), resume }),
     );
+    return recordPyramid(sample, levels);
+  }
+
+  async function probedSample(sampleId: string) {
+    const sample = await sampleOrFail(sampleId);
+    const slide = await findSlide(sql, sample.id);
+    if (!slide) throw ApplicationFailure.nonRetryable(`sample ${sample.id} has not been probed`, 'conflict');
+    return { sample, slide };
+  }
+
+  /** The thumbnail from the smallest level, and the pyramid on the sample's record. */
+  async function recordPyramid(
+    sample: IngestSample,
+    levels: readonly PyramidLevel[],
+  ): Promise<{ levels: number }> {
+    const hePrefix = objectKeys.hePyramid(sample.organizationId, sample.id);
     const thumbnailKey = objectKeys.thumbnail(sample.organizationId, sample.id);
     await store.put(thumbnailKey, await thumbnailOf(prefixedStore(store, hePrefix), levels.length - 1), {
       contentType: 'image/jpeg',
     });
-    await recordHePyramid(sql, { sampleId: sample.id, hePrefix, levels, thumbnailKey });
+    const rows = levels.map(({ widthPx, heightPx, downsample }) => ({ widthPx, heightPx, downsample }));
+    await recordHePyramid(sql, { sampleId: sample.id, hePrefix, levels: rows, thumbnailKey });
     return { levels: levels.length };
+  }
+
+  /**
+   * The pyramid cut into regions that any worker can build (`buildHePyramidRegion`), with each
+   * level's array metadata written: the same bytes as `buildHePyramid`. NDPI answers no stages:
+   * its pixels come from a copy normalised on one worker, so it is built there in one activity.
+   */
+  async function planHePyramidRegions(input: { sampleId: string }): Promise<PyramidRegionPlan> {
+    const { sample, slide } = await probedSample(input.sampleId);
+    const regionsInFlight = deps.pyramidRegionsInFlight ?? DEFAULT_PYRAMID_REGIONS_IN_FLIGHT;
+    const base = slide.levels[0];
+    if (slide.vendor === 'hamamatsu' || !base)
+      return { widthPx: 0, heightPx: 0, stages: null, regionsInFlight };
+    const size = { widthPx: base.widthPx, heightPx: base.heightPx };
+    const sink = prefixedStore(store, objectKeys.hePyramid(sample.organizationId, sample.id));
+    await writeHePyramidArrays({ ...size, sink });
+    const stages = planHePyramid(size.widthPx, size.heightPx, { bandLevels: PYRAMID_BAND_LEVELS });
+    return { ...size, stages, regionsInFlight };
+  }
+
+  /**
+   * One region of the planned pyramid. Heartbeats after every shard with the region's resume
+   * token; a retry continues from the last one, and rewrites none of the shards before it.
+   */
+  async function buildHePyramidRegion(input: {
+    sampleId: string;
+    widthPx: number;
+    heightPx: number;
+    region: PyramidRegion;
+  }): Promise<void> {
+    const { sample, slide } = await probedSample(input.sampleId);
+    const context = Context.current();
+    const options = {
+      widthPx: input.widthPx,
+      heightPx: input.heightPx,
+      region: input.region,
+      sink: prefixedStore(store, objectKeys.hePyramid(sample.organizationId, sample.id)),
+      resume: context.info.heartbeatDetails as PyramidResume | undefined,
+      signal: context.cancellationSignal,
+      onProgress: (progress: PyramidResume) => heartbeat(progress),
+    };
+    if (input.region.leafLevel > 0) await buildRegionOf(options);
+    else await withSlideImage(sample, slide.vendor, (image) => buildRegionOf({ ...options, image }));
+  }
+
+  /** The group's metadata once every region is stored, then the thumbnail and the record. */
+  async function finishHePyramid(input: {
+    sampleId: string;
+    widthPx: number;
+    heightPx: number;
+  }): Promise<{ levels: number }> {
+    const sample = await sampleOrFail(input.sampleId);
+    const levels = pyramidLevels(input.widthPx, input.heightPx);
+    const sink = prefixedStore(store, objectKeys.hePyramid(sample.organizationId, sample.id));
+    await writeHePyramidGroup({ sink, name: HE_NAME, levels, mpp: effectiveMpp(sample) });
+    return recordPyramid(sample, levels);
   }
 
   async function buildPyramid(
@@ -154,12 +256,12 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
       image,
       sink: options.sink,
       mpp: options.mpp,
-      name: 'H&E',
+      name: HE_NAME,
       resume: options.resume,
       signal: Context.current().cancellationSignal,
       onProgress: (progress) => heartbeat(progress),
     });
-    return result.levels.map(({ widthPx, heightPx, downsample }) => ({ widthPx, heightPx, downsample }));
+    return result.levels;
   }
 
   /**
@@ -279,6 +381,9 @@ export function createIngestActivities(deps: { sql: Sql; store: ObjectStore }) {
     deidentifySlide,
     probeSlide,
     buildHePyramid,
+    planHePyramidRegions,
+    buildHePyramidRegion,
+    finishHePyramid,
     detectTissue: detectTissueActivity,
     recountTissuePatches,
     finishIngest,

@@ -60,6 +60,10 @@ const CORE_SIZE_PX = 1024;
 const MASK_CACHE_BYTES = 64 << 20;
 /** Where the layer's pixel coordinates are: the H&E's level 0. */
 const COORDINATE_FRAME = 'he-level-0-pixels';
+/** Tiles per band: a band is an activity, so the history of a 100,000 px slide stays small. */
+const DEFAULT_BAND_TILES = 16;
+/** Bands of one run segmented at once, unless the worker's configuration says. */
+const DEFAULT_BANDS_IN_FLIGHT = 4;
 
 /** What `segmentTiles` leaves at `objects/index.json` for the steps after it. */
 export interface TileIndex {
@@ -80,10 +84,35 @@ interface TilesProgress {
   stain: SlideStain;
 }
 
+/**
+ * What `planSegmentationBands` leaves at `objects/plan.json` for the bands and the merge: the
+ * tiles, and the slide-wide stain every tile is segmented with.
+ */
+interface BandsPlan {
+  widthPx: number;
+  heightPx: number;
+  mpp: number;
+  haloPx: number;
+  tiles: SegmentationTile[];
+  stain: SlideStain;
+  bandTiles: number;
+}
+
 const tileObjectsKey = (prefix: string, tileIndex: number) =>
   `${prefix}${segmentationLayerFiles.objects}${tileIndex}.bin`;
+/** A band's tile before duplicates with earlier tiles are dropped (the merge does that). */
+const segmentedPrefix = (prefix: string) => `${prefix}${segmentationLayerFiles.objects}segmented/`;
+const segmentedKey = (prefix: string, tileIndex: number) => `${segmentedPrefix(prefix)}${tileIndex}.bin`;
+const plansKey = (prefix: string) => `${prefix}${segmentationLayerFiles.objects}plan.json`;
+const indexKey = (prefix: string) => `${prefix}${segmentationLayerFiles.objects}index.json`;
 
-export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStore }) {
+export function createSegmentationActivities(deps: {
+  sql: Sql;
+  store: ObjectStore;
+  segmentationBandsInFlight?: number;
+  /** Tiles per band; default 16. */
+  segmentationBandTiles?: number;
+}) {
   const { sql, store } = deps;
 
   async function runOrFail(runId: string): Promise<SegmentationRunRow> {
@@ -200,6 +229,135 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
       Buffer.from(JSON.stringify(index)),
     );
     return { elapsedMs: Date.now() - started, instanceCount: counts.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * The tissue tiles and the slide's stain, stored for the bands (`segmentTileBand`) that any
+   * compute worker can take, and the merge after them (`mergeSegmentedTiles`).
+   */
+  async function planSegmentationBands(input: {
+    runId: string;
+  }): Promise<{ tiles: number; bands: number; bandsInFlight: number }> {
+    const run = await runOrFail(input.runId);
+    const { slide, mpp } = await inputsOf(run);
+    const he = await openHePyramid(prefixedStore(store, slide.hePrefix));
+    const tissue = await readMaskArray(prefixedStore(store, slide.tissueMaskZarrPrefix));
+    const tiles = planSegmentationTiles(he, {
+      coreSize: CORE_SIZE_PX,
+      tissue: {
+        ...tissue,
+        maskDownsampleX: slide.tissueMaskDownsampleX!,
+        maskDownsampleY: slide.tissueMaskDownsampleY!,
+      },
+    });
+    const signal = Context.current().cancellationSignal;
+    const stain = await estimateSlideStain(he, tiles, mpp, { signal });
+    const bandTiles = deps.segmentationBandTiles ?? DEFAULT_BAND_TILES;
+    const plan: BandsPlan = {
+      widthPx: he.widthPx,
+      heightPx: he.heightPx,
+      mpp,
+      haloPx: haloPixels(DEFAULT_HALO_UM, mpp),
+      tiles,
+      stain,
+      bandTiles,
+    };
+    await store.put(plansKey(layerPrefixOf(run)), Buffer.from(JSON.stringify(plan)));
+    return {
+      tiles: tiles.length,
+      bands: Math.ceil(tiles.length / bandTiles),
+      bandsInFlight: deps.segmentationBandsInFlight ?? DEFAULT_BANDS_IN_FLIGHT,
+    };
+  }
+
+  async function readBandsPlan(prefix: string): Promise<BandsPlan> {
+    const bytes = await store.get(plansKey(prefix));
+    if (!bytes) throw new Error(`${prefix} has no tile plan: planSegmentationBands has not run`);
+    return JSON.parse(Buffer.from(bytes).toString('utf8')) as BandsPlan;
+  }
+
+  /**
+   * Segments the tiles of band `band` into `objects/segmented/{index}.bin`, heartbeating after
+   * each; a tile already stored (by an earlier attempt) is skipped. Answers the tiles done.
+   */
+  async function segmentTileBand(input: { runId: string; band: number }): Promise<{ tiles: number }> {
+    const run = await runOrFail(input.runId);
+    const prefix = layerPrefixOf(run);
+    const plan = await readBandsPlan(prefix);
+    const { slide } = await inputsOf(run);
+    const he = await openHePyramid(prefixedStore(store, slide.hePrefix));
+    const segmenter = createClassicalSegmenter({}, plan.stain);
+    const signal = Context.current().cancellationSignal;
+    const tiles = plan.tiles.slice(input.band * plan.bandTiles, (input.band + 1) * plan.bandTiles);
+    for (const tile of tiles) {
+      if (await store.stat(segmentedKey(prefix, tile.index))) continue;
+      const objects = await segmentTileObjects(he, tile, {
+        segmenter,
+        mpp: plan.mpp,
+        haloPx: plan.haloPx,
+        signal,
+      });
+      await store.put(segmentedKey(prefix, tile.index), encodeTileObjects(objects));
+      heartbeat({ tile: tile.index });
+    }
+    let stored = 0;
+    for await (const _ of store.list(segmentedPrefix(prefix))) stored += 1;
+    const progress = (TILES_SHARE_OF_PROGRESS * stored) / plan.tiles.length;
+    await recordSegmentationProgress(sql, { runId: run.id, status: 'running', progress });
+    return { tiles: tiles.length };
+  }
+
+  /**
+   * Drops, tile by tile in plan order, the border nuclei an earlier tile already owns (what
+   * `segmentTiles` does as it goes), into `objects/{index}.bin`, then writes
+   * `objects/index.json` with each tile's count (the label offsets, so ids are unique across
+   * tiles) and removes the bands' objects. Heartbeats after each tile; a retry continues there.
+   */
+  async function mergeSegmentedTiles(input: { runId: string }): Promise<{ instanceCount: number }> {
+    const run = await runOrFail(input.runId);
+    const prefix = layerPrefixOf(run);
+    const done = await store.get(indexKey(prefix));
+    if (!done) await mergeInto(prefix);
+    const index = await readTileIndex(prefix);
+    for await (const key of store.list(segmentedPrefix(prefix))) await store.delete(key);
+    await store.delete(plansKey(prefix));
+    return { instanceCount: index.counts.reduce((a, b) => a + b, 0) };
+  }
+
+  async function mergeInto(prefix: string): Promise<void> {
+    const plan = await readBandsPlan(prefix);
+    const context = Context.current();
+    const signal = context.cancellationSignal;
+    const resume = context.info.heartbeatDetails as { counts: number[] } | undefined;
+    const counts = resume?.counts ?? [];
+    const earlier = new EarlierTileObjects(plan.tiles, plan.haloPx, (index) =>
+      loadStoredTileObjects(prefix, index),
+    );
+    for (const tile of plan.tiles.slice(counts.length)) {
+      signal.throwIfAborted();
+      const bytes = await store.get(segmentedKey(prefix, tile.index));
+      if (!bytes) throw new Error(`${prefix}: tile ${tile.index} was not segmented`);
+      const objects = dropDuplicateObjects(decodeTileObjects(bytes), await earlier.of(tile, signal));
+      await store.put(tileObjectsKey(prefix, tile.index), encodeTileObjects(objects));
+      earlier.add(objects);
+      counts.push(objects.count);
+      heartbeat({ counts });
+    }
+    const segmenter = createClassicalSegmenter({}, plan.stain);
+    const index: TileIndex = {
+      widthPx: plan.widthPx,
+      heightPx: plan.heightPx,
+      mpp: plan.mpp,
+      haloPx: plan.haloPx,
+      tiles: plan.tiles,
+      counts,
+      segmenter: {
+        name: segmenter.name,
+        version: segmenter.version,
+        parameters: { ...segmenter.parameters },
+      },
+    };
+    await store.put(indexKey(prefix), Buffer.from(JSON.stringify(index)));
   }
 
   async function loadStoredTileObjects(prefix: string, tileIndex: number): Promise<TileObjects> {
@@ -523,6 +681,9 @@ export function createSegmentationActivities(deps: { sql: Sql; store: ObjectStor
     beginSegmentation,
     advanceSegmentation,
     segmentTiles,
+    planSegmentationBands,
+    segmentTileBand,
+    mergeSegmentedTiles,
     writeLabelMask,
     writeInstanceTable,
     writeMarkerTables,

@@ -87,6 +87,8 @@ const EnvSchema = z.object({
   JOB_STREAMS_PER_CREDENTIAL: positiveInt.default(50),
   SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
   EXPORT_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
+  PYRAMID_REGIONS_PER_JOB: positiveInt.default(4),
+  SEGMENTATION_BANDS_PER_JOB: positiveInt.default(4),
   SIGN_IN_FREE_FAILURES_PER_ACCOUNT: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.freeFailuresPerAccount),
   SIGN_IN_FREE_FAILURES_PER_ADDRESS: z.coerce
     .number()
@@ -162,6 +164,8 @@ export interface Config {
   };
   /** JPEG quality of the H&E in OME-TIFF exports. */
   exportJpegQuality: number;
+  /** Activities of one job run at once: ingest's pyramid regions, segmentation's tile bands. */
+  fanOut: { pyramidRegions: number; segmentationBands: number };
   /** Period of the `maintenance` Schedule (the reconcilers). */
   maintenanceIntervalSeconds: number;
 }
@@ -264,6 +268,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       },
     },
     exportJpegQuality: e.EXPORT_JPEG_QUALITY,
+    fanOut: { pyramidRegions: e.PYRAMID_REGIONS_PER_JOB, segmentationBands: e.SEGMENTATION_BANDS_PER_JOB },
     maintenanceIntervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
   };
 }

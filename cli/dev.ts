@@ -136,6 +136,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     logger,
     exportJpegQuality: config.exportJpegQuality,
     slots: config.worker.slots,
+    fanOut: config.fanOut,
   });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });

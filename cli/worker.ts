@@ -37,6 +37,7 @@ runMain(async () => {
     exportJpegQuality: config.exportJpegQuality,
     queues: config.worker.queues,
     slots: config.worker.slots,
+    fanOut: config.fanOut,
   });
   await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   await client.connection.close();

@@ -1,8 +1,10 @@
 import { ActivityFailure, ApplicationFailure, patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { PyramidRegionPlan } from '../activities/ingest';
 import type { SampleStatus } from '../schemas/enums';
 import { reasonOf } from './failures';
 import { computeActivities } from './proxies';
+import { type RegionTask, runRegions } from './regions';
 
 /** Ingest's io steps stream whole uploads (assembly), hence their long timeout and heartbeat. */
 const io = proxyActivities<Activities>({
@@ -48,7 +50,8 @@ export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> 
   }
   try {
     await compute.probeSlide({ sampleId });
-    await compute.buildHePyramid({ sampleId });
+    if (patched('pyramid-regions')) await buildPyramidByRegions(sampleId);
+    else await compute.buildHePyramid({ sampleId });
     await compute.detectTissue({ sampleId });
     await io.finishIngest({ sampleId });
   } catch (err) {
@@ -56,6 +59,45 @@ export async function ingestWorkflow(input: IngestInput): Promise<IngestResult> 
   }
   if (patched('auto-segmentation')) await startAutoSegmentation(sampleId);
   return { status: 'ready', statusMessage: null };
+}
+
+/**
+ * The H&E pyramid in regions (bands of level-0 shard rows, then the levels above them), each
+ * an activity any compute worker can take, a bounded number at once; each region starts once
+ * the rows it reads are stored. A region that fails for good stops the others before the
+ * failure is recorded (which removes what they wrote).
+ */
+async function buildPyramidByRegions(sampleId: string): Promise<void> {
+  const compute = computeActivities({ maximumAttempts: 5, waitForCancellation: true });
+  const plan = await compute.planHePyramidRegions({ sampleId });
+  if (plan.stages === null) {
+    await compute.buildHePyramid({ sampleId });
+    return;
+  }
+  const { widthPx, heightPx } = plan;
+  const regions = pyramidRegionTasks(plan.stages);
+  await runRegions(regions, plan.regionsInFlight, (index) =>
+    compute.buildHePyramidRegion({ sampleId, widthPx, heightPx, region: regions[index]!.region }),
+  );
+  await compute.finishHePyramid({ sampleId, widthPx, heightPx });
+}
+
+/** Every region of every stage, each after the regions of the stage below that it reads. */
+function pyramidRegionTasks(stages: NonNullable<PyramidRegionPlan['stages']>) {
+  const tasks: (RegionTask & { region: { leafLevel: number; topLevel: number; row: number } })[] = [];
+  let below: { first: number; rows: number } | undefined;
+  for (const { leafLevel, topLevel, rows } of stages) {
+    const first = tasks.length;
+    const span = 2 ** (topLevel - leafLevel);
+    for (let row = 0; row < rows; row++) {
+      const after: number[] = [];
+      if (below)
+        for (let r = row * span; r < Math.min((row + 1) * span, below.rows); r++) after.push(below.first + r);
+      tasks.push({ after, region: { leafLevel, topLevel, row } });
+    }
+    below = { first, rows };
+  }
+  return tasks;
 }
 
 /**

@@ -2,7 +2,15 @@ import type { RgbImage, SlideImage } from '../image';
 import { encodeJson, groupMetadata, type KeyValueStore, ShardedArray } from '../zarr';
 import { copyRgbIntoShard, downsampleIntoQuadrant } from './kernels';
 import { heImageAttributes } from './ngff';
-import { type PyramidLevel, pyramidLevels, type ShardAddress, ShardTree } from './plan';
+import {
+  type PyramidLevel,
+  type PyramidRegion,
+  type PyramidStage,
+  pyramidLevels,
+  pyramidStages,
+  type ShardAddress,
+  ShardTree,
+} from './plan';
 
 /** What missing chunks read as: white, the background of a brightfield slide (as in `SlideImage`). */
 export const HE_FILL_VALUE = 255;
@@ -26,7 +34,16 @@ export interface PyramidProgress {
 
 export type PyramidResume = PyramidProgress;
 
-export interface BuildHePyramidOptions {
+/** Side of a level's shards and of their inner chunks, in pixels, unless a caller says otherwise. */
+export const HE_SHARD_SIZE = 4096;
+export const HE_CHUNK_SIZE = 512;
+
+interface PyramidLayoutOptions {
+  shardSize?: number;
+  chunkSize?: number;
+}
+
+export interface BuildHePyramidOptions extends PyramidLayoutOptions {
   image: SlideImage;
   /** The pyramid's root: keys are written relative to it (`zarr.json`, `0/c/0/1/2`). */
   sink: KeyValueStore;
@@ -34,8 +51,6 @@ export interface BuildHePyramidOptions {
   mpp: number | null;
   /** The multiscale's name. */
   name: string;
-  shardSize?: number;
-  chunkSize?: number;
   signal?: AbortSignal;
   /** The last progress reported by an earlier, interrupted build of the same slide. */
   resume?: PyramidResume | null;
@@ -50,30 +65,100 @@ export interface HePyramid {
 /**
  * Writes the H&E pyramid of `image` as an OME-NGFF 0.5 image on Zarr v3: one sharded uint8
  * `[3, H, W]` array per level, level 0 the slide's level 0, each next level a 2x2 box average.
- *
- * Shards are made in one post-order walk of the shard quadtree (Z-order), so a level-k shard is
- * averaged from the four level-(k-1) shards below it while they are still in memory, and only
- * one shard per level is alive at a time: memory does not grow with the slide. Each finished
- * shard is written at once. Given `resume`, shards already finished are not made again; those
- * still needed by a parent are read back from `sink`. The bytes are the same either way. The
- * group's `zarr.json` is written last, so its presence marks a complete pyramid.
+ * The same bytes as the arrays' metadata, every region of `pyramidStages` in order and the
+ * group, in one call (see `buildHePyramidRegion`).
  */
 export async function buildHePyramid(options: BuildHePyramidOptions): Promise<HePyramid> {
-  const shardSize = options.shardSize ?? 4096;
-  const chunkSize = options.chunkSize ?? 512;
-  checkSizes(options.image, shardSize, chunkSize);
-  const levels = pyramidLevels(options.image.widthPx, options.image.heightPx);
-  const arrays = levels.map((level) => levelArray(level, shardSize, chunkSize));
+  const { image, sink, signal } = options;
+  const size = { widthPx: image.widthPx, heightPx: image.heightPx };
+  const levels = await writeHePyramidArrays({ ...options, ...size });
+  const tree = new ShardTree(levels, options.shardSize ?? HE_SHARD_SIZE);
+  const progress = await buildHePyramidRegion({
+    ...options,
+    ...size,
+    region: { leafLevel: 0, topLevel: tree.rootLevel, row: 0 },
+  });
+  await writeHePyramidGroup({ sink, name: options.name, levels, mpp: options.mpp, signal });
+  return { levels, progress };
+}
+
+/** Each level's array metadata (`{level}/zarr.json`), written before any of its shards. */
+export async function writeHePyramidArrays(
+  options: PyramidLayoutOptions & {
+    widthPx: number;
+    heightPx: number;
+    sink: KeyValueStore;
+    signal?: AbortSignal;
+  },
+): Promise<PyramidLevel[]> {
+  const { shardSize, chunkSize } = layoutOf(options);
+  checkSizes(options, shardSize, chunkSize);
+  const levels = pyramidLevels(options.widthPx, options.heightPx);
+  for (const level of levels)
+    await levelArray(level, shardSize, chunkSize).writeMetadata(options.sink, options.signal);
+  return levels;
+}
+
+/** The group's `zarr.json`, written last: its presence marks a complete pyramid. */
+export async function writeHePyramidGroup(options: {
+  sink: KeyValueStore;
+  name: string;
+  levels: PyramidLevel[];
+  mpp: number | null;
+  signal?: AbortSignal;
+}): Promise<void> {
+  const attributes = heImageAttributes(options.name, options.levels, options.mpp);
+  await options.sink.put('zarr.json', encodeJson(groupMetadata(attributes)), { signal: options.signal });
+}
+
+/** The regions of a pyramid, stage by stage, in bands of `2 ** bandLevels` level-0 shard rows. */
+export function planHePyramid(
+  widthPx: number,
+  heightPx: number,
+  options: PyramidLayoutOptions & { bandLevels: number },
+): PyramidStage[] {
+  return pyramidStages(widthPx, heightPx, layoutOf(options).shardSize, options.bandLevels);
+}
+
+export interface BuildHePyramidRegionOptions extends PyramidLayoutOptions {
+  /** The slide's level-0 size. */
+  widthPx: number;
+  heightPx: number;
+  /** The slide: read only by a region whose leaf level is 0. */
+  image?: SlideImage;
+  sink: KeyValueStore;
+  region: PyramidRegion;
+  signal?: AbortSignal;
+  /** The last progress reported by an earlier, interrupted build of the same region. */
+  resume?: PyramidResume | null;
+  onProgress?: (progress: PyramidProgress) => void;
+}
+
+/**
+ * Writes the shards of one region (see `PyramidRegion`), once the arrays' metadata and the
+ * regions it reads are stored. Shards are made in one post-order walk of each subtree
+ * (Z-order), so a level-k shard is averaged from the four level-(k-1) shards below it while
+ * they are still in memory, and only one shard per level is alive at a time: memory does not
+ * grow with the slide. Each finished shard is written at once. Given `resume`, shards already
+ * finished are not made again; those still needed by a parent are read back from `sink`. The
+ * bytes are the same either way, and the same whichever regions the pyramid is cut into.
+ */
+export async function buildHePyramidRegion(options: BuildHePyramidRegionOptions): Promise<PyramidProgress> {
+  const { shardSize, chunkSize } = layoutOf(options);
+  checkSizes(options, shardSize, chunkSize);
+  const levels = pyramidLevels(options.widthPx, options.heightPx);
   const tree = new ShardTree(levels, shardSize);
-  const layout = `he/1/${options.image.widthPx}x${options.image.heightPx}/${shardSize}/${chunkSize}/zstd${HE_ZSTD_LEVEL}`;
-  const from = resumeFrom(options.resume, layout, tree.total);
-  const { sink, signal } = options;
-  for (const array of arrays) await array.writeMetadata(sink, signal);
-  const build = new Build(options, tree, arrays, { layout, from });
+  checkRegion(tree, options.region, options.image);
+  const arrays = levels.map((level) => levelArray(level, shardSize, chunkSize));
+  const { leafLevel, topLevel, row } = options.region;
+  const layout = `he/1/${options.widthPx}x${options.heightPx}/${shardSize}/${chunkSize}/zstd${HE_ZSTD_LEVEL}/${leafLevel}-${topLevel}-${row}`;
+  const build = new Build(options, tree, arrays, layout);
   await build.run();
-  const attributes = heImageAttributes(options.name, levels, options.mpp);
-  await sink.put('zarr.json', encodeJson(groupMetadata(attributes)), { signal });
-  return { levels, progress: build.progress() };
+  return build.progress();
+}
+
+function layoutOf(options: PyramidLayoutOptions): { shardSize: number; chunkSize: number } {
+  return { shardSize: options.shardSize ?? HE_SHARD_SIZE, chunkSize: options.chunkSize ?? HE_CHUNK_SIZE };
 }
 
 function levelArray(level: PyramidLevel, shardSize: number, chunkSize: number): ShardedArray<'uint8'> {
@@ -88,9 +173,9 @@ function levelArray(level: PyramidLevel, shardSize: number, chunkSize: number): 
   });
 }
 
-function checkSizes(image: SlideImage, shardSize: number, chunkSize: number): void {
-  if (!(image.widthPx >= 1 && image.heightPx >= 1)) {
-    throw new RangeError(`image of ${image.widthPx} x ${image.heightPx} pixels has nothing to build`);
+function checkSizes(size: { widthPx: number; heightPx: number }, shardSize: number, chunkSize: number): void {
+  if (!(size.widthPx >= 1 && size.heightPx >= 1)) {
+    throw new RangeError(`image of ${size.widthPx} x ${size.heightPx} pixels has nothing to build`);
   }
   if (
     !Number.isSafeInteger(chunkSize) ||
@@ -101,6 +186,28 @@ function checkSizes(image: SlideImage, shardSize: number, chunkSize: number): vo
   ) {
     // Odd chunks would split a 2x2 block's output across parent chunks.
     throw new RangeError(`chunk ${chunkSize} must be even and divide shard ${shardSize}`);
+  }
+}
+
+function checkRegion(tree: ShardTree, region: PyramidRegion, image: SlideImage | undefined): void {
+  const { leafLevel, topLevel, row } = region;
+  const levelsOk =
+    Number.isSafeInteger(leafLevel) &&
+    Number.isSafeInteger(topLevel) &&
+    leafLevel >= 0 &&
+    topLevel <= tree.rootLevel &&
+    (leafLevel < topLevel || topLevel === 0);
+  if (!levelsOk || !Number.isSafeInteger(row) || row < 0 || row >= tree.coverY(topLevel)) {
+    throw new RangeError(
+      `no region ${JSON.stringify(region)} in a pyramid rooted at level ${tree.rootLevel}`,
+    );
+  }
+  if (leafLevel === 0 && !image) throw new RangeError('a region read from the slide needs the slide');
+  const base = tree.levels[0]!;
+  if (image && (image.widthPx !== base.widthPx || image.heightPx !== base.heightPx)) {
+    throw new RangeError(
+      `the slide is ${image.widthPx} x ${image.heightPx}, not ${base.widthPx} x ${base.heightPx}`,
+    );
   }
 }
 
@@ -146,6 +253,10 @@ interface Made {
 
 class Build {
   private readonly pool: BufferPool;
+  private readonly roots: ShardAddress[];
+  /** The lowest level this region writes: its leaf level, unless that is read back. */
+  private readonly floor: number;
+  private readonly total: number;
   private readonly slideQueue: ShardAddress[];
   private slideCursor = 0;
   private prefetch: { at: ShardAddress; pixels: Promise<RgbImage> } | undefined;
@@ -155,31 +266,33 @@ class Build {
   private rank = 0;
   /** Ranks below this are written. */
   private done: number;
-  private readonly layout: string;
   private readonly from: number;
 
   constructor(
-    private readonly options: BuildHePyramidOptions,
+    private readonly options: BuildHePyramidRegionOptions,
     private readonly tree: ShardTree,
     private readonly arrays: ShardedArray<'uint8'>[],
-    resume: { layout: string; from: number },
+    private readonly layout: string,
   ) {
-    this.layout = resume.layout;
-    this.from = resume.from;
-    this.done = resume.from;
+    const { leafLevel, topLevel, row } = options.region;
+    this.roots = Array.from({ length: tree.coverX(topLevel) }, (_, x) => ({ level: topLevel, y: row, x }));
+    this.floor = leafLevel === 0 ? 0 : leafLevel + 1;
+    this.total = this.roots.reduce((n, root) => n + tree.subtreeSize(root, this.floor), 0);
+    this.from = resumeFrom(options.resume, layout, this.total);
+    this.done = this.from;
     const g = arrays[0]!.geometry;
     // Unfilled: whatever a buffer held past a level's edge is overwritten before it is encoded.
     this.pool = new BufferPool(() => new Uint8Array(g.chunksY * g.chunksX * g.chunkLength));
-    this.slideQueue = tree.levelZeroShards(resume.from);
+    this.slideQueue = leafLevel === 0 ? tree.levelZeroShards(this.from, this.roots) : [];
   }
 
   progress(): PyramidProgress {
-    return { version: 1, layout: this.layout, done: this.done, total: this.tree.total };
+    return { version: 1, layout: this.layout, done: this.done, total: this.total };
   }
 
   async run(): Promise<void> {
     try {
-      await this.visit({ level: this.tree.rootLevel, y: 0, x: 0 }, false);
+      for (const root of this.roots) await this.visit(root, false);
       while (this.inFlight.length > 0) await this.inFlight.shift();
     } finally {
       // Nothing may still be writing once the build has settled, failed or not.
@@ -191,8 +304,9 @@ class Build {
   /** Makes (or, if already written, skips or reads back) the shard at `node` and all below it. */
   private async visit(node: ShardAddress, needed: boolean): Promise<Made | undefined> {
     this.options.signal?.throwIfAborted();
-    const size = this.tree.subtreeSize(node);
     const written = this.tree.isWritten(node);
+    if (node.level < this.floor) return written && needed ? this.readBack(node) : undefined;
+    const size = this.tree.subtreeSize(node, this.floor);
     if (this.rank + size <= this.from) {
       this.rank += size;
       return written && needed ? this.readBack(node) : undefined;
@@ -250,7 +364,9 @@ class Build {
   }
 
   private startRead(node: ShardAddress): Promise<RgbImage> {
-    const { image, signal } = this.options;
+    const { signal } = this.options;
+    // Only a region with leaf level 0 reads the slide, and checkRegion saw that it has one.
+    const image = this.options.image!;
     const size = this.tree.shardSize;
     const region = {
       level: 0,

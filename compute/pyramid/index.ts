@@ -1,10 +1,15 @@
 export {
   type BuildHePyramidOptions,
+  type BuildHePyramidRegionOptions,
   buildHePyramid,
+  buildHePyramidRegion,
   HE_FILL_VALUE,
   type HePyramid,
   type PyramidProgress,
   type PyramidResume,
+  planHePyramid,
+  writeHePyramidArrays,
+  writeHePyramidGroup,
 } from './build';
-export { type PyramidLevel, pyramidLevels } from './plan';
+export { type PyramidLevel, type PyramidRegion, type PyramidStage, pyramidLevels } from './plan';
 export { openHePyramid, readPyramidLevel } from './read';

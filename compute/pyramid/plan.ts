@@ -85,10 +85,10 @@ export class ShardTree {
     return out;
   }
 
-  /** Written shards in the subtree under (and including) `node`. */
-  subtreeSize({ level, y, x }: ShardAddress): number {
+  /** Written shards in the subtree under (and including) `node`, on levels from `floor` up. */
+  subtreeSize({ level, y, x }: ShardAddress, floor = 0): number {
     let n = 0;
-    for (let m = Math.min(level, this.levels.length - 1); m >= 0; m--) {
+    for (let m = Math.min(level, this.levels.length - 1); m >= floor; m--) {
       const span = 2 ** (level - m);
       const rows = Math.max(0, Math.min((y + 1) * span, this.shardsY[m]!) - y * span);
       const cols = Math.max(0, Math.min((x + 1) * span, this.shardsX[m]!) - x * span);
@@ -97,8 +97,14 @@ export class ShardTree {
     return n;
   }
 
-  /** Level-0 shards in traversal order, from rank `from` on: what is left to read from the slide. */
-  levelZeroShards(from: number): ShardAddress[] {
+  /**
+   * Level-0 shards in traversal order of the subtrees under `roots` (the whole tree unless
+   * given), from rank `from` on: what is left to read from the slide.
+   */
+  levelZeroShards(
+    from: number,
+    roots: readonly ShardAddress[] = [{ level: this.rootLevel, y: 0, x: 0 }],
+  ): ShardAddress[] {
     const out: ShardAddress[] = [];
     const walk = (node: ShardAddress, rank: number): number => {
       if (rank + this.subtreeSize(node) <= from) return rank + this.subtreeSize(node);
@@ -108,15 +114,64 @@ export class ShardTree {
       if (node.level === 0 && next >= from) out.push(node);
       return next + 1;
     };
-    walk({ level: this.rootLevel, y: 0, x: 0 }, 0);
+    let rank = 0;
+    for (const root of roots) rank = walk(root, rank);
     return out;
   }
 
-  private coverY(level: number): number {
+  /** Rows of the covering grid at `level`. */
+  coverY(level: number): number {
     return Math.ceil(this.shardsY[0]! / 2 ** level);
   }
 
-  private coverX(level: number): number {
+  /** Columns of the covering grid at `level`. */
+  coverX(level: number): number {
     return Math.ceil(this.shardsX[0]! / 2 ** level);
   }
+}
+
+/**
+ * One activity's share of a pyramid: the subtrees under row `row` of `topLevel` in the covering
+ * grid, every column. Level `leafLevel` is their source: the slide when 0 (and level 0 is
+ * written), else shards an earlier region stored (read back, not written again).
+ */
+export interface PyramidRegion {
+  leafLevel: number;
+  topLevel: number;
+  row: number;
+}
+
+/** Regions `row` 0 to `rows - 1` of one step up the pyramid. */
+export interface PyramidStage {
+  leafLevel: number;
+  topLevel: number;
+  rows: number;
+}
+
+/**
+ * The pyramid in stages of regions: stage 0 reads bands of `2 ** bandLevels` level-0 shard
+ * rows from the slide and builds `bandLevels` levels above them; each next stage reads the
+ * rows the one before wrote and builds `bandLevels` more, until the last level. Region `r` of
+ * a stage reads regions `r * 2 ** bandLevels` up to the next multiple of the stage before,
+ * so it can start once those are done. A `bandLevels` at least the root's level is one region.
+ */
+export function pyramidStages(
+  widthPx: number,
+  heightPx: number,
+  shardSize: number,
+  bandLevels: number,
+): PyramidStage[] {
+  if (!Number.isSafeInteger(bandLevels) || bandLevels < 1) {
+    throw new RangeError(`a band spans at least one level, not ${bandLevels}`);
+  }
+  const tree = new ShardTree(pyramidLevels(widthPx, heightPx), shardSize);
+  const last = tree.levels.length - 1;
+  const stages: PyramidStage[] = [];
+  let leafLevel = 0;
+  do {
+    const topLevel = Math.min(leafLevel + bandLevels, tree.rootLevel);
+    stages.push({ leafLevel, topLevel, rows: tree.coverY(topLevel) });
+    leafLevel = topLevel;
+  } while (leafLevel < last);
+  return stages;
 }

@@ -42,16 +42,21 @@ async function heObjects(sampleId: string): Promise<Map<string, Buffer>> {
   return objects;
 }
 
-/** Waits until the running buildHePyramid attempt has heartbeated a resume token. */
+/**
+ * Waits until every running region of the pyramid (the bands of level-0 rows run side by side)
+ * has heartbeated a resume token: the first shard of each is stored.
+ */
 async function pyramidHeartbeat(sampleId: string): Promise<void> {
   const handle = stack.client.workflow.getHandle(workflowIds.ingest(sampleId));
   for (let i = 0; i < 600; i++) {
     const { raw } = await handle.describe();
-    const pyramid = raw.pendingActivities?.find((a) => a.activityType?.name === 'buildHePyramid');
-    if (pyramid?.heartbeatDetails?.payloads?.length) return;
+    const regions = (raw.pendingActivities ?? []).filter(
+      (a) => a.activityType?.name === 'buildHePyramidRegion',
+    );
+    if (regions.length > 0 && regions.every((region) => region.heartbeatDetails?.payloads?.length)) return;
     await sleep(50);
   }
-  throw new Error('buildHePyramid never heartbeated');
+  throw new Error('buildHePyramidRegion never heartbeated');
 }
 
 test('a worker stopped in the middle of the pyramid: the next one resumes from the heartbeat, same bytes', async () => {

@@ -39,6 +39,8 @@ async function ingestWith(steps: Partial<Activities>, server: TestWorkflowEnviro
     assembleUpload: async () => ({ status: 'assembled', storageKey: 'k', sizeBytes: 1, contentSha256: 'x' }),
     deidentifySlide: async () => ({ storageKey: 'k' }),
     probeSlide: async () => ({}) as Awaited<ReturnType<Activities['probeSlide']>>,
+    // No regions: the pyramid is the one activity these tests count (ingest-regions.test.ts has them).
+    planHePyramidRegions: async () => ({ widthPx: 0, heightPx: 0, stages: null, regionsInFlight: 1 }),
     buildHePyramid: async () => ({ levels: 1 }),
     detectTissue: async () => ({ patchCount: 10 }),
     finishIngest: async () => {

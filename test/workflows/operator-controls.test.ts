@@ -146,7 +146,9 @@ describe('segmentation', () => {
     const finished: FinishInput[] = [];
     const stand: Partial<Activities> = {
       beginSegmentation: async () => ({ active: true }),
-      segmentTiles: async () => ({ elapsedMs: 1, instanceCount: 0 }),
+      planSegmentationBands: async () => ({ tiles: 10, bands: 1, bandsInFlight: 1 }),
+      segmentTileBand: async () => ({ tiles: 10 }),
+      mergeSegmentedTiles: async () => ({ instanceCount: 0 }),
       advanceSegmentation: async () => ({ active: true }),
       writeLabelMask: async () => ({ elapsedMs: 1 }),
       writeInstanceTable: async () => ({ elapsedMs: 1, rows: 0 }),
@@ -173,7 +175,7 @@ describe('segmentation', () => {
     const segmenting = signalled();
     let seen: JobWorkflowState | undefined;
     const { result, finished, after } = await segmentationWith(
-      { segmentTiles: reportingThenWorking(segmenting.resolve) as Activities['segmentTiles'] },
+      { segmentTileBand: reportingThenWorking(segmenting.resolve) as Activities['segmentTileBand'] },
       async (handle) => {
         await segmenting.promise;
         seen = await stateWhen(handle, (s) => s.tilesDone === 3);
