@@ -7,7 +7,16 @@ export { type FsStoreOptions, verifyObjectToken } from './fs';
 export { resolveKey } from './keys';
 export { ensureBucket, type S3StoreOptions } from './s3';
 export { signStoreToken, signToken, type TokenClaims, verifyStoreToken, verifyToken } from './signing';
-export type { IoOptions, ObjectInfo, ObjectStore, RangeQuery, SignOptions, WriteOptions } from './types';
+export type {
+  InPlaceUploads,
+  IoOptions,
+  ObjectInfo,
+  ObjectStore,
+  RangeQuery,
+  SignOptions,
+  UploadState,
+  WriteOptions,
+} from './types';
 
 export type ObjectStoreConfig = { backend: 'fs'; fs: FsStoreOptions } | { backend: 's3'; s3: S3StoreOptions };
 
