@@ -1,5 +1,5 @@
 import type { ExpirationSource, SampleStatus } from '../schemas/enums';
-import type { Queryable, Sql } from './index';
+import type { Queryable } from './index';
 
 /** A sample row as the upload endpoints see it. 64-bit counts stay strings. */
 export interface UploadRecord {
