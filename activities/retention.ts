@@ -22,7 +22,8 @@ export function createRetentionActivities(deps: { sql: Sql; store: ObjectStore }
 
   /**
    * Permanently deletes samples whose Trash window ended at `asOf`: first marks them (restore
-   * then answers 409), then deletes every stored object under the sample, then the row. A
+   * then answers 409), then deletes every stored object under the sample and any unfinished
+   * upload's bytes, then the row. A
    * crash part-way leaves marked samples that the next run finishes.
    */
   async function purgeTrashed(input: { asOf: string; trashWindowDays: number }): Promise<{ purged: number }> {
@@ -35,6 +36,8 @@ export function createRetentionActivities(deps: { sql: Sql; store: ObjectStore }
       });
       if (batch.length === 0) return { purged };
       for (const sample of batch) {
+        // An upload never finished holds bytes outside its objects (a multipart upload, a staging file).
+        if (sample.uploadState !== null) await store.uploads.abort(sample.uploadState);
         for await (const key of store.list(objectKeys.samplePrefix(sample.organizationId, sample.id))) {
           await store.delete(key);
         }

@@ -1,15 +1,7 @@
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
 import { ApplicationFailure, heartbeat } from '@temporalio/activity';
 import type { Sql } from '../db';
-import {
-  deleteUploadParts,
-  failUpload,
-  findUploadForSession,
-  listUploadParts,
-  recordContentSha256,
-  type UploadPart,
-} from '../db/samples';
+import { clearUploadState, failUpload, findUploadForSession, recordContentSha256 } from '../db/samples';
 import type { ObjectStore } from '../storage';
 
 export interface AssembleUploadInput {
@@ -21,56 +13,60 @@ export type AssembleUploadResult =
   /** The bytes do not match the declared `contentSha256`; the sample is `upload_failed`. */
   | { status: 'upload_failed'; reason: string };
 
-/** Yields the parts' bytes in order, hashing and counting them on the way. */
-async function* concatenateParts(
-  store: ObjectStore,
-  parts: UploadPart[],
-  tally: { sizeBytes: number; hash: ReturnType<typeof createHash> },
-) {
-  for (const part of parts) {
-    const body = await store.read(part.storageKey);
-    if (!body) throw new Error(`upload part ${part.storageKey} is missing`);
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      tally.hash.update(chunk);
-      tally.sizeBytes += chunk.length;
-      yield chunk;
-    }
-    heartbeat({ assembledTo: part.endOffset });
+/** Heartbeats while hashing, every this many bytes. */
+const HEARTBEAT_BYTES = 256 * 1024 * 1024;
+
+/** Reads the object once, streaming (flat memory whatever the size), for its SHA-256. */
+async function sha256Of(store: ObjectStore, key: string): Promise<string> {
+  const body = await store.read(key);
+  if (!body) throw new Error(`object ${key} vanished while it was hashed`);
+  const hash = createHash('sha256');
+  let bytes = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    hash.update(chunk);
+    bytes += chunk.length;
+    if (bytes % HEARTBEAT_BYTES < chunk.length) heartbeat({ hashedTo: bytes });
   }
+  return hash.digest('hex');
 }
 
 export function createUploadActivities(deps: { sql: Sql; store: ObjectStore }) {
   const { sql, store } = deps;
 
   /**
-   * Concatenates the stored chunks of an upload into its one object, streaming (flat memory
-   * whatever the size), and checks the size and any declared `contentSha256`. Idempotent: a
-   * retry rebuilds the same object from the same parts; once the parts are gone it stands.
+   * Makes sure the upload stands whole at its key, as ingest's first step. The chunks were
+   * stored in place as they arrived and the API published the object with the last one, so
+   * this is a check, and the same publish when that one failed. The bytes are read only when
+   * their SHA-256 is not known yet (the chunks went through more than one API process); a hash
+   * other than the declared `contentSha256` fails the upload. Idempotent.
    */
   async function assembleUpload(input: AssembleUploadInput): Promise<AssembleUploadResult> {
     const upload = await findUploadForSession(sql, input.sampleId);
     if (!upload) throw ApplicationFailure.nonRetryable(`sample ${input.sampleId} not found`, 'not_found');
-    const parts = await listUploadParts(sql, upload.id);
-    if (parts.length === 0 && upload.fileSize !== '0') {
-      const info = await store.stat(upload.storageKey);
-      if (info && upload.contentSha256) {
-        return {
-          status: 'assembled',
-          storageKey: upload.storageKey,
-          sizeBytes: info.sizeBytes,
-          contentSha256: upload.contentSha256,
-        };
-      }
-      throw ApplicationFailure.nonRetryable(`sample ${upload.id} has no stored upload parts`, 'not_found');
+    if (upload.uploadState !== null) {
+      await store.uploads.complete(upload.uploadState);
+      await clearUploadState(sql, upload.id, upload.uploadState);
     }
-    const tally = { sizeBytes: 0, hash: createHash('sha256') };
-    await store.write(upload.storageKey, Readable.from(concatenateParts(store, parts, tally)), {
-      contentType: upload.contentType,
-    });
-    const sha256 = tally.hash.digest('hex');
-    if (String(tally.sizeBytes) !== upload.fileSize) {
-      throw new Error(`assembled ${tally.sizeBytes} bytes, expected ${upload.fileSize}`);
+    // An empty file has no chunk (`bytes */0` completes it).
+    if (upload.fileSize === '0' && !(await store.stat(upload.storageKey))) {
+      await store.put(upload.storageKey, new Uint8Array(), { contentType: upload.contentType });
     }
+    const info = await store.stat(upload.storageKey);
+    if (!info) {
+      throw ApplicationFailure.nonRetryable(`the bytes of sample ${upload.id} are not stored`, 'not_found');
+    }
+    if (String(info.sizeBytes) !== upload.fileSize) {
+      throw new Error(`the stored upload has ${info.sizeBytes} bytes, expected ${upload.fileSize}`);
+    }
+    const assembled = (contentSha256: string) =>
+      ({
+        status: 'assembled',
+        storageKey: upload.storageKey,
+        sizeBytes: info.sizeBytes,
+        contentSha256,
+      }) as const;
+    if (upload.contentSha256Checked && upload.contentSha256) return assembled(upload.contentSha256);
+    const sha256 = await sha256Of(store, upload.storageKey);
     if (upload.contentSha256 && upload.contentSha256 !== sha256) {
       const reason = `the uploaded bytes have SHA-256 ${sha256}, not the declared contentSha256`;
       await store.delete(upload.storageKey);
@@ -78,14 +74,7 @@ export function createUploadActivities(deps: { sql: Sql; store: ObjectStore }) {
       return { status: 'upload_failed', reason };
     }
     await recordContentSha256(sql, upload.id, sha256);
-    await Promise.all(parts.map((part) => store.delete(part.storageKey)));
-    await deleteUploadParts(sql, upload.id);
-    return {
-      status: 'assembled',
-      storageKey: upload.storageKey,
-      sizeBytes: tally.sizeBytes,
-      contentSha256: sha256,
-    };
+    return assembled(sha256);
   }
 
   return { assembleUpload };

@@ -21,13 +21,17 @@ export function generated(bytes: number): Readable {
   });
 }
 
-/** One chunk as a PUT with its Content-Range, streamed from `body`; answers the HTTP status. */
+/**
+ * One chunk as a PUT with its Content-Range, streamed from `body`; answers the HTTP status.
+ * `onSent` is called when the last byte of the body has been handed to the socket.
+ */
 export function putChunk(
   url: string,
   start: number,
   length: number,
   total: number,
   body: Readable,
+  onSent?: () => void,
 ): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = request(url, {
@@ -42,6 +46,7 @@ export function putChunk(
       res.on('end', () => resolve(res.statusCode ?? 0));
     });
     req.on('error', reject);
+    if (onSent) req.on('finish', onSent);
     body.pipe(req);
   });
 }

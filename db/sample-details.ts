@@ -186,16 +186,16 @@ export async function trashExpiredSamples(sql: Queryable, now: Date): Promise<nu
 export async function claimSamplesToPurge(
   sql: Queryable,
   input: { now: Date; trashWindowDays: number; limit: number },
-): Promise<{ id: string; organizationId: string }[]> {
+): Promise<{ id: string; organizationId: string; uploadState: string | null }[]> {
   const { now, trashWindowDays } = input;
-  return sql<{ id: string; organizationId: string }[]>`
+  return sql<{ id: string; organizationId: string; uploadState: string | null }[]>`
     UPDATE samples SET purge_started_at = coalesce(purge_started_at, ${now})
     WHERE trashed_at IS NOT NULL AND trashed_at <= ${now}::timestamptz - make_interval(days => ${trashWindowDays})
       AND id IN (
         SELECT id FROM samples
         WHERE trashed_at IS NOT NULL AND trashed_at <= ${now}::timestamptz - make_interval(days => ${trashWindowDays})
         ORDER BY trashed_at LIMIT ${input.limit})
-    RETURNING id, organization_id AS "organizationId"`;
+    RETURNING id, organization_id AS "organizationId", upload_state AS "uploadState"`;
 }
 
 /** Deletes a claimed sample's row; one that is no longer in Trash is kept, whatever claimed it. */

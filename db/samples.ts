@@ -1,5 +1,5 @@
 import type { ExpirationSource, SampleStatus } from '../schemas/enums';
-import type { Queryable, Sql } from './index';
+import type { Queryable } from './index';
 
 /** A sample row as the upload endpoints see it. 64-bit counts stay strings. */
 export interface UploadRecord {
@@ -11,6 +11,10 @@ export interface UploadRecord {
   fileSize: string;
   uploadedBytes: string;
   contentSha256: string | null;
+  /** Whether `contentSha256` is the hash of the bytes received, not only the one declared. */
+  contentSha256Checked: boolean;
+  /** The store's in-place upload state while chunks arrive (and until the object is published). */
+  uploadState: string | null;
   status: SampleStatus;
   statusMessage: string | null;
   storageKey: string;
@@ -26,6 +30,7 @@ export interface UploadRecord {
 const uploadColumns = (sql: Queryable) => sql`
   s.id, s.organization_id AS "organizationId", s.filename, s.name, s.content_type AS "contentType",
   s.file_size AS "fileSize", s.uploaded_bytes AS "uploadedBytes", s.content_sha256 AS "contentSha256",
+  s.content_sha256_checked AS "contentSha256Checked", s.upload_state AS "uploadState",
   s.status, s.status_message AS "statusMessage", s.storage_key AS "storageKey",
   coalesce(s.auto_segment, o.auto_segment_default, true) AS "autoSegment",
   s.width_px AS "widthPx", s.height_px AS "heightPx", s.ingest_started_at AS "ingestStartedAt",
@@ -126,39 +131,75 @@ export async function listUploads(
 }
 
 /**
- * Records a stored chunk if the upload is still at `startOffset`; the last chunk moves the
- * sample to `deid_running`. Returns false when another writer got there first.
+ * Makes `writer` the one request that may store the chunk at `startOffset`; answers the
+ * store's upload state (null before the first chunk), or undefined when the upload is not
+ * there, or another writer holds it and was heard from within `staleSeconds`.
  */
-export async function recordUploadPart(
-  sql: Sql,
-  part: { sampleId: string; startOffset: number; endOffset: number; storageKey: string },
+export async function claimUploadChunk(
+  sql: Queryable,
+  claim: { sampleId: string; startOffset: number; writer: string; staleSeconds: number },
+): Promise<{ uploadState: string | null } | undefined> {
+  const [row] = await sql<{ uploadState: string | null }[]>`
+    UPDATE samples SET upload_writer = ${claim.writer}, upload_writer_seen_at = now()
+    WHERE id = ${claim.sampleId} AND status = 'uploading' AND uploaded_bytes = ${claim.startOffset}
+      AND (upload_writer IS NULL
+        OR upload_writer_seen_at < now() - make_interval(secs => ${claim.staleSeconds}))
+    RETURNING upload_state AS "uploadState"`;
+  return row;
+}
+
+/** The writer is still streaming its chunk: its claim stays fresh. */
+export async function touchUploadClaim(sql: Queryable, sampleId: string, writer: string): Promise<void> {
+  await sql`UPDATE samples SET upload_writer_seen_at = now() WHERE id = ${sampleId} AND upload_writer = ${writer}`;
+}
+
+/** Gives up a claim whose chunk was not stored. */
+export async function releaseUploadClaim(sql: Queryable, sampleId: string, writer: string): Promise<void> {
+  await sql`UPDATE samples SET upload_writer = NULL, upload_writer_seen_at = NULL
+    WHERE id = ${sampleId} AND upload_writer = ${writer}`;
+}
+
+/** Keeps the state of a store upload begun by the claim's writer; false when the claim was lost. */
+export async function saveUploadState(
+  sql: Queryable,
+  upload: { sampleId: string; writer: string; uploadState: string },
 ): Promise<boolean> {
-  return sql.begin(async (tx) => {
-    const moved = await tx`
-      UPDATE samples SET uploaded_bytes = ${part.endOffset}, updated_at = now(),
-        status = CASE WHEN ${part.endOffset} = file_size THEN 'deid_running' ELSE status END
-      WHERE id = ${part.sampleId} AND status = 'uploading' AND uploaded_bytes = ${part.startOffset}`;
-    if (moved.count === 0) return false;
-    await tx`INSERT INTO upload_parts (sample_id, start_offset, end_offset, storage_key)
-      VALUES (${part.sampleId}, ${part.startOffset}, ${part.endOffset}, ${part.storageKey})`;
-    return true;
-  });
+  const saved = await sql`UPDATE samples SET upload_state = ${upload.uploadState}
+    WHERE id = ${upload.sampleId} AND upload_writer = ${upload.writer} AND upload_state IS NULL`;
+  return saved.count > 0;
 }
 
-export interface UploadPart {
-  startOffset: string;
-  endOffset: string;
-  storageKey: string;
+/**
+ * Records a stored chunk and the store's state after it, if `writer` still holds the claim.
+ * The last chunk moves the sample to `deid_running`, with the SHA-256 of the bytes when the
+ * process saw them all (else ingest computes it). False when the claim was lost.
+ */
+export async function recordUploadChunk(
+  sql: Queryable,
+  chunk: {
+    sampleId: string;
+    writer: string;
+    startOffset: number;
+    endOffset: number;
+    uploadState: string;
+    sha256?: string;
+  },
+): Promise<boolean> {
+  const sha256 = chunk.sha256 ?? null;
+  const moved = await sql`
+    UPDATE samples SET uploaded_bytes = ${chunk.endOffset}, upload_state = ${chunk.uploadState},
+      upload_writer = NULL, upload_writer_seen_at = NULL, updated_at = now(),
+      status = CASE WHEN ${chunk.endOffset} = file_size THEN 'deid_running' ELSE status END,
+      content_sha256 = coalesce(${sha256}::text, content_sha256),
+      content_sha256_checked = ${sha256 !== null}
+    WHERE id = ${chunk.sampleId} AND status = 'uploading' AND uploaded_bytes = ${chunk.startOffset}
+      AND upload_writer = ${chunk.writer}`;
+  return moved.count > 0;
 }
 
-export async function listUploadParts(sql: Queryable, sampleId: string): Promise<UploadPart[]> {
-  return sql<UploadPart[]>`
-    SELECT start_offset AS "startOffset", end_offset AS "endOffset", storage_key AS "storageKey"
-    FROM upload_parts WHERE sample_id = ${sampleId} ORDER BY start_offset`;
-}
-
-export async function deleteUploadParts(sql: Queryable, sampleId: string): Promise<void> {
-  await sql`DELETE FROM upload_parts WHERE sample_id = ${sampleId}`;
+/** The store published the object (or dropped the bytes): its upload state is spent. */
+export async function clearUploadState(sql: Queryable, sampleId: string, uploadState: string): Promise<void> {
+  await sql`UPDATE samples SET upload_state = NULL WHERE id = ${sampleId} AND upload_state = ${uploadState}`;
 }
 
 /** An empty upload has all its bytes at once: it moves to `deid_running` like a last chunk. */
@@ -167,9 +208,10 @@ export async function completeEmptyUpload(sql: Queryable, sampleId: string): Pro
     WHERE id = ${sampleId} AND status = 'uploading' AND file_size = 0`;
 }
 
-/** Moves an upload to `upload_failed` with a reason a person can read. */
+/** Moves an upload to `upload_failed` with a reason a person can read; any writer's claim ends. */
 export async function failUpload(sql: Queryable, sampleId: string, message: string): Promise<void> {
-  await sql`UPDATE samples SET status = 'upload_failed', status_message = ${message}, updated_at = now()
+  await sql`UPDATE samples SET status = 'upload_failed', status_message = ${message}, updated_at = now(),
+      upload_writer = NULL, upload_writer_seen_at = NULL
     WHERE id = ${sampleId} AND status IN ('uploading', 'deid_running')`;
 }
 
@@ -178,7 +220,8 @@ export async function recordContentSha256(
   sampleId: string,
   contentSha256: string,
 ): Promise<void> {
-  await sql`UPDATE samples SET content_sha256 = ${contentSha256}, updated_at = now() WHERE id = ${sampleId}`;
+  await sql`UPDATE samples SET content_sha256 = ${contentSha256}, content_sha256_checked = true, updated_at = now()
+    WHERE id = ${sampleId}`;
 }
 
 export async function markIngestStarted(sql: Queryable, sampleId: string): Promise<void> {

@@ -16,6 +16,7 @@ import path from 'node:path';
 import { addAbortSignal, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { systemErrorCode } from './errors';
+import { createFsUploads } from './fs-uploads';
 import { resolveKey, resolvePrefix, STAGING_SEGMENT } from './keys';
 import { checkRange, clampRange } from './range';
 import { signToken, verifyToken } from './signing';
@@ -216,5 +217,7 @@ export function createFsStore(options: FsStoreOptions): ObjectStore {
       const download = downloadName === undefined ? '' : `&download=${encodeURIComponent(downloadName)}`;
       return `${publicBaseUrl}/files/${encodedKey}?token=${token}${download}`;
     },
+
+    uploads: createFsUploads(path.join(root, STAGING_SEGMENT, 'uploads'), pathOf),
   };
 }

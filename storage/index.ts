@@ -8,12 +8,14 @@ export { resolveKey } from './keys';
 export { ensureBucket, type S3StoreOptions } from './s3';
 export { signStoreToken, signToken, type TokenClaims, verifyStoreToken, verifyToken } from './signing';
 export type {
+  InPlaceUploads,
   IoOptions,
   ObjectInfo,
   ObjectStore,
   OpenedObject,
   RangeQuery,
   SignOptions,
+  UploadState,
   WriteOptions,
 } from './types';
 

@@ -17,8 +17,9 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { StorageError } from './errors';
-import { resolveKey, resolvePrefix } from './keys';
+import { resolveKey, resolvePrefix, STAGING_SEGMENT } from './keys';
 import { rangeHeader } from './range';
+import { createS3Uploads } from './s3-uploads';
 import type { IoOptions, ObjectInfo, ObjectStore, OpenedObject, RangeQuery, WriteOptions } from './types';
 
 export interface S3StoreOptions {
@@ -143,6 +144,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
   const Bucket = options.bucket;
   const basePrefix = normalizePrefix(options.prefix);
   const objectKey = (key: string) => basePrefix + resolveKey(key);
+  // In-place uploads keep their small chunks here; no object key can reach it.
+  const stagingPrefix = `${basePrefix}${STAGING_SEGMENT}/uploads/`;
 
   /** The object's body; `'empty'` when the range starts past the end, `undefined` when there is no object. */
   async function getObject(key: string, signal: AbortSignal | undefined, range?: RangeQuery) {
@@ -333,7 +336,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
           .send(new ListObjectsV2Command({ Bucket, Prefix, ContinuationToken }), { abortSignal: signal })
           .catch(translate);
         for (const object of page.Contents ?? []) {
-          if (object.Key !== undefined) yield object.Key.slice(basePrefix.length);
+          if (object.Key !== undefined && !object.Key.startsWith(stagingPrefix))
+            yield object.Key.slice(basePrefix.length);
         }
         ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
       } while (ContinuationToken !== undefined);
@@ -347,5 +351,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
       });
       return getSignedUrl(client, command, { expiresIn: expiresInSeconds });
     },
+
+    uploads: createS3Uploads({ client, Bucket, objectKey, stagingPrefix, stat, translate }),
   };
 }

@@ -62,4 +62,26 @@ export interface ObjectStore {
   list(prefix: string, options?: IoOptions): AsyncIterable<string>;
   /** A URL that reads `key` without any other credential until it expires. */
   signedUrl(key: string, options: SignOptions): Promise<string>;
+  /** Objects written chunk by chunk in place (the resumable upload), with no second copy. */
+  readonly uploads: InPlaceUploads;
+}
+
+/** Where an in-place upload stands: opaque to the caller, who keeps it between chunks. */
+export type UploadState = string;
+
+/**
+ * An object filled chunk by chunk, each stored where it belongs as it arrives, then published
+ * whole at its key by `complete` without copying a byte, so completing takes the same time at
+ * any size. Until then the key reads as it did before (the object appears whole or not at all).
+ * `write` is durable when it answers; a repeated chunk stores the same bytes again; two writes
+ * of the same chunk at once are safe; the caller orders chunks (each starts where the state
+ * it passes ends) and keeps the state `write` answers once it has recorded the chunk.
+ */
+export interface InPlaceUploads {
+  begin(key: string, options: { sizeBytes: number; contentType?: string }): Promise<UploadState>;
+  write(state: UploadState, chunk: { offset: number; length: number; body: Readable }): Promise<UploadState>;
+  /** Publishes the object; repeating it after it succeeded answers the same object. */
+  complete(state: UploadState): Promise<ObjectInfo>;
+  /** Drops every byte stored so far, leaving nothing behind; safe to repeat. */
+  abort(state: UploadState): Promise<void>;
 }

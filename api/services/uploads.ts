@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { type Hash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
@@ -17,8 +17,7 @@ import type { Principal } from '../auth';
 import { createCursorCodec } from '../cursor';
 import { AppError, notFound } from '../errors';
 import type { WorkflowEngine } from '../workflow-engine';
-
-/** Intermediate chunks are multiples of this (the cloud-storage resumable convention). */
+import { createUploadHashes } from './upload-hashes';
 
 export interface UploadServiceDeps {
   sql: Sql;
@@ -37,6 +36,15 @@ export interface UploadServiceDeps {
 const HEADER_WAIT_MS = 30_000;
 const HEADER_POLL_MS = 200;
 const HEADER_POLL_MAX_MS = 2000;
+
+/**
+ * A chunk has one writer at a time. A writer refreshes its claim while bytes flow; one not
+ * heard from for this long is gone (its process died) and the claim passes to the next.
+ */
+const CLAIM_STALE_SECONDS = 60;
+const CLAIM_REFRESH_MS = 10_000;
+/** How often a second request for the same chunk looks whether the first is done. */
+const CLAIM_POLL_MS = 100;
 
 /** Every byte is in and the file is being prepared, but its header has not been read yet. */
 function awaitingHeader(record: UploadRecord): boolean {
@@ -81,12 +89,27 @@ export function toUpload(record: UploadRecord): Upload {
   };
 }
 
-/** Counts the bytes of a request body and stops it at `limit` (a body longer than its range). */
-async function* boundedBody(body: Readable, limit: number, tally: { bytes: number }) {
+/**
+ * A request body as the store reads it: stopped at `length` (a body longer than its range),
+ * counted, hashed, and the writer's claim refreshed while it flows.
+ */
+async function* receivedBody(
+  body: Readable,
+  length: number,
+  tally: { bytes: number },
+  hash: Hash | undefined,
+  refreshClaim: () => Promise<void>,
+) {
+  let refreshedAt = Date.now();
   for await (const chunk of body as AsyncIterable<Buffer>) {
     tally.bytes += chunk.length;
-    if (tally.bytes > limit)
+    if (tally.bytes > length)
       throw new AppError('invalid_request', 'the body is longer than its Content-Range');
+    hash?.update(chunk);
+    if (Date.now() - refreshedAt > CLAIM_REFRESH_MS) {
+      await refreshClaim();
+      refreshedAt = Date.now();
+    }
     yield chunk;
   }
 }
@@ -94,6 +117,7 @@ async function* boundedBody(body: Readable, limit: number, tally: { bytes: numbe
 export function createUploadService(deps: UploadServiceDeps) {
   const { sql, store, workflows, logger } = deps;
   const cursors = createCursorCodec(deps.signingSecret, 'uploads');
+  const hashes = createUploadHashes();
 
   function sessionUrl(uploadId: string): string {
     const expiresAt = new Date(Date.now() + deps.limits.uploadSessionTtlSeconds * 1000);
@@ -201,47 +225,118 @@ export function createUploadService(deps: UploadServiceDeps) {
     return { done: true, upload: toUpload(fresh) };
   }
 
+  /** 308 with what is stored now: the chunk was not (another request stored it, or holds it). */
+  async function notStored(record: UploadRecord): Promise<ChunkOutcome> {
+    const current = (await samples.findUploadForSession(sql, record.id)) ?? record;
+    if (current.status !== 'uploading') return finished(current);
+    return { done: false, storedBytes: Number(current.uploadedBytes) };
+  }
+
+  /**
+   * Claims the chunk at `start` for `writer`; a second request for the same chunk waits for the
+   * first. Answers the store's state (null before the first chunk), or undefined when the
+   * upload moved on meanwhile.
+   */
+  async function claimChunk(record: UploadRecord, start: number, writer: string) {
+    for (;;) {
+      const claim = { sampleId: record.id, startOffset: start, writer, staleSeconds: CLAIM_STALE_SECONDS };
+      const claimed = await samples.claimUploadChunk(sql, claim);
+      if (claimed) return claimed;
+      const current = await samples.findUploadForSession(sql, record.id);
+      if (current?.status !== 'uploading' || Number(current.uploadedBytes) !== start) return undefined;
+      await sleep(CLAIM_POLL_MS);
+    }
+  }
+
+  /** The store's state for a claimed chunk, beginning the store's upload before the first. */
+  async function storeState(record: UploadRecord, writer: string, saved: string | null) {
+    if (saved !== null) return saved;
+    const begun = await store.uploads.begin(record.storageKey, {
+      sizeBytes: Number(record.fileSize),
+      contentType: record.contentType,
+    });
+    if (await samples.saveUploadState(sql, { sampleId: record.id, writer, uploadState: begun })) return begun;
+    await store.uploads.abort(begun);
+    return undefined;
+  }
+
+  /** Drops the bytes of an upload that failed, and its state, so that nothing is left behind. */
+  async function dropStored(record: UploadRecord): Promise<void> {
+    const current = (await samples.findUploadForSession(sql, record.id)) ?? record;
+    hashes.forget(record.id);
+    if (current.uploadState === null) return;
+    await store.uploads.abort(current.uploadState);
+    await samples.clearUploadState(sql, record.id, current.uploadState);
+  }
+
+  /** The last byte is recorded: publish the object now (ingest does it if this fails). */
+  async function publish(record: UploadRecord, uploadState: string): Promise<void> {
+    try {
+      await store.uploads.complete(uploadState);
+      await samples.clearUploadState(sql, record.id, uploadState);
+    } catch (err) {
+      logger.error({ err, sampleId: record.id }, 'could not publish the upload; ingest will');
+    }
+  }
+
+  /** The chunk's bytes go to the store at their offset; the sample records them after. */
   async function storeChunk(
     record: UploadRecord,
     range: { start: number; end: number },
     body: Readable,
   ): Promise<ChunkOutcome> {
     const length = range.end - range.start + 1;
-    const partKey = objectKeys.uploadPart(
-      record.organizationId,
-      record.id,
-      range.start,
-      randomBytes(6).toString('hex'),
-    );
+    const end = range.end + 1;
+    const writer = randomUUID();
+    const claimed = await claimChunk(record, range.start, writer);
+    if (!claimed) return notStored(record);
+    const hash = hashes.resume(record.id, range.start);
     const tally = { bytes: 0 };
+    let next: string;
     try {
-      await store.write(partKey, Readable.from(boundedBody(body, length, tally)));
+      const state = await storeState(record, writer, claimed.uploadState);
+      if (state === undefined) return notStored(record);
+      const refresh = () => samples.touchUploadClaim(sql, record.id, writer);
+      const received = Readable.from(receivedBody(body, length, tally, hash, refresh));
+      next = await store.uploads.write(state, { offset: range.start, length, body: received });
     } catch (err) {
-      await store.delete(partKey).catch(() => {});
+      await samples.releaseUploadClaim(sql, record.id, writer);
+      if (err instanceof AppError) throw err;
+      if (tally.bytes !== length)
+        throw new AppError(
+          'invalid_request',
+          `the body has ${tally.bytes} bytes, its Content-Range says ${length}`,
+        );
       throw err;
     }
-    if (tally.bytes !== length) {
-      await store.delete(partKey);
-      throw new AppError(
-        'invalid_request',
-        `the body has ${tally.bytes} bytes, its Content-Range says ${length}`,
+    const isLast = end === Number(record.fileSize);
+    const sha256 = isLast ? hash?.digest('hex') : undefined;
+    if (sha256 && record.contentSha256 && sha256 !== record.contentSha256) {
+      await samples.failUpload(
+        sql,
+        record.id,
+        `the uploaded bytes have SHA-256 ${sha256}, not the declared contentSha256`,
       );
+      await dropStored(record);
+      return finished((await samples.findUploadForSession(sql, record.id)) ?? record);
     }
-    const recorded = await samples.recordUploadPart(sql, {
+    const chunk = {
       sampleId: record.id,
+      writer,
       startOffset: range.start,
-      endOffset: range.end + 1,
-      storageKey: partKey,
-    });
-    if (!recorded) {
-      await store.delete(partKey);
-      const current = (await samples.findUploadForSession(sql, record.id)) ?? record;
-      return { done: false, storedBytes: Number(current.uploadedBytes) };
-    }
+      endOffset: end,
+      uploadState: next,
+      sha256,
+    };
+    if (!(await samples.recordUploadChunk(sql, chunk))) return notStored(record);
     deps.onBytesStored?.(length);
-    const updated = (await samples.findUploadForSession(sql, record.id))!;
-    if (range.end + 1 === Number(record.fileSize)) return finished(updated);
-    return { done: false, storedBytes: range.end + 1 };
+    if (!isLast) {
+      if (hash) hashes.keep(record.id, end, hash);
+      return { done: false, storedBytes: end };
+    }
+    hashes.forget(record.id);
+    await publish(record, next);
+    return finished((await samples.findUploadForSession(sql, record.id))!);
   }
 
   /** One request of the resumable protocol (DECISIONS.md, `PUT {uploadUrl}`). */
@@ -258,6 +353,7 @@ export function createUploadService(deps: UploadServiceDeps) {
     if (range.total !== Number(record.fileSize)) {
       const message = `Content-Range total ${range.total} differs from the declared fileSize ${record.fileSize}`;
       await samples.failUpload(sql, record.id, message);
+      await dropStored(record);
       throw new AppError('invalid_request', message);
     }
     if (record.status === 'upload_failed') {

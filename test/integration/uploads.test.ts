@@ -87,7 +87,8 @@ describe('resumable uploads', () => {
     expect(hashed!.content_sha256).toBe(sha256(bytes));
     const stored = await stack.store.get(upload.storagePath);
     expect(Buffer.from(stored!).equals(bytes)).toBe(true);
-    expect(await stack.sql`SELECT * FROM upload_parts WHERE sample_id = ${upload.id}`).toHaveLength(0);
+    const [state] = await stack.sql`SELECT upload_state FROM samples WHERE id = ${upload.id}`;
+    expect(state!.upload_state).toBeNull();
     const [sample] = await stack.sql`SELECT ingest_started_at FROM samples WHERE id = ${upload.id}`;
     expect(sample!.ingest_started_at).toBeInstanceOf(Date);
   });
