@@ -18,6 +18,8 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
   store: ObjectStore;
   /** JPEG quality of the H&E in OME-TIFF exports; default 90. */
   exportJpegQuality?: number;
+  /** Bands of one prediction job inferred at once; default 4. */
+  bandConcurrency?: number;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
   /** `WorkflowEngine.workflowState`: the reconciler of closed workflows asks it. */

@@ -64,6 +64,7 @@ const EnvSchema = z.object({
   JOB_STREAMS_PER_CREDENTIAL: positiveInt.default(50),
   SEGMENTATION_RETRY_COOLDOWN_SECONDS: positiveInt.default(60),
   EXPORT_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
+  PREDICTION_BAND_CONCURRENCY: positiveInt.optional(),
   SIGN_IN_FREE_FAILURES_PER_ACCOUNT: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.freeFailuresPerAccount),
   SIGN_IN_FREE_FAILURES_PER_ADDRESS: z.coerce
     .number()
@@ -133,6 +134,8 @@ export interface Config {
   };
   /** JPEG quality of the H&E in OME-TIFF exports. */
   exportJpegQuality: number;
+  /** Bands of one prediction job inferred at once, across the compute workers; unset: the activities' default. */
+  predictionBandConcurrency: number | undefined;
   /** Period of the `maintenance` Schedule (the reconcilers). */
   maintenanceIntervalSeconds: number;
 }
@@ -227,6 +230,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       },
     },
     exportJpegQuality: e.EXPORT_JPEG_QUALITY,
+    predictionBandConcurrency: e.PREDICTION_BAND_CONCURRENCY,
     maintenanceIntervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
   };
 }

@@ -135,6 +135,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
     logger,
     exportJpegQuality: config.exportJpegQuality,
+    predictionBandConcurrency: config.predictionBandConcurrency,
   });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });

@@ -200,6 +200,8 @@ export async function startWorkers(options: {
   logger: Logger;
   /** JPEG quality of the H&E in OME-TIFF exports (EXPORT_JPEG_QUALITY); default 90. */
   exportJpegQuality?: number;
+  /** Bands of one prediction job inferred at once (PREDICTION_BAND_CONCURRENCY); default 4 (DEFAULT_BAND_CONCURRENCY). */
+  predictionBandConcurrency?: number;
   /**
    * The longest an activity's heartbeat waits to be sent (default 5 s): what a crash can lose.
    * Tests that stop a worker at a heartbeat use less, as their slides are done in seconds.
@@ -225,6 +227,7 @@ export async function startWorkers(options: {
     startExport: engine.startExport,
     workflowState: engine.workflowState,
     exportJpegQuality: options.exportJpegQuality,
+    bandConcurrency: options.predictionBandConcurrency,
   });
   const workers = await Promise.all(
     taskQueueKinds.map((kind) =>

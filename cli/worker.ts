@@ -30,6 +30,7 @@ runMain(async () => {
     workflowBundle: await loadWorkflowBundle(config.workflowBundlePath),
     logger,
     exportJpegQuality: config.exportJpegQuality,
+    predictionBandConcurrency: config.predictionBandConcurrency,
   });
   await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   await client.connection.close();

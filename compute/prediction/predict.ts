@@ -7,10 +7,12 @@ import { type PlanOptions, type PredictionProgress, planPrediction } from './pre
 
 export type { PredictionProgress };
 
+import type { ModelSession } from './model';
 import { PredictionSink } from './prediction-sink';
 import { HISTOGRAM_BINS, type PredictionStoreLayout } from './store';
 
 export interface PredictMarkersOptions extends PlanOptions {
+  model: ModelSession;
   /** The store's root. */
   sink: KeyValueStore;
   /** Threads writing output planes into shards (`plane-writers`), at most one per marker. */
