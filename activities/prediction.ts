@@ -209,6 +209,7 @@ export function createPredictionActivities(deps: {
           band,
           sink,
           summaries,
+          again: input.rerun,
           signal,
           resume: context.info.heartbeatDetails as PredictionProgress | undefined,
           onProgress: (done, _total, token) => {
@@ -241,8 +242,8 @@ export function createPredictionActivities(deps: {
   }
 
   /**
-   * `postprocessing`: the bands' summaries merged into the statistics, then the pyramid levels,
-   * channel windows and the NGFF groups of the store.
+   * `postprocessing`: the bands' summaries merged into the statistics, then the pyramid levels
+   * the bands left (those spanning several bands), channel windows and the NGFF groups.
    */
   async function postprocessJob(input: { jobId: string; rerun?: boolean }): Promise<{ active: boolean }> {
     const job = await jobOrFail(input.jobId);
@@ -266,6 +267,8 @@ export function createPredictionActivities(deps: {
       sink,
       layout: merged.layout,
       statistics: merged.statistics,
+      // The bands built the lower levels as they went; an operator's re-run rebuilds them all.
+      fromLevel: input.rerun ? 1 : merged.pyramidFrom,
       signal: context.cancellationSignal,
       resume: context.info.heartbeatDetails as FinishProgress | undefined,
       onProgress: (progress) => heartbeat(progress),

@@ -1,4 +1,5 @@
 import { type KeyValueStore, parseJson } from '../zarr';
+import { BandPyramid, bandPyramidLevels } from './band-pyramid';
 import { type ChannelStatistics, emptyStatistics, mergeStatistics } from './kernels';
 import { type PredictMarkersOptions, predictMarkers } from './predict';
 import { type PlanOptions, planPrediction } from './prediction-plan';
@@ -34,17 +35,31 @@ export interface PredictBandOptions extends PredictMarkersOptions {
   band: number;
   /** Where the band's summary is kept (`{band}.json`). */
   summaries: KeyValueStore;
+  /** Makes the band even if its summary is stored (an operator's re-run rewrites what was lost). */
+  again?: boolean;
 }
 
 /**
- * Predicts one band, unless its summary is stored already (a retry after the band finished).
- * Resumes from `resume` (a token this band's `onProgress` gave) with the same bytes.
+ * Predicts one band, unless its summary is stored already (a retry after the band finished), and
+ * builds its own pyramid levels (`BandPyramid`) while it runs. Resumes from `resume` (a token
+ * this band's `onProgress` gave) with the same bytes.
  */
 export async function predictBand(options: PredictBandOptions): Promise<BandSummary> {
-  const key = planPrediction({ ...options, resume: null }).key;
-  const kept = await readSummary(options.summaries, options.band, key, options.signal);
+  const plan = planPrediction(options);
+  const key = plan.key;
+  const kept = options.again
+    ? undefined
+    : await readSummary(options.summaries, options.band, key, options.signal);
   if (kept) return kept;
-  const result = await predictMarkers(options);
+  const pyramid = new BandPyramid(plan, options.sink, options.signal);
+  let result: Awaited<ReturnType<typeof predictMarkers>>;
+  try {
+    result = await predictMarkers({ ...options, onShardStored: (shard) => pyramid.shardStored(shard) });
+  } finally {
+    // Nothing of the band is written after it ends, even when it failed.
+    await pyramid.done().catch(() => {});
+  }
+  await pyramid.done();
   const summary: BandSummary = {
     tiles: result.tiles,
     failedTiles: result.failedTiles,
@@ -58,12 +73,13 @@ export async function predictBand(options: PredictBandOptions): Promise<BandSumm
 }
 
 /**
- * Every band's summary merged, in band order, with the store's layout; undefined if a band has
- * none for this plan (it was never predicted, or predicted for another).
+ * Every band's summary merged, in band order, with the store's layout and the lowest pyramid
+ * level the bands left to build; undefined if a band has none for this plan (it was never
+ * predicted, or predicted for another).
  */
 export async function mergeBandSummaries(
   options: PlanOptions & { summaries: KeyValueStore; signal?: AbortSignal },
-): Promise<(BandSummary & { layout: PredictionStoreLayout }) | undefined> {
+): Promise<(BandSummary & { layout: PredictionStoreLayout; pyramidFrom: number }) | undefined> {
   const whole = planPrediction({ ...options, band: undefined, resume: null });
   const merged: BandSummary = {
     tiles: 0,
@@ -80,7 +96,12 @@ export async function mergeBandSummaries(
       mergeStatistics(merged.statistics[marker]!, summary.statistics[marker]!);
     }
   }
-  return { ...merged, layout: whole.layout };
+  // The levels the bands built are done; postprocessing builds from the next.
+  return {
+    ...merged,
+    layout: whole.layout,
+    pyramidFrom: bandPyramidLevels(whole.layout, whole.tiles.bandShards) + 1,
+  };
 }
 
 function summaryKey(band: number): string {

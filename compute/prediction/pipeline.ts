@@ -35,6 +35,8 @@ export interface PipelineInput {
   signal?: AbortSignal;
   /** After each batch: positions finished of all, and the token as of the last stored shard. */
   onProgress?: (done: number, total: number, token: PredictionProgress) => void;
+  /** After each shard is stored, every marker's, before the progress that counts it. */
+  onShardStored?: (shard: ShardAddress) => void;
 }
 
 /**
@@ -101,6 +103,7 @@ export async function runPipeline(input: PipelineInput): Promise<PredictionProgr
           (m) => (_, shard, extent, level) => writers.encode(m, shard, extent, level, made.untouched),
         );
         maker.free(made.buffers);
+        input.onShardStored?.(work.shard);
         book.shardStored(work.index, made);
       })();
       storing.catch(() => {});

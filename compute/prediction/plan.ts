@@ -84,7 +84,8 @@ export class TilePlan {
   private readonly edgesX: Int32Array;
   private readonly edgesY: Int32Array;
   private readonly shardSize: number;
-  private readonly bandShards: number;
+  /** Shard rows per band. */
+  readonly bandShards: number;
 
   constructor(input: TilePlanInput) {
     const { grid, heLevels, heMpp, modelMpp, shardSize, bandShards } = input;

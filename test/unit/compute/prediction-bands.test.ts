@@ -63,7 +63,7 @@ const options = () => ({
   batchSize: 4,
   shardSize: 512,
   chunkSize: 128,
-  bandShards: 1,
+  bandShards: 2,
 });
 
 test('bands made apart, in any order, one resumed, finish into the same bytes as one run', async () => {
@@ -72,7 +72,7 @@ test('bands made apart, in any order, one resumed, finish into the same bytes as
   await finishPredictionStore({ sink: whole, layout: reference.layout, statistics: reference.statistics });
 
   const bands = predictionBandCount(options());
-  expect(bands).toBe(Math.ceil(he.heightPx / 512));
+  expect(bands).toBe(Math.ceil(he.heightPx / 512 / 2));
   const banded = memoryStore();
   const summaries = memoryStore();
   // The middle band stops after its first shard and is resumed from its token.
@@ -115,7 +115,21 @@ test('bands made apart, in any order, one resumed, finish into the same bytes as
     failedTiles: reference.failedTiles,
   });
   expect(merged!.statistics).toEqual(reference.statistics);
-  await finishPredictionStore({ sink: banded, layout: merged!.layout, statistics: merged!.statistics });
+  // Bands of 2 shard rows built level 1 as they went; postprocessing builds the rest.
+  expect(merged!.pyramidFrom).toBe(2);
+  // Each level-1 shard over a stored level-0 shard (the others are background, left out).
+  const shards = (level: number) =>
+    [...banded.map.keys()]
+      .filter((key) => key.startsWith(`markers/DAPI/${level}/c/`))
+      .map((key) => key.split('/').slice(-2).map(Number));
+  const parents = new Set(shards(0).map(([y, x]) => `${Math.floor(y! / 2)},${Math.floor(x! / 2)}`));
+  expect(new Set(shards(1).map(([y, x]) => `${y},${x}`))).toEqual(parents);
+  await finishPredictionStore({
+    sink: banded,
+    layout: merged!.layout,
+    statistics: merged!.statistics,
+    fromLevel: merged!.pyramidFrom,
+  });
   expectSameObjects(banded, whole);
 }, 300_000);
 
