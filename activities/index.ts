@@ -24,6 +24,8 @@ export interface ActivityDeps extends SegmentationStartDeps, ExportActivityDeps 
   segmentationBandsInFlight?: number;
   /** Tiles per segmentation band; default 16. */
   segmentationBandTiles?: number;
+  /** Bands of one prediction job inferred at once; default 4. */
+  predictionBandsInFlight?: number;
   /** Starts `prediction-{jobId}` (idempotent): the reconciler restarts jobs the API could not. */
   startPrediction: (jobId: string, job: { organizationId: string; sampleId: string }) => Promise<void>;
   /** `WorkflowEngine.workflowState`: the reconciler of closed workflows asks it. */

@@ -1,12 +1,12 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import {
-  type ChannelStatistics,
   type FinishProgress,
   finishPredictionStore,
+  mergeBandSummaries,
   openModelSession,
   type PredictionProgress,
-  type PredictionStoreLayout,
-  predictMarkers,
+  predictBand,
+  predictionBandCount,
 } from '../compute/prediction';
 import { openHePyramid } from '../compute/pyramid';
 import { prefixedStore } from '../compute/store';
@@ -37,14 +37,21 @@ const failedSampleStatuses: ReadonlySet<SampleStatus> = new Set([
   'preprocess_failed',
 ]);
 
+/** What a band (or every band, in a re-run) finished: positions, and those that failed. */
 export interface PredictionRun {
   tiles: number;
   failedTiles: number;
-  statistics: Record<string, ChannelStatistics>;
-  layout: PredictionStoreLayout;
 }
 
-export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore }) {
+/** Bands of one job inferred at once, unless `PREDICTION_BANDS_PER_JOB` says otherwise. */
+export const DEFAULT_PREDICTION_BANDS_IN_FLIGHT = 4;
+
+export function createPredictionActivities(deps: {
+  sql: Sql;
+  store: ObjectStore;
+  /** Bands of one job inferred at once, on whichever compute workers take them. */
+  predictionBandsInFlight?: number;
+}) {
   const { sql, store } = deps;
 
   async function jobOrFail(jobId: string): Promise<JobRow> {
@@ -122,95 +129,146 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
 
   /**
    * `preprocessing`: the tile plan is the priced grid. A grid that no longer matches the price
-   * (the mask was remade) fails the job rather than charging for other work.
+   * (the mask was remade) fails the job rather than charging for other work. Answers the plan's
+   * bands of shard rows and how many of them may run at once.
    */
-  async function planJob(input: { jobId: string }): Promise<{ active: boolean; positions: number }> {
+  async function planJob(input: {
+    jobId: string;
+  }): Promise<{ active: boolean; positions: number; bands: number; concurrency: number }> {
     const job = await jobOrFail(input.jobId);
-    if (!(await advance(job.id, 'preprocessing'))) return { active: false, positions: 0 };
-    const { grid } = await patchGridOf(job);
-    if (grid.count !== job.patchCount) {
+    const concurrency = deps.predictionBandsInFlight ?? DEFAULT_PREDICTION_BANDS_IN_FLIGHT;
+    if (!(await advance(job.id, 'preprocessing')))
+      return { active: false, positions: 0, bands: 0, concurrency };
+    const plan = await planInputs(job);
+    if (plan.grid.count !== job.patchCount) {
       throw ApplicationFailure.nonRetryable(
-        `the tissue grid has ${grid.count} patches, the job was priced for ${job.patchCount}`,
+        `the tissue grid has ${plan.grid.count} patches, the job was priced for ${job.patchCount}`,
         'conflict',
       );
     }
-    return { active: true, positions: grid.count };
+    const bands = predictionBandCount({ ...plan, model: { spec: modelSpec(job.model ?? '') } });
+    return { active: true, positions: plan.grid.count, bands, concurrency };
+  }
+
+  /** What a plan of the job's prediction reads: the H&E, its grid and the markers. */
+  async function planInputs(job: JobRow) {
+    const { grid, hePrefix } = await patchGridOf(job);
+    return {
+      he: await openHePyramid(prefixedStore(store, hePrefix)),
+      heMpp: job.mpp!,
+      grid,
+      markers: job.markers,
+    };
+  }
+
+  function jobStores(job: JobRow) {
+    const resultPrefix = objectKeys.predictionStore(job.organizationId, job.sampleId, job.id);
+    return {
+      resultPrefix,
+      sink: prefixedStore(store, resultPrefix),
+      summaries: prefixedStore(store, objectKeys.predictionBands(job.organizationId, job.sampleId, job.id)),
+    };
   }
 
   /**
-   * `running`: infers every priced position and writes level 0 of the job's store. Heartbeats
-   * the predictor's resume token after each batch; a retry continues from it with the same bytes.
+   * `running`: infers the priced positions of one band of shard rows (`band`), or of every band in
+   * order (a re-run), into level 0 of the job's store, and keeps each band's summary for
+   * postprocessing. Heartbeats the band's resume token after each batch; a retry skips the bands
+   * finished and continues the band from its token, with the same bytes. Progress events count
+   * `tilesBefore` (the tiles of the bands finished before this one started) and this run's.
    */
   async function predictJob(input: {
     jobId: string;
+    band?: number;
+    tilesBefore?: number;
     rerun?: boolean;
   }): Promise<PredictionRun | { active: false }> {
     const job = await jobOrFail(input.jobId);
     if (input.rerun) requireResults(job);
     else if (!(await advance(job.id, 'running'))) return { active: false };
-    const { grid, hePrefix } = await patchGridOf(job);
+    const plan = await planInputs(job);
     const context = Context.current();
     const model = await openModelSession(modelSpec(job.model ?? ''));
-    const resultPrefix = objectKeys.predictionStore(job.organizationId, job.sampleId, job.id);
+    const { resultPrefix, sink, summaries } = jobStores(job);
     // Stops the run when the job turned terminal meanwhile (cancelled) as well as on a cancel.
     const stopped = new AbortController();
+    const signal = AbortSignal.any([context.cancellationSignal, stopped.signal]);
+    const bands =
+      input.band === undefined
+        ? Array.from({ length: predictionBandCount({ ...plan, model }) }, (_, b) => b)
+        : [input.band];
+    const run: PredictionRun = { tiles: 0, failedTiles: 0 };
     const tilesReport = input.rerun ? undefined : tilesReporter();
     let lastEvent = 0;
-    let result: Awaited<ReturnType<typeof predictMarkers>>;
     try {
-      result = await predictMarkers({
-        he: await openHePyramid(prefixedStore(store, hePrefix)),
-        heMpp: job.mpp!,
-        grid,
-        model,
-        markers: job.markers,
-        sink: prefixedStore(store, resultPrefix),
-        signal: AbortSignal.any([context.cancellationSignal, stopped.signal]),
-        resume: context.info.heartbeatDetails as PredictionProgress | undefined,
-        onProgress: (done, total, token) => {
-          heartbeat(token);
-          tilesReport?.report({ tilesDone: done, tiles: total });
-          // A re-run's job is terminal: a progress report would be refused and stop the run.
-          if (input.rerun) return;
-          const now = Date.now();
-          if (now - lastEvent < PROGRESS_EVENT_INTERVAL_MS || total === 0) return;
-          lastEvent = now;
-          // A lost progress event is harmless: the next one carries the state.
-          advance(job.id, 'running', done / total).then(
-            (active) => active || stopped.abort(),
-            () => {},
-          );
-        },
-      });
+      for (const band of bands) {
+        const before = (input.tilesBefore ?? 0) + run.tiles;
+        const summary = await predictBand({
+          ...plan,
+          model,
+          band,
+          sink,
+          summaries,
+          again: input.rerun,
+          signal,
+          resume: context.info.heartbeatDetails as PredictionProgress | undefined,
+          onProgress: (done, _total, token) => {
+            heartbeat(token);
+            tilesReport?.report({ tilesDone: before + done, tiles: job.patchCount ?? 0 });
+            // A re-run's job is terminal: a progress report would be refused and stop the run.
+            if (input.rerun) return;
+            const now = Date.now();
+            if (now - lastEvent < PROGRESS_EVENT_INTERVAL_MS || !job.patchCount) return;
+            lastEvent = now;
+            // A lost progress event is harmless: the next one carries the state.
+            advance(job.id, 'running', Math.min(1, (before + done) / job.patchCount)).then(
+              (active) => active || stopped.abort(),
+              () => {},
+            );
+          },
+        });
+        run.tiles += summary.tiles;
+        run.failedTiles += summary.failedTiles;
+      }
     } finally {
       await tilesReport?.settled();
     }
     if (!input.rerun) {
-      await recordJobProgress(sql, { jobId: job.id, status: 'running', progress: 1, resultPrefix });
+      const done = (input.tilesBefore ?? 0) + run.tiles;
+      const progress = job.patchCount ? Math.min(1, done / job.patchCount) : undefined;
+      await recordJobProgress(sql, { jobId: job.id, status: 'running', progress, resultPrefix });
     }
-    return {
-      tiles: result.tiles,
-      failedTiles: result.failedTiles,
-      statistics: result.statistics,
-      layout: result.layout,
-    };
+    return run;
   }
 
-  /** `postprocessing`: pyramid levels, channel windows and the NGFF groups of the store. */
-  async function postprocessJob(input: {
-    jobId: string;
-    layout: PredictionStoreLayout;
-    statistics: Record<string, ChannelStatistics>;
-    rerun?: boolean;
-  }): Promise<{ active: boolean }> {
+  /**
+   * `postprocessing`: the bands' summaries merged into the statistics, then the pyramid levels
+   * the bands left (those spanning several bands), channel windows and the NGFF groups.
+   */
+  async function postprocessJob(input: { jobId: string; rerun?: boolean }): Promise<{ active: boolean }> {
     const job = await jobOrFail(input.jobId);
     if (input.rerun) requireResults(job);
     else if (!(await advance(job.id, 'postprocessing'))) return { active: false };
     const context = Context.current();
+    const { sink, summaries } = jobStores(job);
+    const merged = await mergeBandSummaries({
+      ...(await planInputs(job)),
+      model: { spec: modelSpec(job.model ?? '') },
+      summaries,
+      signal: context.cancellationSignal,
+    });
+    if (!merged) {
+      throw ApplicationFailure.nonRetryable(
+        `job ${job.id} has a band never predicted on its current plan: re-run predict first`,
+        'conflict',
+      );
+    }
     await finishPredictionStore({
-      sink: prefixedStore(store, objectKeys.predictionStore(job.organizationId, job.sampleId, job.id)),
-      layout: input.layout,
-      statistics: input.statistics,
+      sink,
+      layout: merged.layout,
+      statistics: merged.statistics,
+      // The bands built the lower levels as they went; an operator's re-run rebuilds them all.
+      fromLevel: input.rerun ? 1 : merged.pyramidFrom,
       signal: context.cancellationSignal,
       resume: context.info.heartbeatDetails as FinishProgress | undefined,
       onProgress: (progress) => heartbeat(progress),
@@ -246,7 +304,10 @@ export function createPredictionActivities(deps: { sql: Sql; store: ObjectStore 
       });
     });
     if (!withResults) {
-      for await (const key of store.list(resultPrefix)) await store.delete(key);
+      const summaries = objectKeys.predictionBands(job.organizationId, job.sampleId, job.id);
+      for (const prefix of [resultPrefix, summaries]) {
+        for await (const key of store.list(prefix)) await store.delete(key);
+      }
     }
   }
 

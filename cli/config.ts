@@ -89,6 +89,7 @@ const EnvSchema = z.object({
   EXPORT_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
   PYRAMID_REGIONS_PER_JOB: positiveInt.default(4),
   SEGMENTATION_BANDS_PER_JOB: positiveInt.default(4),
+  PREDICTION_BANDS_PER_JOB: positiveInt.default(4),
   SIGN_IN_FREE_FAILURES_PER_ACCOUNT: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.freeFailuresPerAccount),
   SIGN_IN_FREE_FAILURES_PER_ADDRESS: z.coerce
     .number()
@@ -165,7 +166,7 @@ export interface Config {
   /** JPEG quality of the H&E in OME-TIFF exports. */
   exportJpegQuality: number;
   /** Activities of one job run at once: ingest's pyramid regions, segmentation's tile bands. */
-  fanOut: { pyramidRegions: number; segmentationBands: number };
+  fanOut: { pyramidRegions: number; segmentationBands: number; predictionBands: number };
   /** Period of the `maintenance` Schedule (the reconcilers). */
   maintenanceIntervalSeconds: number;
 }
@@ -268,7 +269,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       },
     },
     exportJpegQuality: e.EXPORT_JPEG_QUALITY,
-    fanOut: { pyramidRegions: e.PYRAMID_REGIONS_PER_JOB, segmentationBands: e.SEGMENTATION_BANDS_PER_JOB },
+    fanOut: {
+      pyramidRegions: e.PYRAMID_REGIONS_PER_JOB,
+      segmentationBands: e.SEGMENTATION_BANDS_PER_JOB,
+      predictionBands: e.PREDICTION_BANDS_PER_JOB,
+    },
     maintenanceIntervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
   };
 }

@@ -209,8 +209,8 @@ export async function startWorkers(options: {
   slots?: Readonly<Record<TaskQueueKind, number>>;
   /** JPEG quality of the H&E in OME-TIFF exports (EXPORT_JPEG_QUALITY); default 90. */
   exportJpegQuality?: number;
-  /** Activities of one job run at once (PYRAMID_REGIONS_PER_JOB, SEGMENTATION_BANDS_PER_JOB). */
-  fanOut?: { pyramidRegions: number; segmentationBands: number };
+  /** Activities of one job run at once (PYRAMID_REGIONS_PER_JOB, SEGMENTATION_BANDS_PER_JOB, PREDICTION_BANDS_PER_JOB). */
+  fanOut?: { pyramidRegions: number; segmentationBands: number; predictionBands: number };
   /**
    * The longest an activity's heartbeat waits to be sent (default 5 s): what a crash can lose.
    * Tests that stop a worker at a heartbeat use less, as their slides are done in seconds.
@@ -242,6 +242,7 @@ export async function startWorkers(options: {
     exportJpegQuality: options.exportJpegQuality,
     pyramidRegionsInFlight: options.fanOut?.pyramidRegions,
     segmentationBandsInFlight: options.fanOut?.segmentationBands,
+    predictionBandsInFlight: options.fanOut?.predictionBands,
   });
   const workers = await Promise.all(
     queues.map((kind) =>

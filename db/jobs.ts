@@ -231,10 +231,15 @@ export async function applyJobProgress(tx: TransactionSql, report: JobProgress):
     throw new Error('progress must be between 0 and 1');
 
   const beforeRunning = jobStatusRank(report.status) < jobStatusRank('running');
-  const progress = beforeRunning
+  const reported = beforeRunning
     ? null
     : (report.progress ??
       (report.status === 'completed' ? 1 : (job.progress ?? (report.status === 'running' ? 0 : null))));
+  // Bands of a job report at once, each a lower bound of the work done: the highest stands.
+  const progress =
+    reported !== null && job.progress !== null && report.status === job.status
+      ? Math.max(reported, job.progress)
+      : reported;
   const resultPrefix =
     report.resultPrefix === undefined
       ? job.resultPrefix

@@ -14,6 +14,9 @@ export const objectKeys = {
   /** A prediction job's OME-Zarr store (a prefix), under its sample so that a purge removes it. */
   predictionStore: (organizationId: string, sampleId: string, jobId: string) =>
     `orgs/${organizationId}/samples/${sampleId}/jobs/${jobId}/`,
+  /** A prediction job's band summaries (a prefix): what postprocessing merges into the store's metadata. */
+  predictionBands: (organizationId: string, sampleId: string, jobId: string) =>
+    `orgs/${organizationId}/samples/${sampleId}/prediction-bands/${jobId}/`,
   /** A segmentation layer (a prefix): `segmentationLayerFiles` names what lies under it. */
   segmentationLayer: (organizationId: string, sampleId: string, layerId: string) =>
     `orgs/${organizationId}/samples/${sampleId}/segmentation/${layerId}/`,

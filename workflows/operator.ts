@@ -13,6 +13,8 @@ const tilesSignal = defineSignal<[TilesReport]>(operatorMessages.tiles);
 export function operatorState(status: string) {
   const state: JobWorkflowState = { status, step: null, progress: null, tilesDone: null, tiles: null };
   const count = (report: TilesReport) => {
+    // Bands of one job report at once, each a lower bound of the tiles done: the highest stands.
+    if (report.tiles === state.tiles && report.tilesDone < (state.tilesDone ?? 0)) return;
     state.tilesDone = report.tilesDone;
     state.tiles = report.tiles;
     state.progress = report.tiles === 0 ? null : report.tilesDone / report.tiles;

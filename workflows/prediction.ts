@@ -3,6 +3,7 @@ import type { TerminalJobStatus } from '../schemas/jobs';
 import { reasonOf } from './failures';
 import { cancellableByOperator, operatorState } from './operator';
 import { computeActivities, ioActivities as io, unfailingActivities as settlement } from './proxies';
+import { runRegions } from './regions';
 
 /** More failed patches than this share fails the job; fewer make it `partial_failed`. */
 const PARTIAL_FAILURE_LIMIT = 0.05;
@@ -13,7 +14,8 @@ export interface PredictionInput {
 
 /**
  * One prediction job (`prediction-{jobId}`): `dispatching` (model loads) -> `preprocessing`
- * (the priced tile plan) -> `running` (inference into the job's OME-Zarr store, resumable) ->
+ * (the priced tile plan) -> `running` (inference into the job's OME-Zarr store, band by band on
+ * any compute worker, each band resumable) ->
  * `postprocessing` (pyramid levels, windows, NGFF groups) -> `completed`, `partial_failed`
  * (at most 5 % of patches failed) or `failed`. A cancel of the workflow, or the operator's
  * `cancel` signal, ends it `cancelled`; the `state` query answers its status, step and tiles.
@@ -74,19 +76,49 @@ async function runSteps(
   state.step('priceJobOnReadySample');
   if (patched('submit-before-ready') && !(await sampleReadyAndPriced(jobId))) return undefined;
   state.step('planJob', 'preprocessing');
-  if (!(await compute.planJob({ jobId })).active) return undefined;
+  const plan = await compute.planJob({ jobId });
+  if (!plan.active) return undefined;
   state.step('predictJob', 'running');
-  const run = await compute.predictJob({ jobId });
-  if (!('tiles' in run)) return undefined;
+  const run = patched('prediction-bands')
+    ? await predictBands(jobId, plan, compute, state)
+    : await compute.predictJob({ jobId });
+  if (!run || !('tiles' in run)) return undefined;
   state.count({ tilesDone: run.tiles, tiles: run.tiles });
   state.step('postprocessJob', 'postprocessing');
-  if (!(await compute.postprocessJob({ jobId, layout: run.layout, statistics: run.statistics })).active) {
-    return undefined;
-  }
+  if (!(await compute.postprocessJob({ jobId })).active) return undefined;
   const failed = run.failedTiles === 0 ? 0 : run.failedTiles / run.tiles;
   const outcome: TerminalJobStatus =
     failed === 0 ? 'completed' : failed <= PARTIAL_FAILURE_LIMIT ? 'partial_failed' : 'failed';
   return { outcome, succeededFraction: 1 - failed };
+}
+
+/**
+ * `running` as bands of shard rows (`plan.bands`), at most `plan.concurrency` at once, each an
+ * activity any compute worker can take; answers their tiles summed, or undefined when a band found
+ * the job terminal. Each band is told the tiles of the bands finished before it started, so the
+ * job's progress events stay a lower bound of the work done.
+ */
+async function predictBands(
+  jobId: string,
+  plan: { positions: number; bands: number; concurrency: number },
+  compute: ReturnType<typeof computeActivities>,
+  state: ReturnType<typeof operatorState>,
+) {
+  let tiles = 0;
+  let failedTiles = 0;
+  let inactive = false;
+  const bands = Array.from({ length: plan.bands }, () => ({ after: [] }));
+  await runRegions(bands, plan.concurrency, async (band) => {
+    const run = await compute.predictJob({ jobId, band, tilesBefore: tiles });
+    if (!('tiles' in run)) {
+      inactive = true;
+      return;
+    }
+    tiles += run.tiles;
+    failedTiles += run.failedTiles;
+    state.count({ tilesDone: tiles, tiles: plan.positions });
+  });
+  return inactive ? undefined : { tiles, failedTiles };
 }
 
 /** Longest pause between two looks at a sample still being prepared. */

@@ -2,18 +2,8 @@ import type { Activities } from '../activities';
 import type { SampleRerunStep } from '../schemas/temporal';
 import { computeActivities } from './proxies';
 
-type PostprocessInput = Parameters<Activities['postprocessJob']>[0];
-
 export type RerunActivityInput =
-  | { kind: 'job'; id: string; step: 'predict' }
-  | {
-      kind: 'job';
-      id: string;
-      step: 'postprocess';
-      /** What the job's last `predictJob` returned: postprocessing builds on it. */
-      layout: PostprocessInput['layout'];
-      statistics: PostprocessInput['statistics'];
-    }
+  | { kind: 'job'; id: string; step: 'predict' | 'postprocess' }
   | { kind: 'sample'; id: string; step: SampleRerunStep };
 
 interface RerunResults {
@@ -42,12 +32,7 @@ export async function rerunActivityWorkflow(input: RerunActivityInput): Promise<
     case 'postprocess':
       return {
         step: input.step,
-        result: await compute.postprocessJob({
-          jobId: input.id,
-          layout: input.layout,
-          statistics: input.statistics,
-          rerun: true,
-        }),
+        result: await compute.postprocessJob({ jobId: input.id, rerun: true }),
       };
     case 'probe':
       return { step: input.step, result: await compute.probeSlide({ sampleId: input.id }) };

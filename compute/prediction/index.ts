@@ -1,3 +1,10 @@
+export {
+  type BandSummary,
+  mergeBandSummaries,
+  type PredictBandOptions,
+  predictBand,
+  predictionBandCount,
+} from './bands';
 export type { ChannelStatistics } from './kernels';
 export {
   inferBatch,

@@ -35,6 +35,8 @@ export interface PipelineInput {
   signal?: AbortSignal;
   /** After each batch: positions finished of all, and the token as of the last stored shard. */
   onProgress?: (done: number, total: number, token: PredictionProgress) => void;
+  /** After each shard is stored, every marker's, before the progress that counts it. */
+  onShardStored?: (shard: ShardAddress) => void;
 }
 
 /**
@@ -101,6 +103,7 @@ export async function runPipeline(input: PipelineInput): Promise<PredictionProgr
           (m) => (_, shard, extent, level) => writers.encode(m, shard, extent, level, made.untouched),
         );
         maker.free(made.buffers);
+        input.onShardStored?.(work.shard);
         book.shardStored(work.index, made);
       })();
       storing.catch(() => {});
@@ -109,8 +112,7 @@ export async function runPipeline(input: PipelineInput): Promise<PredictionProgr
   } finally {
     await Promise.allSettled([storing, ...ahead.map((work) => work.region), feed.settled()]);
   }
-  if (book.progress.shardsDone !== plan.tiles.order.length)
-    throw new Error('prediction ended before its last shard');
+  if (book.progress.shardsDone !== plan.end) throw new Error('prediction ended before its last shard');
   return book.progress;
 }
 
@@ -357,7 +359,7 @@ class ShardMaker {
   /** Lists shard `index`'s positions and starts reading the H&E of those it infers. */
   prepare(index: number): ShardWork | undefined {
     const { tiles, batchSize } = this.input.plan;
-    const shard = tiles.order[index];
+    const shard = index < this.input.plan.end ? tiles.order[index] : undefined;
     if (!shard) return undefined;
     const positions = tiles.positionsOf(shard);
     const infer = positions.filter((p) => tiles.inferredIn(p, shard, this.book.startShard));

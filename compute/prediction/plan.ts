@@ -84,7 +84,8 @@ export class TilePlan {
   private readonly edgesX: Int32Array;
   private readonly edgesY: Int32Array;
   private readonly shardSize: number;
-  private readonly bandShards: number;
+  /** Shard rows per band. */
+  readonly bandShards: number;
 
   constructor(input: TilePlanInput) {
     const { grid, heLevels, heMpp, modelMpp, shardSize, bandShards } = input;
@@ -128,6 +129,24 @@ export class TilePlan {
       }
     }
     this.order = order;
+  }
+
+  /** Bands of `bandShards` shard rows (the last may be shorter): each is made on its own. */
+  get bands(): number {
+    return Math.ceil(this.shardsY / this.bandShards);
+  }
+
+  /** The band that shard row `y` belongs to. */
+  bandOf(y: number): number {
+    return Math.floor(y / this.bandShards);
+  }
+
+  /** Where band `band`'s shards lie in `order`: `[first, end)`. */
+  bandRange(band: number): { first: number; end: number } {
+    if (!Number.isSafeInteger(band) || band < 0 || band >= this.bands)
+      throw new RangeError(`no band ${band}`);
+    const y = band * this.bandShards;
+    return { first: y * this.shardsX, end: Math.min(y + this.bandShards, this.shardsY) * this.shardsX };
   }
 
   get positionCount(): number {

@@ -7,10 +7,13 @@ import { type PlanOptions, type PredictionProgress, planPrediction } from './pre
 
 export type { PredictionProgress };
 
+import type { ModelSession } from './model';
+import type { ShardAddress } from './plan';
 import { PredictionSink } from './prediction-sink';
 import { HISTOGRAM_BINS, type PredictionStoreLayout } from './store';
 
 export interface PredictMarkersOptions extends PlanOptions {
+  model: ModelSession;
   /** The store's root. */
   sink: KeyValueStore;
   /** Threads writing output planes into shards (`plane-writers`), at most one per marker. */
@@ -23,6 +26,8 @@ export interface PredictMarkersOptions extends PlanOptions {
   signal?: AbortSignal;
   /** After each batch: positions finished of all, and the token as of the last stored shard. */
   onProgress?: (done: number, total: number, token: PredictionProgress) => void;
+  /** After each level-0 shard is stored (every marker's). */
+  onShardStored?: (shard: ShardAddress) => void;
 }
 
 export interface PredictMarkersResult {
@@ -65,6 +70,7 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
       sink,
       signal,
       onProgress: options.onProgress,
+      onShardStored: options.onShardStored,
     });
   } finally {
     await writers.close();

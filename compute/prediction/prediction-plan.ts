@@ -36,7 +36,8 @@ export interface PlanOptions {
   heMpp: number;
   /** The credit grid (`tissuePatchGrid`): its selected positions are predicted. */
   grid: PatchGrid;
-  model: ModelSession;
+  /** Only its spec is read: a plan needs no loaded model. */
+  model: Pick<ModelSession, 'spec'>;
   /** Channels of the model to store, in the store's order; the others are discarded. */
   markers: readonly string[];
   /** Tiles per inference. Default 8. */
@@ -50,6 +51,12 @@ export interface PlanOptions {
   chunkSize?: number;
   /** Shard rows per band (see `TilePlan`). Default 8. */
   bandShards?: number;
+  /**
+   * Only this band's shards (`TilePlan.bandRange`); default every band, in order. A band's bytes
+   * do not depend on the other bands (positions across its edges are inferred in each), so bands
+   * can be made apart, on any worker, in any order.
+   */
+  band?: number;
   resume?: PredictionProgress | null;
 }
 
@@ -60,7 +67,12 @@ export interface PredictionPlan {
   /** Per stored marker, its channel in the model's answer. */
   channels: readonly number[];
   batchSize: number;
-  /** Positions selected in the grid. */
+  /** Everything the bytes depend on, the band included: what a resume token must match. */
+  key: string;
+  /** The shards made: `[first, end)` of `tiles.order`. */
+  first: number;
+  end: number;
+  /** Positions finished by the run: those selected in the grid whose home shard is made. */
   total: number;
   /** Where the run starts: the resume token if it fits this plan, else nothing done. */
   start: PredictionProgress;
@@ -104,32 +116,38 @@ export function planPrediction(options: PlanOptions): PredictionPlan {
     model: spec.version,
     outputRange: [spec.outputRange[0], spec.outputRange[1]],
   };
+  const band = options.band;
+  const { first, end } = band === undefined ? { first: 0, end: tiles.order.length } : tiles.bandRange(band);
   const key = [
     'predict/1',
     layoutKey(layout),
     `b${tiles.order.length}x${bandShards}`,
     `${spec.tileSize}+${spec.halo}@${spec.mpp}`,
     `grid:${grid.cols}x${grid.rows}:${grid.patchSizeLevel0Px}:${crc32c(grid.selected)}`,
+    ...(band === undefined ? [] : [`band:${band}`]),
   ].join('/');
+  // Positions that hold no pixel of this level (a sliver past its edge) have nothing to do:
+  // they count as finished, with the first band.
   let total = 0;
   let empty = 0;
   for (let i = 0; i < grid.selected.length; i++) {
     if (grid.selected[i] !== 1) continue;
-    total++;
     const sq = tiles.square(i);
-    if (sq.x1 <= sq.x0 || sq.y1 <= sq.y0) empty++;
+    const hollow = sq.x1 <= sq.x0 || sq.y1 <= sq.y0;
+    if (band !== undefined && (hollow ? 0 : tiles.bandOf(Math.floor(sq.y0 / shardSize))) !== band) continue;
+    total++;
+    if (hollow) empty++;
   }
-  const start = resumeFrom(options.resume, key, tiles.order.length, layout.markers) ?? {
+  const start = resumeFrom(options.resume, key, tiles.order.length, first, end, layout.markers) ?? {
     version: 1,
     layout: key,
-    shardsDone: 0,
+    shardsDone: first,
     shards: tiles.order.length,
-    // Positions that hold no pixel of this level (a sliver past its edge) have nothing to do.
     tiles: empty,
     failedTiles: 0,
     statistics: Object.fromEntries(markers.map((m) => [m, emptyStatistics(HISTOGRAM_BINS)])),
   };
-  return { tiles, layout, channels, batchSize, total, start };
+  return { tiles, layout, channels, batchSize, key, first, end, total, start };
 }
 
 /** A copy of `resume` if it is a token of this plan (`key`), else nothing. */
@@ -137,6 +155,8 @@ function resumeFrom(
   resume: PredictionProgress | null | undefined,
   key: string,
   shards: number,
+  first: number,
+  end: number,
   markers: readonly string[],
 ): PredictionProgress | undefined {
   if (
@@ -146,8 +166,8 @@ function resumeFrom(
     resume.layout !== key ||
     resume.shards !== shards ||
     !Number.isSafeInteger(resume.shardsDone) ||
-    resume.shardsDone < 0 ||
-    resume.shardsDone > resume.shards ||
+    resume.shardsDone < first ||
+    resume.shardsDone > end ||
     !markers.every((m) => resume.statistics?.[m]?.histogram?.length === HISTOGRAM_BINS)
   ) {
     return undefined;

@@ -99,6 +99,11 @@ export interface FinishPredictionStoreOptions {
   layout: PredictionStoreLayout;
   /** Per marker, what `predictMarkers` measured while writing level 0. */
   statistics: Record<string, ChannelStatistics>;
+  /**
+   * The lowest pyramid level to build (default 1): the levels below it are built already, as
+   * bands build theirs (`predictBand`).
+   */
+  fromLevel?: number;
   signal?: AbortSignal;
   resume?: FinishProgress | null;
   onProgress?: (progress: FinishProgress) => void;
@@ -117,39 +122,24 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
   const { sink, layout, signal } = options;
   for (const marker of layout.markers) checkMarkerName(marker);
   const levels = storeLevels(layout);
+  const fromLevel = Math.max(1, options.fromLevel ?? 1);
   const tasks: { level: number; marker: string; y: number; x: number }[] = [];
-  for (let level = 1; level < levels.length; level++) {
+  for (let level = fromLevel; level < levels.length; level++) {
     for (const marker of layout.markers) {
       const array = markerArray(layout, marker, level);
       for (let y = 0; y < array.shardsY; y++)
         for (let x = 0; x < array.shardsX; x++) tasks.push({ level, marker, y, x });
     }
   }
-  const key = `finish/1/${layoutKey(layout)}`;
+  const key = `finish/1/${layoutKey(layout)}/from${fromLevel}`;
   const resume = options.resume;
   const from = resumePoint(resume, key, tasks.length);
-  for (let level = 1; level < levels.length; level++) {
-    for (const marker of layout.markers) await markerArray(layout, marker, level).writeMetadata(sink, signal);
-  }
-  let parent: Uint16Array | undefined;
-  const child = markerArray(layout, layout.markers[0]!, 0).allocateShard();
+  await writePyramidMetadata(sink, layout, signal);
+  const builder = new PyramidBuilder(sink, layout, signal);
   for (let i = from; i < tasks.length; i++) {
     signal?.throwIfAborted();
     const task = tasks[i]!;
-    const below = markerArray(layout, task.marker, task.level - 1);
-    const array = markerArray(layout, task.marker, task.level);
-    parent ??= array.allocateShard();
-    parent.fill(PREDICTION_FILL_VALUE);
-    for (const quadrant of below.childShards(task.y, task.x)) {
-      await below.readShard(sink, quadrant.shardY, quadrant.shardX, child, signal);
-      downsampleMarkerIntoQuadrant(child, parent, below.geometry, {
-        y: quadrant.y,
-        x: quadrant.x,
-        validHeight: quadrant.extent.height,
-        validWidth: quadrant.extent.width,
-      });
-    }
-    await array.writeShard(sink, task.y, task.x, parent, signal);
+    await builder.build(task.marker, task.level, task.y, task.x);
     options.onProgress?.({ version: 1, layout: key, done: i + 1, total: tasks.length });
   }
   // Strand's client fetches every shard key of the grid and stops at the first missing one.
@@ -168,6 +158,54 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
     signal,
   });
   return { version: 1, layout: key, done: tasks.length, total: tasks.length };
+}
+
+/** The array metadata of every level above 0 (the same bytes whoever writes them). */
+export async function writePyramidMetadata(
+  sink: KeyValueStore,
+  layout: PredictionStoreLayout,
+  signal?: AbortSignal,
+): Promise<void> {
+  const levels = storeLevels(layout);
+  for (let level = 1; level < levels.length; level++) {
+    for (const marker of layout.markers) await markerArray(layout, marker, level).writeMetadata(sink, signal);
+  }
+}
+
+/**
+ * Builds one pyramid shard from the stored shards under it (2x2 means), with buffers reused
+ * from one shard to the next. A shard's bytes depend only on those below it, so it can be built
+ * as soon as they are stored, in any order.
+ */
+export class PyramidBuilder {
+  private parent: Uint16Array | undefined;
+  private child: Uint16Array | undefined;
+
+  constructor(
+    private readonly sink: KeyValueStore,
+    private readonly layout: PredictionStoreLayout,
+    private readonly signal?: AbortSignal,
+  ) {}
+
+  async build(marker: string, level: number, y: number, x: number): Promise<void> {
+    const { sink, layout, signal } = this;
+    const below = markerArray(layout, marker, level - 1);
+    const array = markerArray(layout, marker, level);
+    this.child ??= below.allocateShard();
+    this.parent ??= array.allocateShard();
+    const parent = this.parent;
+    parent.fill(PREDICTION_FILL_VALUE);
+    for (const quadrant of below.childShards(y, x)) {
+      await below.readShard(sink, quadrant.shardY, quadrant.shardX, this.child, signal);
+      downsampleMarkerIntoQuadrant(this.child, parent, below.geometry, {
+        y: quadrant.y,
+        x: quadrant.x,
+        validHeight: quadrant.extent.height,
+        validWidth: quadrant.extent.width,
+      });
+    }
+    await array.writeShard(sink, y, x, parent, signal);
+  }
 }
 
 /**

@@ -76,7 +76,7 @@ describe('prediction', () => {
     const stand: Partial<Activities> = {
       dispatchJob: async () => ({ active: true }),
       priceJobOnReadySample: async () => ({ state: 'priced' }),
-      planJob: async () => ({ active: true, positions: 10 }) as Awaited<ReturnType<Activities['planJob']>>,
+      planJob: async () => ({ active: true, positions: 10, bands: 1, concurrency: 1 }),
       predictJob: async () =>
         ({ tiles: 10, failedTiles: 0, statistics: {}, layout: {} }) as unknown as Awaited<
           ReturnType<Activities['predictJob']>

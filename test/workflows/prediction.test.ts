@@ -42,7 +42,7 @@ async function runWith(
   const stand = {
     dispatchJob: async () => ({ active: true }),
     priceJobOnReadySample: price,
-    planJob: async () => ({ active: true, positions: 100 }),
+    planJob: async () => ({ active: true, positions: 100, bands: 1, concurrency: 1 }),
     predictJob: predict,
     postprocessJob: async () => {
       postprocessed += 1;

@@ -1,0 +1,166 @@
+/** @jest-environment ./test/support/onnx-environment.js */
+import path from 'node:path';
+import type { SlideImage } from '../../../compute/image';
+import {
+  finishPredictionStore,
+  type ModelSession,
+  mergeBandSummaries,
+  openModelSession,
+  type PatchGrid,
+  type PredictionProgress,
+  predictBand,
+  predictionBandCount,
+  predictMarkers,
+} from '../../../compute/prediction';
+import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
+import { openTiffSlide } from '../../../compute/slide';
+import { fileSource } from '../../../compute/source';
+import { memoryStore } from '../../../compute/zarr';
+
+type Objects = { readonly map: Map<string, Uint8Array> };
+
+import { modelSpec } from '../../../models/registry';
+import { wsiDir } from './helpers';
+
+/**
+ * A prediction made band by band, in any order, some bands at once and one interrupted and
+ * resumed, against one run over every band: the finished stores hold the same objects, byte for
+ * byte (pixels of every level, statistics and windows in the metadata), and the counts agree.
+ */
+let he: SlideImage;
+let mpp: number;
+let session: ModelSession;
+let grid: PatchGrid;
+
+beforeAll(async () => {
+  const source = await fileSource(path.join(wsiDir, 'CMU-1-Small-Region.svs'));
+  try {
+    const slide = await openTiffSlide(source);
+    mpp = slide.probe.effectiveMpp!;
+    const sink = memoryStore();
+    await buildHePyramid({ image: slide, sink, mpp, name: 'H&E', shardSize: 1024, chunkSize: 256 });
+    he = await openHePyramid(sink);
+  } finally {
+    await source.close();
+  }
+  session = await openModelSession(modelSpec('v0.7'));
+  // Every fourth position left out, so bands hold gaps and positions across band edges.
+  const size = (224 * 0.5) / mpp;
+  const cols = Math.ceil(he.widthPx / size);
+  const rows = Math.ceil(he.heightPx / size);
+  const selected = new Uint8Array(cols * rows);
+  for (let r = 0; r < rows; r++)
+    for (let c = 0; c < cols; c++) selected[r * cols + c] = (c + r) % 4 !== 3 ? 1 : 0;
+  grid = { cols, rows, selected, patchSizeLevel0Px: size };
+}, 120_000);
+
+const options = () => ({
+  he,
+  heMpp: mpp,
+  grid,
+  model: session,
+  markers: ['DAPI', 'PanCK', 'aSMA'],
+  batchSize: 4,
+  shardSize: 512,
+  chunkSize: 128,
+  bandShards: 2,
+});
+
+test('bands made apart, in any order, one resumed, finish into the same bytes as one run', async () => {
+  const whole = memoryStore();
+  const reference = await predictMarkers({ ...options(), sink: whole });
+  await finishPredictionStore({ sink: whole, layout: reference.layout, statistics: reference.statistics });
+
+  const bands = predictionBandCount(options());
+  expect(bands).toBe(Math.ceil(he.heightPx / 512 / 2));
+  const banded = memoryStore();
+  const summaries = memoryStore();
+  // The middle band stops after its first shard and is resumed from its token.
+  const middle = Math.floor(bands / 2);
+  const controller = new AbortController();
+  let token: PredictionProgress | undefined;
+  await expect(
+    predictBand({
+      ...options(),
+      band: middle,
+      sink: banded,
+      summaries,
+      signal: controller.signal,
+      onProgress: (_done, _total, t) => {
+        token = t;
+        if (t.shardsDone > 0) controller.abort();
+      },
+    }),
+  ).rejects.toThrow();
+  expect(await summaries.get(`${middle}.json`)).toBeUndefined();
+  // The others last to first, two at a time; the middle one from its token among them.
+  const order = Array.from({ length: bands }, (_, b) => bands - 1 - b);
+  for (let i = 0; i < order.length; i += 2) {
+    await Promise.all(
+      order.slice(i, i + 2).map((band) =>
+        predictBand({
+          ...options(),
+          band,
+          sink: banded,
+          summaries,
+          resume: band === middle ? token : undefined,
+        }),
+      ),
+    );
+  }
+  const merged = await mergeBandSummaries({ ...options(), summaries });
+  expect(merged).toBeDefined();
+  expect({ tiles: merged!.tiles, failedTiles: merged!.failedTiles }).toEqual({
+    tiles: reference.tiles,
+    failedTiles: reference.failedTiles,
+  });
+  expect(merged!.statistics).toEqual(reference.statistics);
+  // Bands of 2 shard rows built level 1 as they went; postprocessing builds the rest.
+  expect(merged!.pyramidFrom).toBe(2);
+  // Each level-1 shard over a stored level-0 shard (the others are background, left out).
+  const shards = (level: number) =>
+    [...banded.map.keys()]
+      .filter((key) => key.startsWith(`markers/DAPI/${level}/c/`))
+      .map((key) => key.split('/').slice(-2).map(Number));
+  const parents = new Set(shards(0).map(([y, x]) => `${Math.floor(y! / 2)},${Math.floor(x! / 2)}`));
+  expect(new Set(shards(1).map(([y, x]) => `${y},${x}`))).toEqual(parents);
+  await finishPredictionStore({
+    sink: banded,
+    layout: merged!.layout,
+    statistics: merged!.statistics,
+    fromLevel: merged!.pyramidFrom,
+  });
+  expectSameObjects(banded, whole);
+}, 300_000);
+
+test('a band whose summary is stored is not made again; a missing band merges to nothing', async () => {
+  const sink = memoryStore();
+  const summaries = memoryStore();
+  const first = await predictBand({ ...options(), band: 0, sink, summaries });
+  expect(first.tiles).toBeGreaterThan(0);
+  let runs = 0;
+  const counting: ModelSession = {
+    spec: session.spec,
+    run: (...args) => {
+      runs++;
+      return session.run(...args);
+    },
+  };
+  const before = new Map(sink.map);
+  expect(await predictBand({ ...options(), model: counting, band: 0, sink, summaries })).toEqual(first);
+  expect(runs).toBe(0);
+  expectSameObjects(sink, { map: before });
+  expect(await mergeBandSummaries({ ...options(), summaries })).toBeUndefined();
+  // A summary of another plan (other markers) is not this band's.
+  expect(
+    await mergeBandSummaries({ ...options(), markers: ['DAPI'], summaries: memoryStore(summaries.map) }),
+  ).toBeUndefined();
+}, 120_000);
+
+function expectSameObjects(actual: Objects, expected: Objects): void {
+  expect([...actual.map.keys()].sort()).toEqual([...expected.map.keys()].sort());
+  expect(expected.map.size).toBeGreaterThan(10);
+  for (const [key, bytes] of expected.map) {
+    expect({ key, same: Buffer.compare(bytes, actual.map.get(key)!) === 0 }).toEqual({ key, same: true });
+  }
+}
