@@ -30,7 +30,7 @@ test('a prediction runs its model steps on inference, the rest on compute and io
   const stand = {
     dispatchJob: record('dispatchJob', { active: true }),
     priceJobOnReadySample: record('priceJobOnReadySample', { state: 'priced' }),
-    planJob: record('planJob', { active: true, positions: 1 }),
+    planJob: record('planJob', { active: true, positions: 1, bands: 1, concurrency: 1 }),
     predictJob: record('predictJob', { tiles: 1, failedTiles: 0, statistics: {}, layout: {} }),
     postprocessJob: record('postprocessJob', { active: true }),
     finishJob: record('finishJob', undefined),
