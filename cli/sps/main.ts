@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { isSpsError } from '../../sdk';
+import { registerDownload } from './commands/download';
 import { registerJobs } from './commands/jobs';
 import { registerLogin } from './commands/login';
 import { registerPredict } from './commands/predict';
@@ -31,6 +32,7 @@ export async function main(argv: string[]): Promise<number> {
   registerPredict(program, context);
   registerJobs(program, context);
   registerResults(program, context);
+  registerDownload(program, context);
   for (const command of program.commands) command.exitOverride();
 
   const json = argv.includes('--json');

@@ -315,9 +315,11 @@ function outputChunk(tile: Buffer): number {
 
 /**
  * Every tile of one plane of one level: `concurrency` workers take the next tile in block
- * order, read, pad, compress, and append it wherever the file ends (TileOffsets may list tiles
- * in any file order). A JPEG tile whose tables are the level's JPEGTables is stored without
- * them; one with other tables (none are expected) keeps them, which readers honour.
+ * order, read, pad and compress it in parallel, and the tiles are appended in that same order
+ * (a tile finished early waits in a window of `2 x concurrency` tiles; a worker ahead of the
+ * window waits for it to move), so one job exports to the same bytes every time. A JPEG tile
+ * whose tables are the level's JPEGTables (the first tile's) is stored without them; one with
+ * other tables (none are expected) keeps them, which readers honour.
  */
 async function writeLevelTiles(
   out: FileAppender,
@@ -335,10 +337,28 @@ async function writeLevelTiles(
   const order = blockOrder(cols, rows, Math.max(1, image.tileBlock ?? 1));
   const bytesPerSample = bitsOf[image.pixelType] / 8;
   const samples = samplesOf(image);
+  const workers = Math.max(1, options.concurrency ?? 4);
+  const place = ([index, encoded]: [number, Uint8Array]) => {
+    let bytes = encoded;
+    if (options.jpeg) {
+      const split = splitJpegTables(encoded);
+      result.jpegTables ??= split.tables;
+      if (sameBytes(split.tables, result.jpegTables)) bytes = split.abbreviated;
+    }
+    const at = out.reserve(bytes.length);
+    offsets[index] = at;
+    byteCounts[index] = bytes.length;
+    progress.tilesDone++;
+    options.onProgress?.({ ...progress });
+    return out.writeAt(at, bytes);
+  };
+  const window = new ReorderWindow<[number, Uint8Array]>(2 * workers, place);
+  let turns = 0;
   const worker = async (): Promise<void> => {
     for (let next = order.next(); !next.done; next = order.next()) {
-      signal?.throwIfAborted();
       const index = next.value;
+      const turn = turns++;
+      await window.enter(turn, signal);
       const x = (index % cols) * tileSize;
       const y = Math.floor(index / cols) * tileSize;
       const width = Math.min(tileSize, level.width - x);
@@ -349,23 +369,67 @@ async function writeLevelTiles(
         throw new RangeError(`${image.name}: a tile read ${pixels.length} values, not ${expected}`);
       }
       const tile = packTile(pixels, width, height, tileSize, samples, bytesPerSample);
-      let encoded = await encoder(tile, image.pixelType);
-      if (options.jpeg) {
-        const split = splitJpegTables(encoded);
-        result.jpegTables ??= split.tables;
-        if (sameBytes(split.tables, result.jpegTables)) encoded = split.abbreviated;
-      }
-      const at = out.reserve(encoded.length);
-      await out.writeAt(at, encoded);
-      offsets[index] = at;
-      byteCounts[index] = encoded.length;
-      progress.tilesDone++;
-      options.onProgress?.({ ...progress });
+      await window.finish(turn, [index, await encoder(tile, image.pixelType)]);
     }
   };
-  const workers = Math.max(1, options.concurrency ?? 4);
-  await Promise.all(Array.from({ length: workers }, worker));
+  try {
+    await Promise.all(Array.from({ length: workers }, worker));
+  } finally {
+    window.close();
+  }
   return result;
+}
+
+/**
+ * Puts results finished in any order back into the order of their turns (0, 1, 2, ...):
+ * `enter(turn)` waits while the turn is `size` or more ahead of the next one in line, and
+ * `finish` stores a result and passes every result now next in line to `take`, resolving
+ * once what `take` started for them (the file's writes) is done.
+ */
+class ReorderWindow<T> {
+  private nextTaken = 0;
+  private readonly done = new Map<number, T>();
+  private waiting: (() => void)[] = [];
+  private closed = false;
+
+  constructor(
+    private readonly size: number,
+    private readonly take: (result: T) => Promise<void>,
+  ) {}
+
+  async enter(turn: number, signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      signal?.throwIfAborted();
+      if (this.closed) throw new Error('the reorder window was closed');
+      if (turn - this.nextTaken < this.size) return;
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    }
+  }
+
+  async finish(turn: number, result: T): Promise<void> {
+    this.done.set(turn, result);
+    const taken: Promise<void>[] = [];
+    while (this.done.has(this.nextTaken)) {
+      const next = this.done.get(this.nextTaken) as T;
+      this.done.delete(this.nextTaken);
+      this.nextTaken++;
+      taken.push(this.take(next));
+    }
+    this.wake();
+    await Promise.all(taken);
+  }
+
+  /** Releases every waiter (a worker failed: the others stop at their next turn). */
+  close(): void {
+    this.closed = true;
+    this.wake();
+  }
+
+  private wake(): void {
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const resolve of waiting) resolve();
+  }
 }
 
 /**

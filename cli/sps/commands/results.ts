@@ -1,5 +1,10 @@
 import type { Command } from 'commander';
-import { type ExportFormat, type ExportManifest, exportFormats } from '../../../schemas/exports';
+import {
+  type ExportFormat,
+  type ExportManifest,
+  type ExportSelection,
+  exportFormats,
+} from '../../../schemas/exports';
 import type { SegmentationState } from '../../../schemas/segmentation';
 import { type SpsClient, storeKeys, storeLinkRoot } from '../../../sdk';
 import type { Context } from '../context';
@@ -128,35 +133,14 @@ export function registerResults(program: Command, context: () => Context): void 
           includeSegmentation: flags.segmentation === true,
           includeOriginalUpload: flags.original === true,
         };
-        let manifest = await client.exports.request(
-          jobId,
-          { format: flags.format, ...selection },
-          { signal: ctx.signal },
-        );
-        if (
-          (flags.wait || flags.download) &&
-          (manifest.status === 'pending' || manifest.status === 'running')
-        ) {
-          const progress = ctx.progress();
-          const bar = progress.bar(`export ${flags.format}`, { total: 1, bytes: false });
-          const query = {
-            format: flags.format,
-            includeHe: String(selection.includeHe) as 'true' | 'false',
-            includeSegmentation: String(selection.includeSegmentation) as 'true' | 'false',
-            includeOriginalUpload: String(selection.includeOriginalUpload) as 'true' | 'false',
-          };
-          try {
-            manifest = await poll(
-              () => client.exports.get(jobId, query, { signal: ctx.signal }),
-              (m) => m.status === 'ready' || m.status === 'failed',
-              ctx.signal,
-              (m) => bar.update(0, m.status),
-            );
-            bar.done(manifest.status);
-          } finally {
-            progress.stop();
-          }
-        }
+        const manifest =
+          flags.wait || flags.download
+            ? await readyExport(ctx, client, jobId, flags.format, selection)
+            : await client.exports.request(
+                jobId,
+                { format: flags.format, ...selection },
+                { signal: ctx.signal },
+              );
         if (manifest.status === 'failed') process.exitCode = exitCodes.workFailed;
         if (flags.download && manifest.status === 'ready') {
           const items = await exportItems(client, jobId, manifest, ctx.signal);
@@ -240,6 +224,38 @@ export function registerResults(program: Command, context: () => Context): void 
       }
       ctx.print(record, state);
     });
+}
+
+/** Requests an export and polls its manifest, with a bar, until it is ready or failed. */
+export async function readyExport(
+  ctx: Context,
+  client: SpsClient,
+  jobId: string,
+  format: ExportFormat,
+  selection: ExportSelection,
+): Promise<ExportManifest> {
+  const manifest = await client.exports.request(jobId, { format, ...selection }, { signal: ctx.signal });
+  if (manifest.status !== 'pending' && manifest.status !== 'running') return manifest;
+  const progress = ctx.progress();
+  const bar = progress.bar(`export ${format}`, { total: 1, bytes: false });
+  const query = {
+    format,
+    includeHe: String(selection.includeHe) as 'true' | 'false',
+    includeSegmentation: String(selection.includeSegmentation) as 'true' | 'false',
+    includeOriginalUpload: String(selection.includeOriginalUpload) as 'true' | 'false',
+  };
+  try {
+    const ready = await poll(
+      () => client.exports.get(jobId, query, { signal: ctx.signal }),
+      (m) => m.status === 'ready' || m.status === 'failed',
+      ctx.signal,
+      (m) => bar.update(0, m.status),
+    );
+    bar.done(ready.status);
+    return ready;
+  } finally {
+    progress.stop();
+  }
 }
 
 function exportRecord(manifest: ExportManifest) {
