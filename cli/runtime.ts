@@ -74,14 +74,22 @@ export async function loadWorkflowBundle(prebuiltPath?: string): Promise<{ code:
 
 let temporalRuntimeInstalled = false;
 
+/**
+ * The SDK's warning for a worker given no workflows: the compute and inference queues' workers
+ * run activities only, by design.
+ */
+const ACTIVITY_ONLY_WORKER = 'No workflows registered, not polling for workflow tasks';
+
 /** Sends the Temporal SDK's own warnings and errors to our logger (once per process). */
 function installTemporalRuntime(logger: Logger): void {
   if (temporalRuntimeInstalled) return;
   temporalRuntimeInstalled = true;
   Runtime.install({
-    logger: new DefaultLogger('WARN', (entry) =>
-      logger[entry.level === 'ERROR' ? 'error' : 'warn']({ ...entry.meta, sdk: 'temporal' }, entry.message),
-    ),
+    logger: new DefaultLogger('WARN', (entry) => {
+      const level =
+        entry.message === ACTIVITY_ONLY_WORKER ? 'debug' : entry.level === 'ERROR' ? 'error' : 'warn';
+      logger[level]({ ...entry.meta, sdk: 'temporal' }, entry.message);
+    }),
   });
 }
 

@@ -66,8 +66,8 @@ test('prediction and segmentation activities fail for good, typed by the compute
   const jobId = await submitJob();
   await stack.client.workflow.getHandle(workflowIds.prediction(jobId)).terminate('run by the test');
   expect(await environment.run(activities.dispatchJob, { jobId })).toEqual({ active: true });
-  expect(await environment.run(activities.planJob, { jobId })).toMatchObject({ active: true });
-  const prediction = await failureOf(environment.run(activities.predictJob, { jobId }));
+  // Planning the bands reads the H&E pyramid's metadata, so the corrupt store stops it there.
+  const prediction = await failureOf(environment.run(activities.planJob, { jobId }));
   expect(prediction).toMatchObject({ ...CORRUPT, nonRetryable: true });
 
   const started = await call('POST', `/samples/${sampleId}/segmentation`);
@@ -75,7 +75,7 @@ test('prediction and segmentation activities fail for good, typed by the compute
   await stack.client.workflow.getHandle(workflowIds.segmentation(sampleId, 1)).terminate('run by the test');
   const [run] = await stack.sql<{ id: string }[]>`
     SELECT id FROM segmentation_runs WHERE sample_id = ${sampleId}`;
-  const segmentation = await failureOf(environment.run(activities.segmentTiles, { runId: run!.id }));
+  const segmentation = await failureOf(environment.run(activities.planSegmentationBands, { runId: run!.id }));
   expect(segmentation).toMatchObject({ ...CORRUPT, nonRetryable: true });
 });
 
@@ -95,7 +95,7 @@ test('on the real server a corrupt store fails the prediction at the first attem
     for (const event of events ?? []) {
       const { activityTaskScheduledEventAttributes: s, activityTaskStartedEventAttributes: a } = event;
       if (s) scheduled.set(String(event.eventId), s.activityType?.name ?? '');
-      if (a && scheduled.get(String(a.scheduledEventId)) === 'predictJob') attempts.push(a.attempt ?? 0);
+      if (a && scheduled.get(String(a.scheduledEventId)) === 'planJob') attempts.push(a.attempt ?? 0);
       failure ??= event.activityTaskFailedEventAttributes?.failure;
     }
     expect(attempts).toEqual([1]);
