@@ -160,6 +160,21 @@ export function createSegmentationActivities(deps: {
     return { slide: slide as SlideRecord & { hePrefix: string; tissueMaskZarrPrefix: string }, mpp };
   }
 
+  /** The slide's H&E pyramid and the segmentation tiles that hold tissue. */
+  async function tissueTilesOf(slide: SlideRecord & { hePrefix: string; tissueMaskZarrPrefix: string }) {
+    const he = await openHePyramid(prefixedStore(store, slide.hePrefix));
+    const tissue = await readMaskArray(prefixedStore(store, slide.tissueMaskZarrPrefix));
+    const tiles = planSegmentationTiles(he, {
+      coreSize: CORE_SIZE_PX,
+      tissue: {
+        ...tissue,
+        maskDownsampleX: slide.tissueMaskDownsampleX!,
+        maskDownsampleY: slide.tissueMaskDownsampleY!,
+      },
+    });
+    return { he, tiles };
+  }
+
   /**
    * Segments every tissue tile into `objects/{index}.bin` and writes `objects/index.json`.
    * Heartbeats after each tile with the tiles done and their counts; a retry continues there
@@ -172,16 +187,7 @@ export function createSegmentationActivities(deps: {
     const run = await runOrFail(input.runId);
     const { slide, mpp } = await inputsOf(run);
     const context = Context.current();
-    const he = await openHePyramid(prefixedStore(store, slide.hePrefix));
-    const tissue = await readMaskArray(prefixedStore(store, slide.tissueMaskZarrPrefix));
-    const tiles = planSegmentationTiles(he, {
-      coreSize: CORE_SIZE_PX,
-      tissue: {
-        ...tissue,
-        maskDownsampleX: slide.tissueMaskDownsampleX!,
-        maskDownsampleY: slide.tissueMaskDownsampleY!,
-      },
-    });
+    const { he, tiles } = await tissueTilesOf(slide);
     const resume = context.info.heartbeatDetails as TilesProgress | undefined;
     const signal = context.cancellationSignal;
     const stain = resume?.stain ?? (await estimateSlideStain(he, tiles, mpp, { signal }));
@@ -240,16 +246,7 @@ export function createSegmentationActivities(deps: {
   }): Promise<{ tiles: number; bands: number; bandsInFlight: number }> {
     const run = await runOrFail(input.runId);
     const { slide, mpp } = await inputsOf(run);
-    const he = await openHePyramid(prefixedStore(store, slide.hePrefix));
-    const tissue = await readMaskArray(prefixedStore(store, slide.tissueMaskZarrPrefix));
-    const tiles = planSegmentationTiles(he, {
-      coreSize: CORE_SIZE_PX,
-      tissue: {
-        ...tissue,
-        maskDownsampleX: slide.tissueMaskDownsampleX!,
-        maskDownsampleY: slide.tissueMaskDownsampleY!,
-      },
-    });
+    const { he, tiles } = await tissueTilesOf(slide);
     const signal = Context.current().cancellationSignal;
     const stain = await estimateSlideStain(he, tiles, mpp, { signal });
     const bandTiles = deps.segmentationBandTiles ?? DEFAULT_BAND_TILES;

@@ -133,26 +133,9 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
           }),
         )
         .catch(translate);
-      for (const {
-        PartNumber,
-        ETag,
-        ChecksumCRC32,
-        ChecksumCRC32C,
-        ChecksumCRC64NVME,
-        ChecksumSHA1,
-        ChecksumSHA256,
-      } of page.Parts ?? []) {
+      for (const part of page.Parts ?? []) {
         // A part past the recorded ones was sent by a chunk that was never recorded.
-        if (PartNumber! <= state.parts)
-          parts.push({
-            PartNumber,
-            ETag,
-            ChecksumCRC32,
-            ChecksumCRC32C,
-            ChecksumCRC64NVME,
-            ChecksumSHA1,
-            ChecksumSHA256,
-          });
+        if (part.PartNumber! <= state.parts) parts.push(completedPart(part.PartNumber!, part));
       }
       PartNumberMarker = page.IsTruncated ? page.NextPartNumberMarker : undefined;
     } while (PartNumberMarker !== undefined);
@@ -272,4 +255,13 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
       await sweep(state);
     },
   };
+}
+
+/**
+ * A part as CompleteMultipartUpload wants it: completing must repeat any checksum the SDK
+ * attached to the part when it was sent.
+ */
+export function completedPart(PartNumber: number, part: Omit<CompletedPart, 'PartNumber'>): CompletedPart {
+  const { ETag, ChecksumCRC32, ChecksumCRC32C, ChecksumCRC64NVME, ChecksumSHA1, ChecksumSHA256 } = part;
+  return { PartNumber, ETag, ChecksumCRC32, ChecksumCRC32C, ChecksumCRC64NVME, ChecksumSHA1, ChecksumSHA256 };
 }

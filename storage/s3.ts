@@ -19,7 +19,7 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { StorageError } from './errors';
 import { resolveKey, resolvePrefix, STAGING_SEGMENT } from './keys';
 import { rangeHeader } from './range';
-import { createS3Uploads } from './s3-uploads';
+import { completedPart, createS3Uploads } from './s3-uploads';
 import type { IoOptions, ObjectInfo, ObjectStore, OpenedObject, RangeQuery, WriteOptions } from './types';
 
 export interface S3StoreOptions {
@@ -223,18 +223,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
   ): Promise<CompletedPart[]> {
     const upload = async (Body: Buffer, PartNumber: number): Promise<CompletedPart> => {
       const command = new UploadPartCommand({ Bucket, Key, UploadId, PartNumber, Body });
-      const { ETag, ChecksumCRC32, ChecksumCRC32C, ChecksumCRC64NVME, ChecksumSHA1, ChecksumSHA256 } =
-        await client.send(command, { abortSignal: signal }).catch(translate);
-      // Completing must repeat any checksum the SDK attached to the part.
-      return {
-        PartNumber,
-        ETag,
-        ChecksumCRC32,
-        ChecksumCRC32C,
-        ChecksumCRC64NVME,
-        ChecksumSHA1,
-        ChecksumSHA256,
-      };
+      return completedPart(PartNumber, await client.send(command, { abortSignal: signal }).catch(translate));
     };
     const completed = [await upload(first, 1)];
     for await (const part of rest) completed.push(await upload(part, completed.length + 1));
