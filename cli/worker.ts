@@ -19,6 +19,9 @@ runMain(async () => {
   const config = loadConfig();
   requireProductionConfig(config);
   const logger = createLogger(config, 'sps-worker');
+  // Listened for from the start: a stop asked while the workers still start ends the process
+  // once they have started, instead of being missed.
+  const signalled = untilSignal();
   const sql = createSql(config.database.url, { max: config.database.poolSize });
   const store = createStore(config, config.signingSecret);
   const client = await connectClient(config);
@@ -42,7 +45,7 @@ runMain(async () => {
   await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   await client.connection.close();
   logger.info({ namespace: config.temporal.namespace, queues: config.worker.queues }, 'worker polling');
-  await Promise.race([untilSignal(), workers.done]);
+  await Promise.race([signalled, workers.done]);
   await workers.shutdown();
   await sql.end({ timeout: 5 });
 });
