@@ -101,7 +101,7 @@ function validSize(level: Level, x: number, y: number) {
  * Deep zoom over the layers of a `Scene` on one WebGL2 canvas: each layer at the level that
  * matches the zoom, chunk by chunk, a coarser chunk already loaded standing in for one still
  * on its way. The canvas carries `data-state="complete"` once every chunk in view is drawn at
- * its level, and fires `viewer-settled` each time a new view gets there.
+ * its level (`drawing` while a frame is pending, `loading` while chunks are), and fires `viewer-settled` each time a new view gets there.
  */
 export class Viewer {
   private readonly gl: WebGL2RenderingContext;
@@ -139,6 +139,8 @@ export class Viewer {
   redraw(): void {
     if (this.scheduled || this.destroyed) return;
     this.scheduled = true;
+    // Until the frame runs the canvas shows an earlier scene or view: not complete.
+    this.canvas.dataset.state = 'drawing';
     requestAnimationFrame(() => this.frame());
   }
 
