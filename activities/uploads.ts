@@ -1,7 +1,14 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, heartbeat } from '@temporalio/activity';
 import type { Sql } from '../db';
-import { clearUploadState, failUpload, findUploadForSession, recordContentSha256 } from '../db/samples';
+import {
+  clearUploadState,
+  failAbandonedUploads,
+  failedUploadsHoldingBytes,
+  failUpload,
+  findUploadForSession,
+  recordContentSha256,
+} from '../db/samples';
 import type { ObjectStore } from '../storage';
 
 export interface AssembleUploadInput {
@@ -12,6 +19,9 @@ export type AssembleUploadResult =
   | { status: 'assembled'; storageKey: string; sizeBytes: number; contentSha256: string }
   /** The bytes do not match the declared `contentSha256`; the sample is `upload_failed`. */
   | { status: 'upload_failed'; reason: string };
+
+/** Failed uploads whose bytes one query of the sweep reads. */
+const RELEASE_BATCH = 100;
 
 /** Heartbeats while hashing, every this many bytes. */
 const HEARTBEAT_BYTES = 256 * 1024 * 1024;
@@ -77,5 +87,29 @@ export function createUploadActivities(deps: { sql: Sql; store: ObjectStore }) {
     return assembled(sha256);
   }
 
-  return { assembleUpload };
+  /**
+   * The sweep of abandoned uploads (the `maintenance` Schedule): every upload whose session
+   * URL expired before its last byte becomes `upload_failed`, then every failed upload that
+   * still holds partial bytes (a staging file, a multipart upload) drops them. Idempotent: a
+   * run stopped between the two steps leaves failed uploads that the next run releases.
+   */
+  async function sweepAbandonedUploads(_input: Record<string, never> = {}): Promise<{
+    failed: number;
+    released: number;
+  }> {
+    const failed = await failAbandonedUploads(sql);
+    let released = 0;
+    for (let after: string | undefined; ; ) {
+      const batch = await failedUploadsHoldingBytes(sql, { limit: RELEASE_BATCH, after });
+      for (const upload of batch) {
+        await store.uploads.abort(upload.uploadState);
+        await clearUploadState(sql, upload.id, upload.uploadState);
+        released++;
+      }
+      if (batch.length < RELEASE_BATCH) return { failed, released };
+      after = batch.at(-1)!.id;
+    }
+  }
+
+  return { assembleUpload, sweepAbandonedUploads };
 }

@@ -12,14 +12,13 @@ import {
   ScheduleNotFoundError,
   type ScheduleOptions,
   ScheduleOverlapPolicy,
-  ServiceError,
 } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { createApp } from '../api/app';
 import { createApiServer } from '../api/slow-clients';
-import { createWorkflowEngine, searchAttributes } from '../api/workflow-engine';
+import { createWorkflowEngine, isEngineUnavailable, searchAttributes } from '../api/workflow-engine';
 import type { Sql } from '../db';
 import {
   searchAttributeNames,
@@ -129,12 +128,7 @@ export async function ensureSchedules(
         typedSearchAttributes: [{ key: searchAttributes.upkeep, value: UPKEEP_MAINTENANCE }],
       },
     };
-    try {
-      await client.schedule.create({ scheduleId: idOf(schedule.id), ...definition });
-    } catch (err) {
-      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-      await updateSchedule(client, idOf(schedule.id), definition);
-    }
+    await ensureSchedule(client, idOf(schedule.id), definition);
   }
   for (const retired of RETIRED_SCHEDULES) {
     try {
@@ -145,25 +139,54 @@ export async function ensureSchedules(
   }
 }
 
+/** Half a minute of attempts, a second apart, while the server cannot answer yet. */
+const SCHEDULE_ATTEMPTS = 30;
+const SCHEDULE_RETRY_MS = 1000;
+
 /**
- * Brings an existing Schedule to `definition`. Describing a Schedule asks its workflow, which a
- * dev server that has just restarted may not be running yet ("Failed to describe schedule"):
- * such a failure is retried for half a minute.
+ * Creates the Schedule, or brings the existing one to `definition`. A server not reachable yet,
+ * or one just restarted that cannot describe a Schedule yet (describing asks the Schedule's
+ * workflow, which it may not be running yet), answers UNAVAILABLE or DEADLINE_EXCEEDED: such
+ * a failure is retried for half a minute. Any other (a missing namespace, a refused
+ * definition) will not go away by waiting, so it fails at once, naming the Schedule.
  */
-async function updateSchedule(
+async function ensureSchedule(
   client: Client,
   scheduleId: string,
   definition: Omit<ScheduleOptions, 'scheduleId'>,
 ): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, ...definition }));
+      await createOrUpdateSchedule(client, scheduleId, definition);
       return;
     } catch (err) {
-      if (!(err instanceof ServiceError) || attempt === 30) throw err;
-      await sleep(1000);
+      if (!isEngineUnavailable(err) || attempt === SCHEDULE_ATTEMPTS) {
+        throw new Error(`could not create or update the Schedule ${scheduleId}: ${reasonOf(err)}`, {
+          cause: err,
+        });
+      }
+      await sleep(SCHEDULE_RETRY_MS);
     }
   }
+}
+
+async function createOrUpdateSchedule(
+  client: Client,
+  scheduleId: string,
+  definition: Omit<ScheduleOptions, 'scheduleId'>,
+): Promise<void> {
+  try {
+    await client.schedule.create({ scheduleId, ...definition });
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+    await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, ...definition }));
+  }
+}
+
+/** The client's message ("Failed to describe schedule") with the server's answer under it. */
+function reasonOf(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
 }
 
 /** The one-minute Schedule of each reconciler, before `maintenance` took them over. */

@@ -48,16 +48,18 @@ export interface NewUpload {
   autoSegment: boolean | null;
   mppOverride: number | null;
   storageKey: string;
+  /** When its session URL expires: the sweep of abandoned uploads fails it after that. */
+  uploadExpiresAt: Date;
 }
 
 /** Inserts the sample in `uploading`, with the organization's default expiration if it has one. */
 export async function insertUpload(sql: Queryable, upload: NewUpload): Promise<UploadRecord> {
   await sql`
     INSERT INTO samples (id, organization_id, created_by, filename, name, content_type, file_size,
-      content_sha256, auto_segment, mpp_override, storage_key, expires_at, expires_at_source)
+      content_sha256, auto_segment, mpp_override, storage_key, upload_expires_at, expires_at, expires_at_source)
     SELECT ${upload.id}, o.id, ${upload.createdBy}, ${upload.filename}, ${upload.name}, ${upload.contentType},
       ${upload.fileSize}, ${upload.contentSha256}, coalesce(${upload.autoSegment}::boolean, o.auto_segment_default, true),
-      ${upload.mppOverride}, ${upload.storageKey},
+      ${upload.mppOverride}, ${upload.storageKey}, ${upload.uploadExpiresAt},
       now() + make_interval(days => o.default_expiration_days),
       CASE WHEN o.default_expiration_days IS NULL THEN NULL ELSE ${'org_default' satisfies ExpirationSource}::text END
     FROM organizations o WHERE o.id = ${upload.organizationId}`;
@@ -129,6 +131,12 @@ export async function listUploads(
     position: { createdAt: exactCreatedAt, id: row.id },
   }));
 }
+
+/**
+ * A chunk has one writer at a time. A writer refreshes its claim while bytes flow; one not
+ * heard from for this long is gone (its process died) and the claim passes to the next.
+ */
+export const UPLOAD_CLAIM_STALE_SECONDS = 60;
 
 /**
  * Makes `writer` the one request that may store the chunk at `startOffset`; answers the
@@ -226,4 +234,35 @@ export async function recordContentSha256(
 
 export async function markIngestStarted(sql: Queryable, sampleId: string): Promise<void> {
   await sql`UPDATE samples SET ingest_started_at = coalesce(ingest_started_at, now()) WHERE id = ${sampleId}`;
+}
+
+/** Why the sweep failed an upload: its statusMessage. */
+export const ABANDONED_UPLOAD_MESSAGE = 'the upload session URL expired before the last byte arrived';
+
+/**
+ * Moves every upload whose session URL has expired without its last byte to `upload_failed`.
+ * An upload whose writer is still heard from is left to the next sweep, so no chunk is being
+ * stored when its bytes are dropped; recording a chunk needs `uploading`, so a last chunk
+ * recorded first keeps its upload, and one recorded after finds it failed. Answers the count.
+ */
+export async function failAbandonedUploads(sql: Queryable): Promise<number> {
+  const failed = await sql`
+    UPDATE samples SET status = 'upload_failed', status_message = ${ABANDONED_UPLOAD_MESSAGE},
+      updated_at = now(), upload_writer = NULL, upload_writer_seen_at = NULL
+    WHERE status = 'uploading' AND upload_expires_at <= now()
+      AND (upload_writer IS NULL
+        OR upload_writer_seen_at < now() - make_interval(secs => ${UPLOAD_CLAIM_STALE_SECONDS}))`;
+  return failed.count;
+}
+
+/** Failed uploads whose partial bytes are still stored (the sweep releases them), by id after `after`. */
+export async function failedUploadsHoldingBytes(
+  sql: Queryable,
+  page: { limit: number; after?: string },
+): Promise<{ id: string; uploadState: string }[]> {
+  return sql<{ id: string; uploadState: string }[]>`
+    SELECT id, upload_state AS "uploadState" FROM samples
+    WHERE status = 'upload_failed' AND upload_state IS NOT NULL
+      ${page.after ? sql`AND id > ${page.after}` : sql``}
+    ORDER BY id LIMIT ${page.limit}`;
 }

@@ -37,11 +37,7 @@ const HEADER_WAIT_MS = 30_000;
 const HEADER_POLL_MS = 200;
 const HEADER_POLL_MAX_MS = 2000;
 
-/**
- * A chunk has one writer at a time. A writer refreshes its claim while bytes flow; one not
- * heard from for this long is gone (its process died) and the claim passes to the next.
- */
-const CLAIM_STALE_SECONDS = 60;
+/** A writer refreshes its chunk claim this often while bytes flow (it lapses after UPLOAD_CLAIM_STALE_SECONDS). */
 const CLAIM_REFRESH_MS = 10_000;
 /** How often a second request for the same chunk looks whether the first is done. */
 const CLAIM_POLL_MS = 100;
@@ -119,8 +115,7 @@ export function createUploadService(deps: UploadServiceDeps) {
   const cursors = createCursorCodec(deps.signingSecret, 'uploads');
   const hashes = createUploadHashes();
 
-  function sessionUrl(uploadId: string): string {
-    const expiresAt = new Date(Date.now() + deps.limits.uploadSessionTtlSeconds * 1000);
+  function sessionUrl(uploadId: string, expiresAt: Date): string {
     const token = signToken(deps.signingSecret, { scope: 'upload', subject: uploadId, expiresAt });
     return `${deps.publicBaseUrl}/api/v1/upload-sessions/${uploadId}?token=${token}`;
   }
@@ -140,6 +135,7 @@ export function createUploadService(deps: UploadServiceDeps) {
       if (existing) return created(existing, { existing: true });
     }
     const id = randomUUID();
+    const uploadExpiresAt = new Date(Date.now() + deps.limits.uploadSessionTtlSeconds * 1000);
     const record = await samples.insertUpload(sql, {
       id,
       organizationId: principal.organizationId,
@@ -152,8 +148,9 @@ export function createUploadService(deps: UploadServiceDeps) {
       autoSegment: request.autoSegment ?? null,
       mppOverride: request.mpp ?? null,
       storageKey: objectKeys.originalUpload(principal.organizationId, id, request.filename),
+      uploadExpiresAt,
     });
-    return created(record, { existing: false, uploadUrl: sessionUrl(id) });
+    return created(record, { existing: false, uploadUrl: sessionUrl(id, uploadExpiresAt) });
   }
 
   function created(record: UploadRecord, extra: { existing: boolean; uploadUrl?: string }): CreatedUpload {
@@ -239,7 +236,12 @@ export function createUploadService(deps: UploadServiceDeps) {
    */
   async function claimChunk(record: UploadRecord, start: number, writer: string) {
     for (;;) {
-      const claim = { sampleId: record.id, startOffset: start, writer, staleSeconds: CLAIM_STALE_SECONDS };
+      const claim = {
+        sampleId: record.id,
+        startOffset: start,
+        writer,
+        staleSeconds: samples.UPLOAD_CLAIM_STALE_SECONDS,
+      };
       const claimed = await samples.claimUploadChunk(sql, claim);
       if (claimed) return claimed;
       const current = await samples.findUploadForSession(sql, record.id);
@@ -269,6 +271,19 @@ export function createUploadService(deps: UploadServiceDeps) {
     await samples.clearUploadState(sql, record.id, current.uploadState);
   }
 
+  /**
+   * A writer gone silent past its claim may store its chunk after the upload failed and its
+   * bytes were dropped (the sweep of abandoned uploads): it drops what it wrote, so that a
+   * failed upload holds no bytes. True when the upload has failed.
+   */
+  async function dropIfFailed(record: UploadRecord, written: string): Promise<boolean> {
+    const current = await samples.findUploadForSession(sql, record.id);
+    if (current?.status !== 'upload_failed') return false;
+    await store.uploads.abort(written);
+    await dropStored(current);
+    return true;
+  }
+
   /** The last byte is recorded: publish the object now (ingest does it if this fails). */
   async function publish(record: UploadRecord, uploadState: string): Promise<void> {
     try {
@@ -293,8 +308,9 @@ export function createUploadService(deps: UploadServiceDeps) {
     const hash = hashes.resume(record.id, range.start);
     const tally = { bytes: 0 };
     let next: string;
+    let state: string | undefined;
     try {
-      const state = await storeState(record, writer, claimed.uploadState);
+      state = await storeState(record, writer, claimed.uploadState);
       if (state === undefined) return notStored(record);
       const refresh = () => samples.touchUploadClaim(sql, record.id, writer);
       const received = Readable.from(receivedBody(body, length, tally, hash, refresh));
@@ -302,6 +318,8 @@ export function createUploadService(deps: UploadServiceDeps) {
     } catch (err) {
       await samples.releaseUploadClaim(sql, record.id, writer);
       if (err instanceof AppError) throw err;
+      // The bytes were dropped under the chunk (the upload failed meanwhile): not a server fault.
+      if (state !== undefined && (await dropIfFailed(record, state))) return notStored(record);
       if (tally.bytes !== length)
         throw new AppError(
           'invalid_request',
@@ -328,7 +346,10 @@ export function createUploadService(deps: UploadServiceDeps) {
       uploadState: next,
       sha256,
     };
-    if (!(await samples.recordUploadChunk(sql, chunk))) return notStored(record);
+    if (!(await samples.recordUploadChunk(sql, chunk))) {
+      await dropIfFailed(record, next);
+      return notStored(record);
+    }
     deps.onBytesStored?.(length);
     if (!isLast) {
       if (hash) hashes.keep(record.id, end, hash);

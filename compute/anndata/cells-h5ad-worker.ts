@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Dataset, Group } from 'h5wasm/node';
 import type { CellsH5adJob } from './cells-h5ad';
-import { type Column, INDEX_COLUMN, openCellTables, readCellBlock, typedColumn } from './parquet-columns';
+import { type Column, INDEX_COLUMN, obsBlocks, openCellTables } from './parquet-columns';
 
 /**
  * Writes `cells.h5ad` in AnnData's HDF5 encoding (anndata.readthedocs.io, "On-disk format"):
@@ -92,25 +92,13 @@ async function write(job: CellsH5adJob): Promise<number> {
     const spatial = new RowDataset(obsm, 'spatial', new Float64Array(0), 2, blockRows);
     encoding(spatial.dataset, 'array', '0.2.0');
 
-    for (let start = 0; start < n; start += blockRows) {
-      const end = Math.min(n, start + blockRows);
-      const rows = end - start;
-      const {
-        columns: block,
-        ids,
-        xy,
-        means,
-        medians,
-      } = await readCellBlock({ instances, markers }, start, end);
-      index.append(
-        Array.from({ length: rows }, (_, i) => String(ids[i])),
-        rows,
-      );
-      for (const { name, kind, column } of columns) column.append(typedColumn(block.get(name)!, kind), rows);
-      spatial.append(xy, rows);
-      X.append(means, rows);
-      median.append(medians, rows);
-      parentPort?.postMessage({ type: 'progress', rows: end, total: n });
+    for await (const block of obsBlocks({ instances, markers }, obsColumns, blockRows)) {
+      index.append(block.index, block.rows);
+      for (const { name, column } of columns) column.append(block.obs.get(name)!, block.rows);
+      spatial.append(block.spatial, block.rows);
+      X.append(block.X, block.rows);
+      median.append(block.median, block.rows);
+      parentPort?.postMessage({ type: 'progress', rows: block.end, total: n });
     }
 
     const variables = file.create_group('var');

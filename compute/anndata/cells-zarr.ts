@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import type { KeyValueStore } from '../store';
 import { encodeJson, groupMetadata } from '../zarr';
-import { type Column, INDEX_COLUMN, openCellTables, readCellBlock, typedColumn } from './parquet-columns';
+import { type Column, INDEX_COLUMN, obsBlocks, openCellTables } from './parquet-columns';
 
 /**
  * A segmentation layer's per-cell tables as a SpatialData table element: AnnData's Zarr v3
@@ -209,27 +209,13 @@ export async function writeCellsTableZarr(
   await putGroup(store, 'obsm', dict);
   const spatial = await RowArray.create(store, 'obsm/spatial', rowsSpec('float64', 2), array('array'));
 
-  for (let start = 0; start < n; start += blockRows) {
-    signal?.throwIfAborted();
-    const end = Math.min(n, start + blockRows);
-    const rows = end - start;
-    const {
-      columns: block,
-      ids,
-      xy,
-      means,
-      medians,
-    } = await readCellBlock({ instances, markers }, start, end);
-    await index.append(
-      Array.from({ length: rows }, (_, i) => String(ids[i])),
-      signal,
-    );
-    for (const { name, kind, column } of columns)
-      await column.append(typedColumn(block.get(name)!, kind), signal);
-    await regionCodes.append(new Int8Array(rows), signal);
-    await spatial.append(xy, signal);
-    await X.append(means, signal);
-    await median.append(medians, signal);
+  for await (const block of obsBlocks({ instances, markers }, obsColumns, blockRows, signal)) {
+    await index.append(block.index, signal);
+    for (const { name, column } of columns) await column.append(block.obs.get(name)!, signal);
+    await regionCodes.append(new Int8Array(block.rows), signal);
+    await spatial.append(block.spatial, signal);
+    await X.append(block.X, signal);
+    await median.append(block.median, signal);
   }
 
   const names = markers.map((marker) => marker.name);

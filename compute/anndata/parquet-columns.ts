@@ -79,7 +79,7 @@ export async function openCellTables<M extends { name: string; path: string }>(
 }
 
 /** One block of cells, rows `start` to `end`, in the shapes AnnData stores. */
-export interface CellBlock {
+interface CellBlock {
   /** The instance table's columns of these rows. */
   columns: Map<string, ArrayLike<unknown>>;
   ids: ArrayLike<unknown>;
@@ -90,12 +90,14 @@ export interface CellBlock {
   medians: Float32Array;
 }
 
+/** A layer's instance table and marker tables, as `openCellTables` answers them. */
+interface CellTables {
+  instances: ParquetColumns;
+  markers: readonly { name: string; table: ParquetColumns }[];
+}
+
 /** Reads one block of the instance table and the matching rows of every marker table. */
-export async function readCellBlock(
-  tables: { instances: ParquetColumns; markers: readonly { name: string; table: ParquetColumns }[] },
-  start: number,
-  end: number,
-): Promise<CellBlock> {
+async function readCellBlock(tables: CellTables, start: number, end: number): Promise<CellBlock> {
   const { instances, markers } = tables;
   const rows = end - start;
   const m = markers.length;
@@ -124,7 +126,7 @@ export async function readCellBlock(
   return { columns, ids, xy, means, medians };
 }
 
-export function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
+function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
   const n = values.length;
   if (like === 'int64') {
     const out = new BigInt64Array(n);
@@ -134,4 +136,51 @@ export function typedColumn(values: ArrayLike<unknown>, like: Kind): Column {
   const out = like === 'int32' ? new Int32Array(n) : new Float64Array(n);
   for (let i = 0; i < n; i++) out[i] = Number(values[i]);
   return out;
+}
+
+/** One block of rows as both AnnData writers append it (`cells.h5ad`, the SpatialData table). */
+interface ObsBlock {
+  /** How many rows: `[start, start + rows)` of the tables. */
+  rows: number;
+  /** Where the block ends: the rows written once it is appended. */
+  end: number;
+  /** `obs`'s index: the instance ids as decimal strings. */
+  index: string[];
+  /** `obs`'s columns by name, each in the dtype AnnData keeps (`kinds`). */
+  obs: Map<string, Column>;
+  /** `obsm['spatial']`: (x, y) per row, interleaved. */
+  spatial: Float64Array;
+  /** `X` (the means) and `layers['median']`: rows x markers, row-major. */
+  X: Float32Array;
+  median: Float32Array;
+}
+
+/**
+ * The tables read block by block, `blockRows` rows at a time, in the shapes AnnData stores:
+ * the one loop of the two AnnData writers, which differ only in where the blocks go.
+ */
+export async function* obsBlocks(
+  tables: CellTables,
+  obsColumns: readonly string[],
+  blockRows: number,
+  signal?: AbortSignal,
+): AsyncGenerator<ObsBlock, void, undefined> {
+  const { instances } = tables;
+  for (let start = 0; start < instances.rows; start += blockRows) {
+    signal?.throwIfAborted();
+    const end = Math.min(instances.rows, start + blockRows);
+    const block = await readCellBlock(tables, start, end);
+    const obs = new Map(
+      obsColumns.map((name) => [name, typedColumn(block.columns.get(name)!, instances.kinds.get(name)!)]),
+    );
+    yield {
+      rows: end - start,
+      end,
+      index: Array.from({ length: end - start }, (_, i) => String(block.ids[i])),
+      obs,
+      spatial: block.xy,
+      X: block.means,
+      median: block.medians,
+    };
+  }
 }

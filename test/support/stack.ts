@@ -126,6 +126,8 @@ export interface StackOptions {
    * (test/support/shared-slides.ts)
    */
   sharedSlides?: boolean | 'ready' | 'processed';
+  /** The store of the API and the workers, in place of the filesystem store under `fsRoot` (an S3 store). */
+  store?: ObjectStore;
 }
 
 /**
@@ -161,7 +163,9 @@ async function openStack(
   const port = await listen(server);
   const baseUrl = `http://127.0.0.1:${port}`;
   const signingSecret = randomBytes(32).toString('hex');
-  const store = createObjectStore({ backend: 'fs', fs: { root, publicBaseUrl: baseUrl, signingSecret } });
+  const store =
+    options.store ??
+    createObjectStore({ backend: 'fs', fs: { root, publicBaseUrl: baseUrl, signingSecret } });
   const connection = await Connection.connect({ address: env.temporalAddress });
   const client = new Client({ connection });
   const taskQueuePrefix = `t${randomBytes(4).toString('hex')}`;
