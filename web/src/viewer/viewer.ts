@@ -76,10 +76,10 @@ function aheadOf(layers: { layer: Layer; level: number }[], rect: WorldRect): Ti
 /**
  * While a view's chunks arrive, a frame that only swaps stand-ins for their chunks is drawn at
  * most this often; the frame that completes the view is drawn at once. Each frame draws every
- * layer (in software, in a headless browser), so one per chunk took the cores the fetching and
- * decoding of the rest needed.
+ * layer (in software, in a headless browser), so frequent ones take the cores the fetching
+ * and decoding of the rest need: a zoom step is rarely longer than a frame or two of this.
  */
-const LOADING_FRAME_MS = 100;
+const LOADING_FRAME_MS = 300;
 
 function validSize(level: Level, x: number, y: number) {
   return {
