@@ -59,9 +59,16 @@ async function pixelSizes(rootUrl: string, name?: string): Promise<number[]> {
   return multiscale.datasets.map((d) => d.coordinateTransformations[0]!.scale.at(-1)!);
 }
 
-/** The level the viewer draws at a zoom of `zoom` CSS (= device) pixels per world unit. */
+/**
+ * The level the viewer draws at a zoom of `zoom` CSS (= device) pixels per world unit: the one
+ * whose pixel size is nearest a device pixel's in log scale, the finer of two equally near.
+ */
 const levelAt = (sizes: number[], zoom: number) =>
-  sizes.reduce((chosen, size, k) => (size <= (1 / zoom) * 1.0001 ? k : chosen), 0);
+  sizes.reduce(
+    (chosen, size, k) =>
+      Math.abs(Math.log2(size * zoom)) < Math.abs(Math.log2(sizes[chosen]! * zoom)) - 1e-6 ? k : chosen,
+    0,
+  );
 
 interface Region {
   shape: number[];
@@ -289,6 +296,66 @@ test('a marker is drawn as its store holds it, under the chosen colour and contr
   }
   expect(lit).toBeGreaterThan(0);
   await shoot('viewer-cd3');
+}, 120_000);
+
+test('between two levels a marker is drawn from the level nearest a device pixel in log scale', async () => {
+  // 1.5 level-0 pixels per device pixel: level 1 (0.75 of its pixels per device pixel), where
+  // the coarsest level no larger than a device pixel would be level 0.
+  const zoom = 1 / (1.5 * markerSizes[0]!);
+  const level = levelAt(markerSizes, zoom);
+  expect(level).toBe(1);
+  const middle = await centre();
+  // Canvas pixel offsets a multiple of 4 from a level-1 pixel edge: no centre falls on an edge.
+  const left = Math.floor((middle.x * heSizes[0]! * zoom) / 4) * 4 - 300;
+  const top = Math.floor((middle.y * heSizes[0]! * zoom) / 4) * 4 - 200;
+  const size = await openAt(left, top, zoom);
+  await setChecked('H&E', false);
+  await setChecked('DAPI', false);
+  await setChecked('CD3', true);
+  await settled();
+  /** Level-`k` pixels per canvas pixel, and the level's pixel under canvas pixel (x, y). */
+  const under = (k: number) => {
+    const ratio = 1 / (zoom * markerSizes[k]!);
+    return (x: number, y: number) => [
+      Math.floor((left + x + 0.5) * ratio),
+      Math.floor((top + y + 0.5) * ratio),
+    ];
+  };
+  const span = (k: number) => {
+    const [x0, y0] = under(k)(0, 0) as [number, number];
+    const [x1, y1] = under(k)(size.width, size.height) as [number, number];
+    return { store: 'results' as const, name: 'CD3', level: k, y: [y0, y1 + 1], x: [x0, x1 + 1] };
+  };
+  const reads = [span(level), span(0)];
+  const { reads: regions, windows } = await readStores(reads);
+  const { start, end } = windows.CD3!.window;
+  const hex = windows.CD3!.color;
+  const colour = [0, 2, 4].map((i) => Number.parseInt(hex.slice(i, i + 2), 16) / 255);
+  /** The colour canvas pixel (x, y) gets from `reads[i]`'s level under the default window. */
+  const expected = (i: number, x: number, y: number) => {
+    const read = reads[i]!;
+    const region = regions[i]!;
+    const [mx, my] = under(read.level)(x, y) as [number, number];
+    const stored = region.data[(my - read.y[0]!) * region.shape[2]! + (mx - read.x[0]!)]!;
+    const value = Math.min(1, Math.max(0, (stored - start) / (end - start)));
+    return colour.map((c) => Math.round(255 * c * value));
+  };
+  const image = await canvasPixels();
+  let lit = 0;
+  let unlikeLevel0 = 0;
+  const near = (a: number[], b: number[]) => a.every((value, c) => Math.abs(value - b[c]!) <= 2);
+  for (const [x, y] of grid(size.width, size.height)) {
+    const drawn = pixel(image, x, y);
+    const wanted = expected(0, x, y);
+    if (wanted.some((v) => v > 0)) lit += 1;
+    if (!near(expected(1, x, y), wanted)) unlikeLevel0 += 1;
+    const close = near(drawn, wanted);
+    expect({ x, y, drawn, wanted, close }).toEqual({ x, y, drawn, wanted, close: true });
+  }
+  expect(lit).toBeGreaterThan(0);
+  // Level 0's values would have drawn other colours at some points: the two rules differ here.
+  expect(unlikeLevel0).toBeGreaterThan(0);
+  await shoot('viewer-cd3-between-levels');
 }, 120_000);
 
 /** A label-mask region under the view, level 0 of the mask = one CSS pixel. */

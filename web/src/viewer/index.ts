@@ -45,7 +45,8 @@ function channelControls(channel: ChannelState, redraw: () => void): HTMLElement
     { class: 'channel', 'data-channel': name },
     h(
       'label',
-      { class: 'check' },
+      // The name may be cut short in a narrow panel: the whole name on hover.
+      { class: 'check', title: name },
       h('input', {
         type: 'checkbox',
         checked: channel.visible,

@@ -12,6 +12,26 @@ export function visibleRect(view: View, width: number, height: number) {
   return { x0: view.x - halfWidth, y0: view.y - halfHeight, x1: view.x + halfWidth, y1: view.y + halfHeight };
 }
 
+/**
+ * The level to draw at `worldPerDevicePx`: the one whose pixel size is nearest to a device
+ * pixel's in log scale (the finer of two equally near), so on a pyramid of halvings its pixels
+ * span 0.71 to 1.41 device pixels. Not the coarsest level no larger than a device pixel: that
+ * reads up to four times the texels the screen shows, and a zoom step waits for every one.
+ */
+export function levelFor(pixelSizes: readonly number[], worldPerDevicePx: number): number {
+  let chosen = 0;
+  let best = Number.POSITIVE_INFINITY;
+  pixelSizes.forEach((size, k) => {
+    const distance = Math.abs(Math.log2(size / worldPerDevicePx));
+    // The tolerance keeps a tie (and its rounding) on the finer level.
+    if (distance < best - 1e-6) {
+      best = distance;
+      chosen = k;
+    }
+  });
+  return chosen;
+}
+
 /** The world point under a CSS pixel offset from the canvas's top-left corner. */
 export function worldAt(view: View, width: number, height: number, px: number, py: number) {
   return { x: view.x + (px - width / 2) / view.zoom, y: view.y + (py - height / 2) / view.zoom };

@@ -1,7 +1,7 @@
 import { blendFor, createPrograms, type Program } from './render';
 import type { ChannelLayer, Layer, Level } from './sources';
 import { type Tile, type TileAddress, TileCache } from './tiles';
-import { type View, visibleRect, worldAt, zoomAbout } from './view';
+import { levelFor, type View, visibleRect, worldAt, zoomAbout } from './view';
 
 export interface ChannelState {
   layer: ChannelLayer;
@@ -25,15 +25,6 @@ export interface ViewerEvents {
   /** A click that did not drag, or Enter (the view's centre). */
   onPick(world: { x: number; y: number }): void;
   onError(err: unknown): void;
-}
-
-/** The level whose pixels are the largest still no larger than a device pixel (level 0 when zoomed past it). */
-function levelFor(layer: Layer, worldPerDevicePx: number): number {
-  let chosen = 0;
-  layer.levels.forEach((level, k) => {
-    if (level.pixelSize <= worldPerDevicePx * 1.0001) chosen = k;
-  });
-  return chosen;
 }
 
 interface Rect {
@@ -85,10 +76,10 @@ function aheadOf(layers: { layer: Layer; level: number }[], rect: WorldRect): Ti
 /**
  * While a view's chunks arrive, a frame that only swaps stand-ins for their chunks is drawn at
  * most this often; the frame that completes the view is drawn at once. Each frame draws every
- * layer (in software, in a headless browser), so one per chunk took the cores the fetching and
- * decoding of the rest needed.
+ * layer (in software, in a headless browser), so frequent ones take the cores the fetching
+ * and decoding of the rest need: a zoom step is rarely longer than a frame or two of this.
  */
-const LOADING_FRAME_MS = 100;
+const LOADING_FRAME_MS = 300;
 
 function validSize(level: Level, x: number, y: number) {
   return {
@@ -223,7 +214,10 @@ export class Viewer {
       gl.uniform1i(program.uniform('u_tex'), 0);
       blendFor(gl, layer.kind);
       set();
-      const level = levelFor(layer, 1 / zoom);
+      const level = levelFor(
+        layer.levels.map((l) => l.pixelSize),
+        1 / zoom,
+      );
       drawn.push({ layer, level });
       complete = this.drawLayer(layer, program, level, rect, wanted) && complete;
     };
