@@ -1,5 +1,5 @@
 import { type KeyValueStore, parseJson } from '../zarr';
-import { BandPyramid, bandPyramidLevels } from './band-pyramid';
+import { bandPyramidLevels } from './band-pyramid';
 import { type ChannelStatistics, emptyStatistics, mergeStatistics } from './kernels';
 import { type PredictMarkersOptions, predictMarkers } from './predict';
 import { type PlanOptions, planPrediction } from './prediction-plan';
@@ -41,7 +41,7 @@ export interface PredictBandOptions extends PredictMarkersOptions {
 
 /**
  * Predicts one band, unless its summary is stored already (a retry after the band finished), and
- * builds its own pyramid levels (`BandPyramid`) while it runs. Resumes from `resume` (a token
+ * builds its own pyramid levels (`BandPyramid`, from its shards' buffers) while it runs. Resumes from `resume` (a token
  * this band's `onProgress` gave) with the same bytes.
  */
 export async function predictBand(options: PredictBandOptions): Promise<BandSummary> {
@@ -51,15 +51,10 @@ export async function predictBand(options: PredictBandOptions): Promise<BandSumm
     ? undefined
     : await readSummary(options.summaries, options.band, key, options.signal);
   if (kept) return kept;
-  const pyramid = new BandPyramid(plan, options.sink, options.signal);
-  let result: Awaited<ReturnType<typeof predictMarkers>>;
-  try {
-    result = await predictMarkers({ ...options, onShardStored: (shard) => pyramid.shardStored(shard) });
-  } finally {
-    // Nothing of the band is written after it ends, even when it failed.
-    await pyramid.done().catch(() => {});
-  }
-  await pyramid.done();
+  const result = await predictMarkers({
+    ...options,
+    pyramidLevels: bandPyramidLevels(plan.layout, plan.tiles.bandShards),
+  });
   const summary: BandSummary = {
     tiles: result.tiles,
     failedTiles: result.failedTiles,
