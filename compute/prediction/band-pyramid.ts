@@ -1,5 +1,5 @@
 import type { KeyValueStore, ShardedArray } from '../zarr';
-import type { ShardAddress } from './plan';
+import type { ShardAddress, TilePlan } from './plan';
 import type { PlaneWriters } from './plane-writers';
 import type { PredictionPlan } from './prediction-plan';
 import { markerArray, type PredictionStoreLayout, storeLevels } from './store';
@@ -7,9 +7,18 @@ import { markerArray, type PredictionStoreLayout, storeLevels } from './store';
 /**
  * Pyramid levels a band builds itself: level L's shard rows lie inside one band when 2^L divides
  * the band's rows (bands start at multiples of them), so a band of 8 shard rows builds levels 1
- * to 3; postprocessing builds the levels above (`finishPredictionStore`'s `fromLevel`).
+ * to 3, and the one band of a slide that has no other builds every level; postprocessing builds
+ * the levels above (`finishPredictionStore`'s `fromLevel`).
  */
-export function bandPyramidLevels(layout: PredictionStoreLayout, bandShards: number): number {
+export function bandPyramidLevels(
+  layout: PredictionStoreLayout,
+  tiles: Pick<TilePlan, 'bandShards' | 'bands'>,
+): number {
+  return tiles.bands === 1 ? storeLevels(layout).length - 1 : levelsInsideRows(layout, tiles.bandShards);
+}
+
+/** The levels whose shard rows lie inside each band of `bandShards` rows. */
+export function levelsInsideRows(layout: PredictionStoreLayout, bandShards: number): number {
   let levels = 0;
   while (bandShards % 2 ** (levels + 1) === 0) levels++;
   return Math.min(levels, storeLevels(layout).length - 1);

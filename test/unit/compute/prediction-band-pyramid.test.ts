@@ -136,7 +136,7 @@ beforeAll(async () => {
   grid = { cols, rows, selected, patchSizeLevel0Px: size };
 }, 120_000);
 
-const options = () => ({
+const options = (bandShards = 4) => ({
   he,
   heMpp: mpp,
   grid,
@@ -145,7 +145,7 @@ const options = () => ({
   batchSize: 4,
   shardSize: 256,
   chunkSize: 64,
-  bandShards: 4,
+  bandShards,
 });
 
 test('bands of four shard rows build levels 1 and 2 from their buffers into the bytes of one run', async () => {
@@ -175,4 +175,37 @@ test('bands of four shard rows build levels 1 and 2 from their buffers into the 
     );
     expect({ kernel, differing: differing.map(([key]) => key) }).toEqual({ kernel, differing: [] });
   }
+}, 300_000);
+
+test('the one band of a slide builds every level; a summary kept without its levels counts those of its rows', async () => {
+  // Shards of 2048 px: two rows, one band of two rows, which hold level 1 alone.
+  const single = { ...options(2), shardSize: 2048, chunkSize: 256 };
+  const whole = memoryStore();
+  const reference = await predictMarkers({ ...single, sink: whole });
+  await finishPredictionStore({ sink: whole, layout: reference.layout, statistics: reference.statistics });
+  expect(predictionBandCount(single)).toBe(1);
+  const banded = memoryStore();
+  const summaries = memoryStore();
+  await predictBand({ ...single, band: 0, sink: banded, summaries });
+  const merged = await mergeBandSummaries({ ...single, summaries });
+  // Levels 0 to 3 (the last under 512 px): nothing is left to postprocessing but the metadata.
+  expect(merged?.pyramidFrom).toBe(4);
+  expect([...banded.map.keys()].some((key) => key.startsWith('markers/aSMA/3/c/'))).toBe(true);
+  await finishPredictionStore({
+    sink: banded,
+    layout: merged!.layout,
+    statistics: merged!.statistics,
+    fromLevel: merged!.pyramidFrom,
+  });
+  expect([...banded.map.keys()].sort()).toEqual([...whole.map.keys()].sort());
+  const differing = [...whole.map].filter(
+    ([key, bytes]) => Buffer.compare(bytes, banded.map.get(key)!) !== 0,
+  );
+  expect(differing.map(([key]) => key)).toEqual([]);
+  // A summary kept before a lone band built every level: its band built level 1 alone.
+  const kept = JSON.parse(new TextDecoder().decode(await summaries.get('0.json')));
+  expect(kept.pyramidLevels).toBe(3);
+  delete kept.pyramidLevels;
+  await summaries.put('0.json', new TextEncoder().encode(JSON.stringify(kept)));
+  expect((await mergeBandSummaries({ ...single, summaries }))?.pyramidFrom).toBe(2);
 }, 300_000);
