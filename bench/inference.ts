@@ -228,7 +228,7 @@ async function measure(dir: string): Promise<void> {
   let result: PredictMarkersResult | undefined;
   let sink: KeyValueStore | undefined;
   let pipelinePeak = 0;
-  const banded: { jobSeconds: number; afterBandsSeconds: number }[] = [];
+  const banded: { jobSeconds: number; afterBandsSeconds: number; jobCpuSeconds: number }[] = [];
   for (let round = 0; round < Number(values.rounds); round++) {
     // A store of its own each round: deleting the last one would slow creating the next one's
     // files (see `main`).
@@ -273,6 +273,7 @@ async function measure(dir: string): Promise<void> {
       finishSeconds,
       jobSeconds: banded.map((b) => b.jobSeconds),
       afterBandsSeconds: banded.map((b) => b.afterBandsSeconds),
+      jobCpuSeconds: banded.map((b) => b.jobCpuSeconds),
       bareSeconds: bares.map((b) => b.seconds),
       bareCpuSeconds: bares.reduce((n, b) => n + b.cpuSeconds, 0) / bares.length,
       pipelinePeakMiB: pipelinePeak,
@@ -350,6 +351,7 @@ function joined(ms: Measured[]): Measured {
     jobSeconds: ms.flatMap((m) => m.jobSeconds),
     // A build from before the field has none.
     afterBandsSeconds: ms.flatMap((m) => m.afterBandsSeconds ?? []),
+    jobCpuSeconds: ms.flatMap((m) => m.jobCpuSeconds ?? []),
     bareSeconds: ms.flatMap((m) => m.bareSeconds),
     bareCpuSeconds: ms.reduce((n, m) => n + m.bareCpuSeconds, 0) / ms.length,
     pipelinePeakMiB: Math.max(...ms.map((m) => m.pipelinePeakMiB)),
@@ -390,6 +392,8 @@ interface Measured {
   jobSeconds: number[];
   /** Of `jobSeconds`, after the last band: the summaries merged, the levels above, the metadata. */
   afterBandsSeconds: number[];
+  /** Per round, the CPU of every thread during the banded job (it moves less than wall time under load). */
+  jobCpuSeconds: number[];
   /** Before the first round and after each. */
   bareSeconds: number[];
   bareCpuSeconds: number;
@@ -411,7 +415,7 @@ async function bandedJob(
   model: ModelSession,
   markers: readonly string[],
   batch: number,
-): Promise<{ jobSeconds: number; afterBandsSeconds: number }> {
+): Promise<{ jobSeconds: number; afterBandsSeconds: number; jobCpuSeconds: number }> {
   const sink = folderStore(path.join(storeRoot, `banded-${round}`));
   const summaries = folderStore(path.join(storeRoot, `banded-summaries-${round}`));
   const options = {
@@ -426,6 +430,7 @@ async function bandedJob(
     kernel: kernelOption(),
   };
   const started = performance.now();
+  const cpuStarted = cpuSeconds();
   const bands = predictionBandCount(options);
   for (let band = 0; band < bands; band++) await predictBand({ ...options, band, summaries });
   const bandsEnded = performance.now();
@@ -438,7 +443,11 @@ async function bandedJob(
     fromLevel: merged.pyramidFrom,
   });
   const ended = performance.now();
-  return { jobSeconds: (ended - started) / 1000, afterBandsSeconds: (ended - bandsEnded) / 1000 };
+  return {
+    jobSeconds: (ended - started) / 1000,
+    afterBandsSeconds: (ended - bandsEnded) / 1000,
+    jobCpuSeconds: cpuSeconds() - cpuStarted,
+  };
 }
 
 /** `bareAround`: per round, its bare time (by default the mean of the bare runs on either side). */
@@ -485,6 +494,12 @@ function report(
   console.log(
     `  job / path         ${median(jobRatios).toFixed(2)}, median of ${fixed(jobRatios, 2)} (whole job in bands over the inference path, round by round; target <= 1.15)`,
   );
+  if (r.jobCpuSeconds.length > 0) {
+    const cpuRatios = r.jobCpuSeconds.map((cpu, k) => cpu / r.pipelineCpuSeconds[k]!);
+    console.log(
+      `  job CPU / path CPU ${median(cpuRatios).toFixed(2)}, median of ${fixed(cpuRatios, 2)} (${fixed(r.jobCpuSeconds, 2)} s, all threads)`,
+    );
+  }
   console.log(
     `  peak RSS           ${r.pipelinePeakMiB} MiB after the first bare run and whole path, ${r.peakMiB} MiB at the end`,
   );
