@@ -37,7 +37,7 @@ interface OpenParent {
  * shard, once encoded (which pads its edge chunks as stored), is averaged into its quadrant of
  * the level-1 shard above it on the plane writer that owns the marker; a shard whose children are
  * all in is encoded, stored and averaged into the level above in turn. Nothing is read back from
- * the store or decoded, and the main thread does no pixel work, yet the bytes are those
+ * the store or decoded, and the means run off the main thread, yet the bytes are those
  * `finishPredictionStore` builds from the stored shards (`PyramidBuilder`): the same means of the
  * same values, encoded the same way. Memory holds the shards being filled: half a band's rows of
  * level 1, a quarter of level 2, and so on, per marker.
