@@ -1,80 +1,149 @@
-import type { KeyValueStore } from '../zarr';
-import type { ShardAddress } from './plan';
+import type { KeyValueStore, ShardedArray } from '../zarr';
+import type { ShardAddress, TilePlan } from './plan';
+import type { PlaneWriters } from './plane-writers';
 import type { PredictionPlan } from './prediction-plan';
-import {
-  markerArray,
-  type PredictionStoreLayout,
-  PyramidBuilder,
-  storeLevels,
-  writePyramidMetadata,
-} from './store';
+import { markerArray, type PredictionStoreLayout, storeLevels } from './store';
 
 /**
  * Pyramid levels a band builds itself: level L's shard rows lie inside one band when 2^L divides
  * the band's rows (bands start at multiples of them), so a band of 8 shard rows builds levels 1
- * to 3; postprocessing builds the levels above (`finishPredictionStore`'s `fromLevel`).
+ * to 3, and the one band of a slide that has no other builds every level; postprocessing builds
+ * the levels above (`finishPredictionStore`'s `fromLevel`).
  */
-export function bandPyramidLevels(layout: PredictionStoreLayout, bandShards: number): number {
+export function bandPyramidLevels(
+  layout: PredictionStoreLayout,
+  tiles: Pick<TilePlan, 'bandShards' | 'bands'>,
+): number {
+  return tiles.bands === 1 ? storeLevels(layout).length - 1 : levelsInsideRows(layout, tiles.bandShards);
+}
+
+/** The levels whose shard rows lie inside each band of `bandShards` rows. */
+export function levelsInsideRows(layout: PredictionStoreLayout, bandShards: number): number {
   let levels = 0;
   while (bandShards % 2 ** (levels + 1) === 0) levels++;
   return Math.min(levels, storeLevels(layout).length - 1);
 }
 
+/** A shard of a level above 0 being filled: one buffer per marker, and its children still to come. */
+interface OpenParent {
+  buffers: Uint16Array[];
+  missing: number;
+  /** Whether no child has been added yet (its buffers hold an earlier shard's pixels). */
+  fresh: boolean;
+}
+
 /**
- * Follows a band's pipeline: as its level-0 shards are stored, each shard of levels 1 to
- * `bandPyramidLevels` whose shards below are all stored is built, one at a time, while the
- * pipeline makes the next shards. The bytes are `finishPredictionStore`'s (the same builder on
- * the same stored shards).
+ * Builds a band's levels 1 to `top` from the shard buffers the pipeline makes: each level-0
+ * shard, once encoded (which pads its edge chunks as stored), is averaged into its quadrant of
+ * the level-1 shard above it on the plane writer that owns the marker; a shard whose children are
+ * all in is encoded, stored and averaged into the level above in turn. Nothing is read back from
+ * the store or decoded, and the means run off the main thread, yet the bytes are those
+ * `finishPredictionStore` builds from the stored shards (`PyramidBuilder`): the same means of the
+ * same values, encoded the same way. Memory holds the shards being filled: half a band's rows of
+ * level 1, a quarter of level 2, and so on, per marker.
  */
 export class BandPyramid {
-  /** Per level, the shards stored (`y,x`). */
-  private readonly stored: Set<string>[];
-  private readonly builder: PyramidBuilder;
-  private readonly top: number;
-  private queue: Promise<void>;
-  private failure: unknown;
+  private readonly open = new Map<string, OpenParent>();
+  private readonly pool: Uint16Array[][] = [];
+  /** Per level 0 to `top`, marker 0's array (the geometry is every marker's). */
+  private readonly levels: ShardedArray<'uint16'>[];
+  /** Per level, per marker, its array. */
+  private readonly arrays: ShardedArray<'uint16'>[][];
 
   constructor(
-    private readonly plan: PredictionPlan,
-    sink: KeyValueStore,
-    signal?: AbortSignal,
+    layout: PredictionStoreLayout,
+    private readonly writers: PlaneWriters,
+    private readonly sink: KeyValueStore,
+    readonly top: number,
+    private readonly signal?: AbortSignal,
   ) {
-    this.top = bandPyramidLevels(plan.layout, plan.tiles.bandShards);
-    this.stored = Array.from({ length: this.top + 1 }, () => new Set<string>());
-    this.builder = new PyramidBuilder(sink, plan.layout, signal);
-    this.queue = this.top > 0 ? writePyramidMetadata(sink, plan.layout, signal) : Promise.resolve();
-    // Shards stored by an earlier attempt of this band: their parents are built (again) as
-    // soon as their siblings are in.
-    for (let i = plan.first; i < plan.start.shardsDone; i++) this.shardStored(plan.tiles.order[i]!);
+    this.arrays = Array.from({ length: top + 1 }, (_, level) =>
+      layout.markers.map((marker) => markerArray(layout, marker, level)),
+    );
+    this.levels = this.arrays.map((arrays) => arrays[0]!);
   }
 
-  /** A level-0 shard of the band is stored (every marker's). */
-  shardStored(shard: ShardAddress): void {
-    this.mark(0, shard.y, shard.x);
+  /**
+   * Shards of the band stored by an earlier attempt (`[plan.first, plan.start.shardsDone)`), read
+   * back into buffers of the writers and added, so that their parents are built (again) once
+   * their siblings are in.
+   */
+  async addStored(plan: PredictionPlan): Promise<void> {
+    const buffers = this.writers.shardBuffers();
+    for (let i = plan.first; i < plan.start.shardsDone; i++) {
+      const shard = plan.tiles.order[i]!;
+      for (const [m, array] of this.arrays[0]!.entries())
+        await array.readShard(this.sink, shard.y, shard.x, buffers[m]!, this.signal);
+      await this.add(shard, buffers, []);
+    }
   }
 
-  /** Settles once every shard started is built; throws the first failure. */
-  async done(): Promise<void> {
-    await this.queue;
-    if (this.failure !== undefined) throw this.failure;
+  /**
+   * Level-0 shard `shard`'s buffers (one per marker), their encodes already asked of the writers;
+   * `knownFill` are the inner chunks left out of it unread. The writers are asked synchronously,
+   * so they take these calls after the encodes; settles once the buffers are read and every
+   * shard this completed is stored.
+   */
+  add(shard: ShardAddress, buffers: readonly Uint16Array[], knownFill: readonly number[]): Promise<void> {
+    return this.addTo(0, shard.y, shard.x, buffers, knownFill);
   }
 
-  private mark(level: number, y: number, x: number): void {
-    this.stored[level]!.add(`${y},${x}`);
-    if (level >= this.top) return;
+  /** Throws if a shard of the levels built still waits for a child (the band ended early). */
+  finished(): void {
+    if (this.open.size > 0)
+      throw new Error(`pyramid shards left unfinished: ${[...this.open.keys()].join(' ')}`);
+  }
+
+  private addTo(
+    level: number,
+    y: number,
+    x: number,
+    buffers: readonly Uint16Array[],
+    knownFill: readonly number[],
+  ): Promise<void> {
+    if (level >= this.top) return Promise.resolve();
     const py = Math.floor(y / 2);
     const px = Math.floor(x / 2);
-    const below = markerArray(this.plan.layout, this.plan.layout.markers[0]!, level);
-    const children = below.childShards(py, px);
-    if (!children.every((c) => this.stored[level]!.has(`${c.shardY},${c.shardX}`))) return;
-    this.queue = this.queue.then(async () => {
-      if (this.failure !== undefined) return;
-      try {
-        for (const marker of this.plan.layout.markers) await this.builder.build(marker, level + 1, py, px);
-        this.mark(level + 1, py, px);
-      } catch (err) {
-        this.failure = err;
-      }
-    });
+    const key = `${level + 1}/${py},${px}`;
+    const children = this.levels[level]!.childShards(py, px);
+    let parent = this.open.get(key);
+    if (!parent) {
+      parent = {
+        buffers: this.pool.pop() ?? this.writers.shardBuffers(),
+        missing: children.length,
+        fresh: true,
+      };
+      this.open.set(key, parent);
+    }
+    const child = children.find((c) => c.shardY === y && c.shardX === x);
+    if (!child) throw new Error(`shard ${y},${x} of level ${level} is not under ${key}`);
+    const into = {
+      y: child.y,
+      x: child.x,
+      validHeight: child.extent.height,
+      validWidth: child.extent.width,
+      knownFill,
+      clear: parent.fresh,
+    };
+    parent.fresh = false;
+    const target = parent.buffers;
+    const averaged = Promise.all(buffers.map((b, m) => this.writers.downsample(m, b, target[m]!, into)));
+    parent.missing--;
+    if (parent.missing > 0) return averaged.then(() => {});
+    this.open.delete(key);
+    // Every child is averaged in once the last one is: a marker's calls run in order.
+    return averaged.then(() => this.complete(level + 1, py, px, target));
+  }
+
+  /** Stores a finished shard of `level` and adds it to the level above; then its buffers are free. */
+  private async complete(level: number, y: number, x: number, buffers: Uint16Array[]): Promise<void> {
+    // Encoded as `PyramidBuilder` encodes (`encodeShard`, on libuv's threads): the writers'
+    // one-call encode states each chunk's size in its frame, which the streamed one does not.
+    await Promise.all(
+      this.arrays[level]!.map((array, m) => array.writeShard(this.sink, y, x, buffers[m]!, this.signal)),
+    );
+    // After the encode, which pads the edge chunks as stored.
+    await this.addTo(level, y, x, buffers, []);
+    this.pool.push(buffers);
   }
 }

@@ -1,5 +1,5 @@
 import { type KeyValueStore, parseJson } from '../zarr';
-import { BandPyramid, bandPyramidLevels } from './band-pyramid';
+import { bandPyramidLevels, levelsInsideRows } from './band-pyramid';
 import { type ChannelStatistics, emptyStatistics, mergeStatistics } from './kernels';
 import { type PredictMarkersOptions, predictMarkers } from './predict';
 import { type PlanOptions, planPrediction } from './prediction-plan';
@@ -24,6 +24,11 @@ interface StoredSummary extends BandSummary {
   version: 1;
   /** The band's plan key: a summary of another plan (a remade mask, other markers) is not this band's. */
   key: string;
+  /**
+   * The pyramid levels above 0 the band built (`bandPyramidLevels`); absent from a summary kept
+   * before a band could build them all, which built those of its rows alone.
+   */
+  pyramidLevels?: number;
 }
 
 /** Bands of the plan `options` describe: `predictBand` takes 0 to this, less one. */
@@ -41,8 +46,8 @@ export interface PredictBandOptions extends PredictMarkersOptions {
 
 /**
  * Predicts one band, unless its summary is stored already (a retry after the band finished), and
- * builds its own pyramid levels (`BandPyramid`) while it runs. Resumes from `resume` (a token
- * this band's `onProgress` gave) with the same bytes.
+ * builds its own pyramid levels (`BandPyramid`, from its shards' buffers) while it runs. Resumes
+ * from `resume` (a token this band's `onProgress` gave) with the same bytes.
  */
 export async function predictBand(options: PredictBandOptions): Promise<BandSummary> {
   const plan = planPrediction(options);
@@ -50,22 +55,15 @@ export async function predictBand(options: PredictBandOptions): Promise<BandSumm
   const kept = options.again
     ? undefined
     : await readSummary(options.summaries, options.band, key, options.signal);
-  if (kept) return kept;
-  const pyramid = new BandPyramid(plan, options.sink, options.signal);
-  let result: Awaited<ReturnType<typeof predictMarkers>>;
-  try {
-    result = await predictMarkers({ ...options, onShardStored: (shard) => pyramid.shardStored(shard) });
-  } finally {
-    // Nothing of the band is written after it ends, even when it failed.
-    await pyramid.done().catch(() => {});
-  }
-  await pyramid.done();
+  if (kept) return { tiles: kept.tiles, failedTiles: kept.failedTiles, statistics: kept.statistics };
+  const pyramidLevels = bandPyramidLevels(plan.layout, plan.tiles);
+  const result = await predictMarkers({ ...options, pyramidLevels });
   const summary: BandSummary = {
     tiles: result.tiles,
     failedTiles: result.failedTiles,
     statistics: result.statistics,
   };
-  const stored: StoredSummary = { version: 1, key, ...summary };
+  const stored: StoredSummary = { version: 1, key, pyramidLevels, ...summary };
   await options.summaries.put(summaryKey(options.band), new TextEncoder().encode(JSON.stringify(stored)), {
     signal: options.signal,
   });
@@ -86,10 +84,13 @@ export async function mergeBandSummaries(
     failedTiles: 0,
     statistics: Object.fromEntries(whole.layout.markers.map((m) => [m, emptyStatistics(HISTOGRAM_BINS)])),
   };
+  // The levels every band built.
+  let built = bandPyramidLevels(whole.layout, whole.tiles);
   for (let band = 0; band < whole.tiles.bands; band++) {
     const key = planPrediction({ ...options, band, resume: null }).key;
     const summary = await readSummary(options.summaries, band, key, options.signal);
     if (!summary) return undefined;
+    built = Math.min(built, summary.pyramidLevels ?? levelsInsideRows(whole.layout, whole.tiles.bandShards));
     merged.tiles += summary.tiles;
     merged.failedTiles += summary.failedTiles;
     for (const marker of whole.layout.markers) {
@@ -97,11 +98,7 @@ export async function mergeBandSummaries(
     }
   }
   // The levels the bands built are done; postprocessing builds from the next.
-  return {
-    ...merged,
-    layout: whole.layout,
-    pyramidFrom: bandPyramidLevels(whole.layout, whole.tiles.bandShards) + 1,
-  };
+  return { ...merged, layout: whole.layout, pyramidFrom: built + 1 };
 }
 
 function summaryKey(band: number): string {
@@ -113,10 +110,15 @@ async function readSummary(
   band: number,
   key: string,
   signal?: AbortSignal,
-): Promise<BandSummary | undefined> {
+): Promise<(BandSummary & Pick<StoredSummary, 'pyramidLevels'>) | undefined> {
   const bytes = await summaries.get(summaryKey(band), { signal });
   if (!bytes) return undefined;
   const stored = parseJson(bytes, summaryKey(band)) as Partial<StoredSummary>;
   if (stored.version !== 1 || stored.key !== key) return undefined;
-  return { tiles: stored.tiles!, failedTiles: stored.failedTiles!, statistics: stored.statistics! };
+  return {
+    tiles: stored.tiles!,
+    failedTiles: stored.failedTiles!,
+    statistics: stored.statistics!,
+    pyramidLevels: stored.pyramidLevels,
+  };
 }

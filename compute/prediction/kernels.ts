@@ -147,13 +147,16 @@ function quantize(value: number, lo: number, perUnit: number): number {
 /**
  * Averages each 2x2 block of a uint16 child shard into one quadrant of its parent, `(y, x)` in
  * {0, 1}, rounding half up as `compute/pyramid`'s uint8 kernel does: chunk sides must be even,
- * chunks past `validHeight` x `validWidth` are skipped.
+ * chunks past `validHeight` x `validWidth` are skipped, and so are the chunks `knownFill` lists
+ * (indices, chunk-major), whose part of the buffer need not hold the fill value: the parent
+ * keeps what it held there, the fill value when it was cleared, as their 2x2 means would be.
  */
 export function downsampleMarkerIntoQuadrant(
   child: Uint16Array,
   parent: Uint16Array,
   g: ShardGeometry,
   quadrant: { y: number; x: number; validHeight: number; validWidth: number },
+  knownFill: readonly number[] = [],
 ): void {
   const ch = g.chunkHeight;
   const cw = g.chunkWidth;
@@ -163,6 +166,7 @@ export function downsampleMarkerIntoQuadrant(
   const left = quadrant.x * g.chunksX * halfW;
   for (let ky = 0; ky < g.chunksY && ky * ch < quadrant.validHeight; ky++) {
     for (let kx = 0; kx < g.chunksX && kx * cw < quadrant.validWidth; kx++) {
+      if (knownFill.includes(ky * g.chunksX + kx)) continue;
       const py = top + ky * halfH;
       const px = left + kx * halfW;
       const pcy = Math.floor(py / ch);

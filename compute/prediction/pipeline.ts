@@ -1,5 +1,6 @@
 import type { RgbImage, SlideImage } from '../image';
 import type { ShardGeometry } from '../zarr';
+import type { BandPyramid } from './band-pyramid';
 import {
   type ChannelStatistics,
   emptyStatistics,
@@ -35,8 +36,8 @@ export interface PipelineInput {
   signal?: AbortSignal;
   /** After each batch: positions finished of all, and the token as of the last stored shard. */
   onProgress?: (done: number, total: number, token: PredictionProgress) => void;
-  /** After each shard is stored, every marker's, before the progress that counts it. */
-  onShardStored?: (shard: ShardAddress) => void;
+  /** Builds the levels above from each shard's buffers before they are reused (a band's). */
+  pyramid?: BandPyramid;
 }
 
 /**
@@ -97,13 +98,15 @@ export async function runPipeline(input: PipelineInput): Promise<PredictionProgr
       // One shard is stored while the next is made: its buffers stay out of the pool till then.
       await storing;
       storing = (async () => {
-        await sink.storeShard(
+        const stored = sink.storeShard(
           work.shard,
           made.buffers,
           (m) => (_, shard, extent, level) => writers.encode(m, shard, extent, level, made.untouched),
         );
+        // Asked of the writers right after the encodes, which pad the buffers as stored.
+        const averaged = input.pyramid?.add(work.shard, made.buffers, made.untouched);
+        await Promise.all([stored, averaged]);
         maker.free(made.buffers);
-        input.onShardStored?.(work.shard);
         book.shardStored(work.index, made);
       })();
       storing.catch(() => {});

@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { encodeShardSync } from '../zarr';
-import { outputSamplesOf } from './kernels';
+import { downsampleMarkerIntoQuadrant, outputSamplesOf } from './kernels';
 import { PlaneKernel } from './plane-kernel';
 import type { WriterData, WriterReply, WriterRequest } from './wasm-writers';
 
@@ -21,6 +21,12 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
         { kind: 'encoded', id, bytes },
         bytes && bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : [],
       ];
+    }
+    case 'downsample': {
+      const { child, parent, into } = request;
+      if (into.clear) parent.fill(geometry.fillValue);
+      downsampleMarkerIntoQuadrant(child, parent, geometry, into, into.knownFill);
+      return [{ kind: 'downsampled', id }, []];
     }
     case 'fill': {
       const { shards, clip, rects, value } = request;

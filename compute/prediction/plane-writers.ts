@@ -61,7 +61,25 @@ export interface PlaneWriters {
     level: number,
     knownFill: readonly number[],
   ): Promise<Uint8Array | undefined>;
+  /**
+   * Marker `marker`'s shard buffer `child`, as the store holds it (after its `encode`, which pads
+   * its edge chunks), averaged 2x2 into one quadrant of `parent`, a shard buffer of the level
+   * above (`downsampleMarkerIntoQuadrant`; the chunks `knownFill` lists read as the fill value);
+   * with `clear`, `parent` is set to the fill value first. Ordered with the marker's other calls.
+   */
+  downsample(marker: number, child: Uint16Array, parent: Uint16Array, into: Downsample): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Where a child shard goes in its parent (`ShardedArray.childShards`), and what it leaves out. */
+export interface Downsample {
+  /** The quadrant, 0 or 1 each, and how much of the child lies inside its level. */
+  y: number;
+  x: number;
+  validHeight: number;
+  validWidth: number;
+  knownFill: readonly number[];
+  clear: boolean;
 }
 
 /** Output planes of several positions in one buffer, each written into one shard. */

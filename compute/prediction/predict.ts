@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { KeyValueStore } from '../zarr';
+import { BandPyramid } from './band-pyramid';
 import type { ChannelStatistics } from './kernels';
 import { runPipeline } from './pipeline';
 import { type PlaneKernelKind, startPlaneWriters } from './plane-writers';
@@ -8,9 +9,8 @@ import { type PlanOptions, type PredictionProgress, planPrediction } from './pre
 export type { PredictionProgress };
 
 import type { ModelSession } from './model';
-import type { ShardAddress } from './plan';
 import { PredictionSink } from './prediction-sink';
-import { HISTOGRAM_BINS, type PredictionStoreLayout } from './store';
+import { HISTOGRAM_BINS, type PredictionStoreLayout, writePyramidMetadata } from './store';
 
 export interface PredictMarkersOptions extends PlanOptions {
   model: ModelSession;
@@ -26,8 +26,12 @@ export interface PredictMarkersOptions extends PlanOptions {
   signal?: AbortSignal;
   /** After each batch: positions finished of all, and the token as of the last stored shard. */
   onProgress?: (done: number, total: number, token: PredictionProgress) => void;
-  /** After each level-0 shard is stored (every marker's). */
-  onShardStored?: (shard: ShardAddress) => void;
+  /**
+   * Pyramid levels above 0 built from the run's own shards as they are made (a band's,
+   * `bandPyramidLevels`; default none). Level 0's shards of a resumed run's earlier attempt are
+   * read back for them.
+   */
+  pyramidLevels?: number;
 }
 
 export interface PredictMarkersResult {
@@ -62,6 +66,13 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
   });
   let progress: PredictionProgress;
   try {
+    const levels = options.pyramidLevels ?? 0;
+    const pyramid =
+      levels > 0 ? new BandPyramid(plan.layout, writers, options.sink, levels, signal) : undefined;
+    if (pyramid) {
+      await writePyramidMetadata(options.sink, plan.layout, signal);
+      await pyramid.addStored(plan);
+    }
     progress = await runPipeline({
       plan,
       he: options.he,
@@ -70,8 +81,9 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
       sink,
       signal,
       onProgress: options.onProgress,
-      onShardStored: options.onShardStored,
+      pyramid,
     });
+    pyramid?.finished();
   } finally {
     await writers.close();
   }

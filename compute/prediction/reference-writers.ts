@@ -1,6 +1,12 @@
 import type { RgbImage } from '../image';
 import { encodeShardSync, type ShardGeometry } from '../zarr';
-import { type AxisSamples, outputSamplesOf, type PlaneSums, toStored } from './kernels';
+import {
+  type AxisSamples,
+  downsampleMarkerIntoQuadrant,
+  outputSamplesOf,
+  type PlaneSums,
+  toStored,
+} from './kernels';
 import type { PixelRect } from './plan';
 import type { PlaneWriteResult, PlaneWriters, PlaneWritersOptions } from './plane-writers';
 
@@ -40,6 +46,10 @@ export function referenceWriters(options: PlaneWritersOptions): PlaneWriters {
     },
     async encode(_marker, shard, extent, level, knownFill) {
       return encodeShardSync(g, shard, extent, level, knownFill);
+    },
+    async downsample(_marker, child, parent, into) {
+      if (into.clear) parent.fill(g.fillValue);
+      downsampleMarkerIntoQuadrant(child, parent, g, into, into.knownFill);
     },
     async close() {},
   };

@@ -142,18 +142,22 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
     await builder.build(task.marker, task.level, task.y, task.x);
     options.onProgress?.({ version: 1, layout: key, done: i + 1, total: tasks.length });
   }
-  // Strand's client fetches every shard key of the grid and stops at the first missing one.
+  // Strand's client fetches every shard key of the grid and stops at the first missing one. The
+  // markers' lookups and writes at once: each is a round trip to the store, and they are many.
   for (let level = 0; level < levels.length; level++) {
-    for (const marker of layout.markers)
-      await markerArray(layout, marker, level).storeMissingShards(sink, signal);
+    await Promise.all(
+      layout.markers.map((marker) => markerArray(layout, marker, level).storeMissingShards(sink, signal)),
+    );
   }
-  for (const [m, marker] of layout.markers.entries()) {
-    const stats = options.statistics[marker];
-    const attributes = markerImageAttributes(layout, marker, m, levels, stats);
-    await sink.put(`markers/${marker}/zarr.json`, encodeJson(groupMetadata(attributes)), { signal });
-  }
-  // Zarr v3 has no implicit groups: without this one, `markers` is not a node of the tree.
-  await sink.put('markers/zarr.json', encodeJson(groupMetadata({})), { signal });
+  await Promise.all([
+    ...layout.markers.map((marker, m) => {
+      const attributes = markerImageAttributes(layout, marker, m, levels, options.statistics[marker]);
+      return sink.put(`markers/${marker}/zarr.json`, encodeJson(groupMetadata(attributes)), { signal });
+    }),
+    // Zarr v3 has no implicit groups: without this one, `markers` is not a node of the tree.
+    sink.put('markers/zarr.json', encodeJson(groupMetadata({})), { signal }),
+  ]);
+  // Last: its presence marks a finished store.
   await sink.put('zarr.json', encodeJson(groupMetadata(rootAttributes(layout, levels, options.statistics))), {
     signal,
   });
@@ -167,9 +171,13 @@ export async function writePyramidMetadata(
   signal?: AbortSignal,
 ): Promise<void> {
   const levels = storeLevels(layout);
-  for (let level = 1; level < levels.length; level++) {
-    for (const marker of layout.markers) await markerArray(layout, marker, level).writeMetadata(sink, signal);
-  }
+  await Promise.all(
+    levels
+      .slice(1)
+      .flatMap((_, k) =>
+        layout.markers.map((marker) => markerArray(layout, marker, k + 1).writeMetadata(sink, signal)),
+      ),
+  );
 }
 
 /**

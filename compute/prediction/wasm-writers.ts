@@ -2,7 +2,7 @@ import type { ShardExtent, ShardGeometry } from '../zarr';
 import type { PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
 import { InputKernel, PlaneMemory, planeWasmFound } from './plane-kernel';
-import type { PlaneWriteResult, PlaneWriters, PlaneWritersOptions } from './plane-writers';
+import type { Downsample, PlaneWriteResult, PlaneWriters, PlaneWritersOptions } from './plane-writers';
 import { startWorker } from './worker-entry';
 
 /**
@@ -51,13 +51,15 @@ export type WriterRequest =
       extent: ShardExtent;
       level: number;
       knownFill: number[];
-    };
+    }
+  | { kind: 'downsample'; id: number; child: Uint16Array; parent: Uint16Array; into: Downsample };
 
 export type WriterReply =
   /** Per position and owned marker `count, min, max, sum`; per owned marker its bins. */
   | { kind: 'written'; id: number; sums: Float64Array; histograms: Uint32Array }
   | { kind: 'filled'; id: number }
   | { kind: 'encoded'; id: number; bytes: Uint8Array | undefined }
+  | { kind: 'downsampled'; id: number }
   | { kind: 'error'; id: number; error: string };
 
 type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
@@ -175,6 +177,16 @@ export function wasmWriters(options: PlaneWritersOptions): PlaneWriters {
       });
       if (reply.kind !== 'encoded') throw new Error(`plane writer answered ${reply.kind} to an encode`);
       return reply.bytes;
+    },
+    async downsample(marker, child, parent, into) {
+      const reply = await ask(marker % count, {
+        kind: 'downsample',
+        child,
+        parent,
+        into: { ...into, knownFill: [...into.knownFill] },
+      });
+      if (reply.kind !== 'downsampled')
+        throw new Error(`plane writer answered ${reply.kind} to a downsample`);
     },
     async close() {
       await Promise.all(workers.map((worker) => worker.terminate()));

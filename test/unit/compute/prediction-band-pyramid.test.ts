@@ -1,0 +1,211 @@
+/** @jest-environment ./test/support/onnx-environment.js */
+import path from 'node:path';
+import type { SlideImage } from '../../../compute/image';
+import {
+  finishPredictionStore,
+  type ModelSession,
+  mergeBandSummaries,
+  openModelSession,
+  type PatchGrid,
+  predictBand,
+  predictionBandCount,
+  predictMarkers,
+} from '../../../compute/prediction';
+import { downsampleMarkerIntoQuadrant } from '../../../compute/prediction/kernels';
+import { type PlaneKernelKind, startPlaneWriters } from '../../../compute/prediction/plane-writers';
+import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
+import { openTiffSlide } from '../../../compute/slide';
+import { fileSource } from '../../../compute/source';
+import { encodeShardSync, memoryStore, type ShardGeometry } from '../../../compute/zarr';
+import { decodeShard } from '../../../compute/zarr/shard';
+import { modelSpec } from '../../../models/registry';
+import { wsiDir } from './helpers';
+
+/**
+ * A band's pyramid levels built from its shards' buffers on the plane writers' threads: the
+ * writers' 2x2 means of a shard as it is made equal those of the shard read back from the store
+ * (both writers, the TypeScript reference and the WebAssembly threads), and bands of four shard
+ * rows, which build levels 1 and 2 that way, finish into the bytes of one run finished from the
+ * store.
+ */
+
+const g: ShardGeometry = {
+  dataType: 'uint16',
+  fillValue: 0,
+  channels: 1,
+  chunkHeight: 64,
+  chunkWidth: 64,
+  chunksY: 4,
+  chunksX: 4,
+  chunkLength: 64 * 64,
+};
+
+test.each<PlaneKernelKind>(['typescript', 'webassembly'])(
+  'the %s writers average a shard as the store holds it into its parent',
+  async (kernel) => {
+    let seed = 5;
+    const random = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return Math.floor((seed / 2 ** 31) * 65_536);
+    };
+    // An edge shard: chunks cut by its extent, chunks wholly past it, and chunks left out unread
+    // (`knownFill`), all holding an earlier shard's values in the buffer.
+    const extent = { height: 200, width: 130 };
+    const knownFill = [1, 4];
+    const children = [0, 1].map(() => Uint16Array.from({ length: 16 * g.chunkLength }, random));
+    // The definition: each child encoded, read back, averaged into a parent set to the fill value.
+    const expected = new Uint16Array(16 * g.chunkLength);
+    for (const [q, child] of children.entries()) {
+      const stored = new Uint16Array(child.length);
+      await decodeShard(g, encodeShardSync(g, child.slice(), extent, 0, knownFill), stored);
+      downsampleMarkerIntoQuadrant(stored, expected, g, {
+        y: q,
+        x: 1,
+        validHeight: extent.height,
+        validWidth: extent.width,
+      });
+    }
+    const writers = startPlaneWriters({
+      kernel,
+      threads: 2,
+      markers: 2,
+      geometry: g,
+      tile: 224,
+      inputSide: 240,
+      bins: 256,
+      range: [0, 1],
+    });
+    try {
+      const shards = writers.shardBuffers();
+      const parents = writers.shardBuffers();
+      for (const parent of parents) parent.fill(9);
+      for (const [q, values] of children.entries()) {
+        await Promise.all(
+          shards.map(async (shard, m) => {
+            shard.set(values);
+            await writers.encode(m, shard, extent, 0, knownFill);
+            await writers.downsample(m, shard, parents[m]!, {
+              y: q,
+              x: 1,
+              validHeight: extent.height,
+              validWidth: extent.width,
+              knownFill,
+              clear: q === 0,
+            });
+          }),
+        );
+      }
+      expect(expected.some((v) => v !== 0)).toBe(true);
+      for (const parent of parents)
+        expect(
+          Buffer.compare(
+            Buffer.from(parent.buffer, parent.byteOffset, parent.byteLength),
+            Buffer.from(expected.buffer),
+          ),
+        ).toBe(0);
+    } finally {
+      await writers.close();
+    }
+  },
+);
+
+let he: SlideImage;
+let mpp: number;
+let session: ModelSession;
+let grid: PatchGrid;
+
+beforeAll(async () => {
+  const source = await fileSource(path.join(wsiDir, 'CMU-1-Small-Region.svs'));
+  try {
+    const slide = await openTiffSlide(source);
+    mpp = slide.probe.effectiveMpp!;
+    const sink = memoryStore();
+    await buildHePyramid({ image: slide, sink, mpp, name: 'H&E', shardSize: 1024, chunkSize: 256 });
+    he = await openHePyramid(sink);
+  } finally {
+    await source.close();
+  }
+  session = await openModelSession(modelSpec('v0.7'));
+  // Every third position left out, so some shards hold only background.
+  const size = (224 * 0.5) / mpp;
+  const cols = Math.ceil(he.widthPx / size);
+  const rows = Math.ceil(he.heightPx / size);
+  const selected = new Uint8Array(cols * rows);
+  for (let r = 0; r < rows; r++)
+    for (let c = 0; c < cols; c++) selected[r * cols + c] = (2 * c + r) % 3 !== 2 ? 1 : 0;
+  grid = { cols, rows, selected, patchSizeLevel0Px: size };
+}, 120_000);
+
+const options = (bandShards = 4) => ({
+  he,
+  heMpp: mpp,
+  grid,
+  model: session,
+  markers: ['DAPI', 'CD3', 'aSMA'],
+  batchSize: 4,
+  shardSize: 256,
+  chunkSize: 64,
+  bandShards,
+});
+
+test('bands of four shard rows build levels 1 and 2 from their buffers into the bytes of one run', async () => {
+  const whole = memoryStore();
+  const reference = await predictMarkers({ ...options(), sink: whole });
+  await finishPredictionStore({ sink: whole, layout: reference.layout, statistics: reference.statistics });
+  const bands = predictionBandCount(options());
+  expect(bands).toBeGreaterThan(1);
+  for (const kernel of ['typescript', 'webassembly'] as const) {
+    const banded = memoryStore();
+    const summaries = memoryStore();
+    for (let band = 0; band < bands; band++)
+      await predictBand({ ...options(), kernel, band, sink: banded, summaries });
+    const merged = await mergeBandSummaries({ ...options(), summaries });
+    expect(merged?.pyramidFrom).toBe(3);
+    // Level 2 was stored by the bands, before postprocessing ran.
+    expect([...banded.map.keys()].some((key) => key.startsWith('markers/DAPI/2/c/'))).toBe(true);
+    await finishPredictionStore({
+      sink: banded,
+      layout: merged!.layout,
+      statistics: merged!.statistics,
+      fromLevel: merged!.pyramidFrom,
+    });
+    expect([...banded.map.keys()].sort()).toEqual([...whole.map.keys()].sort());
+    const differing = [...whole.map].filter(
+      ([key, bytes]) => Buffer.compare(bytes, banded.map.get(key)!) !== 0,
+    );
+    expect({ kernel, differing: differing.map(([key]) => key) }).toEqual({ kernel, differing: [] });
+  }
+}, 300_000);
+
+test('the one band of a slide builds every level; a summary kept without its levels counts those of its rows', async () => {
+  // Shards of 2048 px: two rows, one band of two rows, which hold level 1 alone.
+  const single = { ...options(2), shardSize: 2048, chunkSize: 256 };
+  const whole = memoryStore();
+  const reference = await predictMarkers({ ...single, sink: whole });
+  await finishPredictionStore({ sink: whole, layout: reference.layout, statistics: reference.statistics });
+  expect(predictionBandCount(single)).toBe(1);
+  const banded = memoryStore();
+  const summaries = memoryStore();
+  await predictBand({ ...single, band: 0, sink: banded, summaries });
+  const merged = await mergeBandSummaries({ ...single, summaries });
+  // Levels 0 to 3 (the last under 512 px): nothing is left to postprocessing but the metadata.
+  expect(merged?.pyramidFrom).toBe(4);
+  expect([...banded.map.keys()].some((key) => key.startsWith('markers/aSMA/3/c/'))).toBe(true);
+  await finishPredictionStore({
+    sink: banded,
+    layout: merged!.layout,
+    statistics: merged!.statistics,
+    fromLevel: merged!.pyramidFrom,
+  });
+  expect([...banded.map.keys()].sort()).toEqual([...whole.map.keys()].sort());
+  const differing = [...whole.map].filter(
+    ([key, bytes]) => Buffer.compare(bytes, banded.map.get(key)!) !== 0,
+  );
+  expect(differing.map(([key]) => key)).toEqual([]);
+  // A summary kept before a lone band built every level: its band built level 1 alone.
+  const kept = JSON.parse(new TextDecoder().decode(await summaries.get('0.json')));
+  expect(kept.pyramidLevels).toBe(3);
+  delete kept.pyramidLevels;
+  await summaries.put('0.json', new TextEncoder().encode(JSON.stringify(kept)));
+  expect((await mergeBandSummaries({ ...single, summaries }))?.pyramidFrom).toBe(2);
+}, 300_000);
