@@ -137,6 +137,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     exportJpegQuality: config.exportJpegQuality,
     slots: config.worker.slots,
     fanOut: config.fanOut,
+    workflowSettings: config.workflowSettings,
   });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });

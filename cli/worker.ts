@@ -41,6 +41,7 @@ runMain(async () => {
     queues: config.worker.queues,
     slots: config.worker.slots,
     fanOut: config.fanOut,
+    workflowSettings: config.workflowSettings,
   });
   await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   await client.connection.close();
