@@ -1,3 +1,4 @@
+import { closeModelSessions } from '../compute/prediction';
 import { createSql } from '../db';
 import { loadConfig, requireProductionConfig } from './config';
 import { runMain, untilSignal } from './main';
@@ -48,5 +49,6 @@ runMain(async () => {
   logger.info({ namespace: config.temporal.namespace, queues: config.worker.queues }, 'worker polling');
   await Promise.race([signalled, workers.done]);
   await workers.shutdown();
+  await closeModelSessions();
   await sql.end({ timeout: 5 });
 });
