@@ -14,6 +14,7 @@ import {
   taskQueueName,
   type WorkflowRun,
   type WorkflowRunState,
+  type WorkflowSettingsMemo,
   workflowIds,
 } from '../schemas/temporal';
 import type { ingestWorkflow, recountWorkflow } from '../workflows';
@@ -100,14 +101,23 @@ export function isEngineUnavailable(err: unknown): boolean {
   return false;
 }
 
-export function createWorkflowEngine(client: Client, options: { taskQueuePrefix: string }): WorkflowEngine {
+/**
+ * Starts every workflow on the `io` queue of `taskQueuePrefix`, with `settings` (the
+ * deployment's, from its environment) in its memo.
+ */
+export function createWorkflowEngine(
+  client: Client,
+  options: { taskQueuePrefix: string; settings?: WorkflowSettingsMemo },
+): WorkflowEngine {
   const ioQueue = taskQueueName(options.taskQueuePrefix, 'io');
+  const memo = { ...options.settings };
 
   async function startIngest(sampleId: string, sample: { organizationId: string }): Promise<void> {
     try {
       await client.workflow.start<typeof ingestWorkflow>('ingestWorkflow', {
         workflowId: workflowIds.ingest(sampleId),
         taskQueue: ioQueue,
+        memo,
         args: [{ sampleId }],
         typedSearchAttributes: searchAttributesOf({ organizationId: sample.organizationId, sampleId }),
         staticSummary: `Ingest of sample ${sampleId}`,
@@ -121,6 +131,7 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
     await client.workflow.start<typeof recountWorkflow>('recountWorkflow', {
       workflowId: workflowIds.recount(sampleId),
       taskQueue: ioQueue,
+      memo,
       args: [{ sampleId }],
       workflowIdConflictPolicy: 'TERMINATE_EXISTING',
     });
@@ -136,6 +147,7 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
       await client.workflow.start('predictionWorkflow', {
         workflowId: workflowIds.prediction(jobId),
         taskQueue: ioQueue,
+        memo,
         args: [{ jobId }],
         typedSearchAttributes: searchAttributesOf({ ...job, jobId }),
         staticSummary: `Prediction job ${jobId} on sample ${job.sampleId}`,
@@ -151,6 +163,7 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
       await client.workflow.start('segmentationWorkflow', {
         workflowId: workflowIds.segmentation(run.sampleId, run.attempt),
         taskQueue: ioQueue,
+        memo,
         args: [{ runId: run.id }],
         typedSearchAttributes: searchAttributesOf({ ...run, jobId: run.id }),
         staticSummary: `Segmentation run ${run.attempt} of sample ${run.sampleId}`,
@@ -169,6 +182,7 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
       await client.workflow.start('segmentationMarkersWorkflow', {
         workflowId: workflowIds.segmentationMarkers(run.layerId, jobId),
         taskQueue: ioQueue,
+        memo,
         args: [{ runId: run.id, jobId }],
         typedSearchAttributes: searchAttributesOf({ ...run, jobId: run.id }),
         staticSummary: `Marker tables of segmentation layer ${run.layerId} for prediction job ${jobId}`,
@@ -183,6 +197,7 @@ export function createWorkflowEngine(client: Client, options: { taskQueuePrefix:
       await client.workflow.start('exportWorkflow', {
         workflowId: workflowIds.export(exportRow.jobId, exportRow.format, selectionKey(exportRow)),
         taskQueue: ioQueue,
+        memo,
         args: [{ exportId: exportRow.id, attempt: exportRow.attempt }],
         typedSearchAttributes: searchAttributesOf({ ...exportRow, jobId: exportRow.jobId }),
         staticSummary: `Export ${exportRow.format} of job ${exportRow.jobId}, attempt ${exportRow.attempt}`,

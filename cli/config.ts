@@ -2,7 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { SIGN_IN_THROTTLE_DEFAULTS, type SignInThrottlePolicy } from '../api/oauth/throttle';
 import { SLOW_CLIENT_DEFAULTS, type SlowClientLimits } from '../api/slow-clients';
-import { type TaskQueueKind, taskQueueKinds } from '../schemas/temporal';
+import { type TaskQueueKind, taskQueueKinds, type WorkflowSettingsMemo } from '../schemas/temporal';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
 const port = z.coerce.number().int().min(0).max(65535);
@@ -99,6 +99,7 @@ const EnvSchema = z.object({
   SIGN_IN_DELAY_SECONDS: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.delaySeconds),
   SIGN_IN_MAX_DELAY_SECONDS: positiveInt.default(SIGN_IN_THROTTLE_DEFAULTS.maxDelaySeconds),
   MAINTENANCE_INTERVAL_SECONDS: positiveInt.default(300),
+  COMPUTE_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(5).default(120),
   OAUTH_ISSUER: optionalUrl,
   OAUTH_JWKS_URL: optionalUrl,
   OAUTH_ACCESS_TOKEN_TTL_SECONDS: positiveInt.default(3600),
@@ -169,6 +170,8 @@ export interface Config {
   fanOut: { pyramidRegions: number; segmentationBands: number; predictionBands: number };
   /** Period of the `maintenance` Schedule (the reconcilers). */
   maintenanceIntervalSeconds: number;
+  /** What the workflows this process starts are told of the deployment (their memo). */
+  workflowSettings: Required<WorkflowSettingsMemo>;
 }
 
 export class ConfigError extends Error {}
@@ -275,6 +278,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       predictionBands: e.PREDICTION_BANDS_PER_JOB,
     },
     maintenanceIntervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
+    workflowSettings: { computeHeartbeatTimeoutSeconds: e.COMPUTE_HEARTBEAT_TIMEOUT_SECONDS },
   };
 }
 

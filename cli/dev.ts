@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { closeModelSessions } from '../compute/prediction';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createOrganizationWithOwner, runAdminCommand } from './admin-commands';
@@ -137,7 +138,10 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     exportJpegQuality: config.exportJpegQuality,
     slots: config.worker.slots,
     fanOut: config.fanOut,
+    workflowSettings: config.workflowSettings,
   });
+  // Stopped after the workers (newest first): the model threads their activities opened.
+  services.push({ stop: () => closeModelSessions() });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });
   services.push({ stop: () => api.close() });

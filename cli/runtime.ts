@@ -26,6 +26,7 @@ import {
   taskQueueKinds,
   taskQueueName,
   UPKEEP_MAINTENANCE,
+  type WorkflowSettingsMemo,
   workflowIds,
 } from '../schemas/temporal';
 import { createObjectStore, type ObjectStore } from '../storage';
@@ -247,6 +248,8 @@ export async function startWorkers(options: {
    * Tests that stop a worker at a heartbeat use less, as their slides are done in seconds.
    */
   maxHeartbeatThrottleMs?: number;
+  /** What the workflows these workers start are told of the deployment (Config.workflowSettings). */
+  workflowSettings?: WorkflowSettingsMemo;
 }): Promise<RunningWorkers> {
   const queues = options.queues ?? taskQueueKinds;
   const slots = options.slots ?? WORKER_SLOT_DEFAULTS;
@@ -258,9 +261,7 @@ export async function startWorkers(options: {
   const clientConnection = await Connection.connect({ address: options.address });
   const engine = createWorkflowEngine(
     new Client({ connection: clientConnection, namespace: options.namespace }),
-    {
-      taskQueuePrefix: options.taskQueuePrefix,
-    },
+    { taskQueuePrefix: options.taskQueuePrefix, settings: options.workflowSettings },
   );
   const activities = createActivities({
     sql: options.sql,
@@ -326,7 +327,10 @@ export async function startApi(options: {
     sql: options.sql,
     store: options.store,
     logger: options.logger,
-    workflows: createWorkflowEngine(options.client, { taskQueuePrefix: config.temporal.taskQueuePrefix }),
+    workflows: createWorkflowEngine(options.client, {
+      taskQueuePrefix: config.temporal.taskQueuePrefix,
+      settings: config.workflowSettings,
+    }),
     settings: {
       publicBaseUrl: config.http.publicBaseUrl,
       appUrl: config.http.appUrl,

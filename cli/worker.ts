@@ -1,3 +1,4 @@
+import { closeModelSessions } from '../compute/prediction';
 import { createSql } from '../db';
 import { loadConfig, requireProductionConfig } from './config';
 import { runMain, untilSignal } from './main';
@@ -41,11 +42,13 @@ runMain(async () => {
     queues: config.worker.queues,
     slots: config.worker.slots,
     fanOut: config.fanOut,
+    workflowSettings: config.workflowSettings,
   });
   await ensureSchedules(client, config.temporal.taskQueuePrefix, config.maintenanceIntervalSeconds);
   await client.connection.close();
   logger.info({ namespace: config.temporal.namespace, queues: config.worker.queues }, 'worker polling');
   await Promise.race([signalled, workers.done]);
   await workers.shutdown();
+  await closeModelSessions();
   await sql.end({ timeout: 5 });
 });

@@ -68,6 +68,16 @@ export const searchAttributeNames = {
   upkeep: 'Upkeep',
 } as const;
 
+/**
+ * The deployment's settings that a workflow needs and cannot read itself (workflow code sees no
+ * environment): its starter puts them in the workflow's memo, fixed for the run and its replays.
+ * An absent field leaves the workflow's default.
+ */
+export interface WorkflowSettingsMemo {
+  /** COMPUTE_HEARTBEAT_TIMEOUT_SECONDS: how long a compute step whose worker died goes unnoticed. */
+  computeHeartbeatTimeoutSeconds?: number;
+}
+
 /** The `Upkeep` value of a Schedule's workflow. */
 export const UPKEEP_MAINTENANCE = 'maintenance';
 

@@ -5,7 +5,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { siblingTaskQueue } from '../schemas/temporal';
+import { siblingTaskQueue, type WorkflowSettingsMemo } from '../schemas/temporal';
 
 /**
  * The activity proxies workflows share, one per timeout profile (STYLE.md: `io` with short
@@ -35,6 +35,16 @@ export const unfailingActivities = proxyActivities<Activities>({
 const inferenceSteps: ReadonlySet<string> = new Set<keyof Activities>(['dispatchJob', 'predictJob']);
 
 /**
+ * How long a compute step may go without a heartbeat before the server retries it elsewhere:
+ * the time a killed worker's step waits. The starter's setting (memo), else two minutes.
+ */
+function computeHeartbeatTimeout(): number | string {
+  const memo = workflowInfo().memo as WorkflowSettingsMemo | undefined;
+  const seconds = memo?.computeHeartbeatTimeoutSeconds;
+  return typeof seconds === 'number' ? seconds * 1000 : '2 minutes';
+}
+
+/**
  * CPU-heavy steps on the queues beside the workflow's. Each heartbeats at least every
  * tile or shard run. `waitForCancellation`: a cancelled run has stopped writing before the
  * workflow's last step removes what it wrote.
@@ -44,11 +54,12 @@ export function computeActivities(options: {
   waitForCancellation?: boolean;
 }): ActivityInterfaceFor<Activities> {
   const own = workflowInfo().taskQueue;
+  const heartbeatTimeout = computeHeartbeatTimeout();
   const onQueue = (kind: 'compute' | 'inference') =>
     proxyActivities<Activities>({
       taskQueue: siblingTaskQueue(own, kind),
       startToCloseTimeout: '12 hours',
-      heartbeatTimeout: '2 minutes',
+      heartbeatTimeout,
       retry: {
         maximumAttempts: options.maximumAttempts,
         initialInterval: '2 seconds',

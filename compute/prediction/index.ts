@@ -7,6 +7,7 @@ export {
 } from './bands';
 export type { ChannelStatistics } from './kernels';
 export {
+  closeModelSessions,
   inferBatch,
   inputTileLength,
   type ModelSession,

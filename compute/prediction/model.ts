@@ -43,7 +43,10 @@ export interface ModelSession {
   run(input: Float32Array, count: number, output?: Float32Array): Promise<Float32Array>;
 }
 
-const sessions = new Map<string, Promise<ModelSession>>();
+/** A cached session and how to end it (its thread, or its native session). */
+type OpenSession = ModelSession & { close(): Promise<void> };
+
+const sessions = new Map<string, Promise<OpenSession>>();
 
 /**
  * The session of `spec`'s file, created once per process (per file and thread count): loading
@@ -58,13 +61,27 @@ export function openModelSession(spec: ModelSpec, options: ModelSessionOptions =
   if (!session) {
     session = thread === 'worker' ? createWorkerSession(spec, threads) : createSession(spec, threads);
     // A failed load is not cached: the next job may find the file repaired.
-    session.catch(() => sessions.delete(key));
+    const opening = session;
+    session.catch(() => {
+      if (sessions.get(key) === opening) sessions.delete(key);
+    });
     sessions.set(key, session);
   }
   return session;
 }
 
-async function createSession(spec: ModelSpec, threads: number): Promise<ModelSession> {
+/**
+ * Ends every session this process opened (a worker process that stops, a test file that is
+ * done): an idle session's thread keeps no process alive, but it holds the model's memory, and a
+ * process that ends with it still there is slow to exit. The next `openModelSession` opens afresh.
+ */
+export async function closeModelSessions(): Promise<void> {
+  const open = [...sessions.values()];
+  sessions.clear();
+  await Promise.all(open.map((session) => session.then((s) => s.close()).catch(() => {})));
+}
+
+async function createSession(spec: ModelSpec, threads: number): Promise<OpenSession> {
   checkSpec(spec);
   const inner = await ort.InferenceSession.create(spec.onnxPath, sessionOptions(threads));
   const [inputName] = inner.inputNames;
@@ -74,6 +91,7 @@ async function createSession(spec: ModelSpec, threads: number): Promise<ModelSes
   }
   return {
     spec,
+    close: () => inner.release(),
     async run(input, count, output) {
       const dims = inputDims(spec, input, count);
       const feeds = { [inputName]: new ort.Tensor('float32', input, dims) };
@@ -89,11 +107,12 @@ async function createSession(spec: ModelSpec, threads: number): Promise<ModelSes
   };
 }
 
-async function createWorkerSession(spec: ModelSpec, threads: number): Promise<ModelSession> {
+async function createWorkerSession(spec: ModelSpec, threads: number): Promise<OpenSession> {
   checkSpec(spec);
   const runner = await startWorkerRunner(spec.onnxPath, sessionOptions(threads));
   return {
     spec,
+    close: () => runner.close(),
     async run(input, count, output) {
       const dims = inputDims(spec, input, count);
       if (output && isShared(output)) {

@@ -49,6 +49,8 @@ interface Pending {
  */
 export interface WorkerRunner {
   run(input: Float32Array, dims: readonly number[], output?: SharedOutput): Promise<Float32Array>;
+  /** Ends the thread and its session; a batch still running is refused. */
+  close(): Promise<void>;
 }
 
 export function startWorkerRunner(
@@ -83,6 +85,9 @@ export function startWorkerRunner(
         };
         worker.postMessage(request);
       });
+    },
+    async close() {
+      await worker.terminate();
     },
   };
   return new Promise<WorkerRunner>((resolve, reject) => {

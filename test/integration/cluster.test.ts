@@ -103,6 +103,9 @@ function serviceEnv(): Record<string, string> {
     S3_SECRET_ACCESS_KEY: minio.secretAccessKey,
     SIGNING_SECRET: randomBytes(24).toString('hex'),
     LOG_LEVEL: 'warn',
+    // A killed worker's step is retried elsewhere after this silence: the default two minutes
+    // would be most of this file's time. Heartbeats go at least every 5 s (the worker's throttle).
+    COMPUTE_HEARTBEAT_TIMEOUT_SECONDS: '20',
     // The bundle `npm test` made of the same workflow code; without it each io worker makes one.
     ...(testEnv().workflowBundle ? { WORKFLOW_BUNDLE_PATH: testEnv().workflowBundle! } : {}),
   };
@@ -305,7 +308,7 @@ test(
     );
     expect(tiff.subarray(0, 2).toString('latin1')).toBe('II');
 
-    // The killed worker's prediction: retried after the heartbeat timeout on a live worker.
+    // The killed worker's prediction: retried on a live worker after the heartbeat timeout (20 s).
     const doomedHandle = temporal.workflow.getHandle(workflowIds.prediction(doomedJob));
     expect(await doomedHandle.result()).toEqual({ status: 'completed' });
     const history = (await doomedHandle.fetchHistory()).events ?? [];
@@ -315,6 +318,8 @@ test(
     const started = history.find(
       (e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === Number(scheduled?.eventId),
     )?.activityTaskStartedEventAttributes;
+    // COMPUTE_HEARTBEAT_TIMEOUT_SECONDS, through the API's start of the workflow (its memo).
+    expect(Number(scheduled?.activityTaskScheduledEventAttributes?.heartbeatTimeout?.seconds)).toBe(20);
     expect(started?.attempt).toBeGreaterThan(1);
     expect(started?.identity?.split('@')[0]).not.toBe(String(killed.child.pid));
     const results = await b('GET', `/jobs/${doomedJob}/results`);

@@ -42,49 +42,70 @@ async function keysUnder(prefix: string): Promise<string[]> {
   return keys;
 }
 
+const slides: [string, { widthPx: number; heightPx: number; mpp: number | null }][] = [
+  ['CMU-1-Small-Region.svs', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
+  ['tcga-cr-7395-01a-01-ts1.svs', { widthPx: 4443, heightPx: 3567, mpp: null }],
+  ['BRACS_1640_N_3_cropped.tiff', { widthPx: 650, heightPx: 743, mpp: null }],
+  ['OS-1-detail.ome.tif', { widthPx: 1101, heightPx: 1101, mpp: 0.2271 }],
+  ['CMU-1-Small-Region.derived-pyramid.ome.tif', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
+  ['test3-TRITC-2-560.ndpi', { widthPx: 3968, heightPx: 4864, mpp: 0.2282 }],
+  ['dicom/CMU-1-Small-Region/level-0-frames-0-30.dcm', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
+];
+
 describe('ingest of every slide in ../shared/data/wsi', () => {
-  test.each([
-    ['CMU-1-Small-Region.svs', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
-    ['tcga-cr-7395-01a-01-ts1.svs', { widthPx: 4443, heightPx: 3567, mpp: null }],
-    ['BRACS_1640_N_3_cropped.tiff', { widthPx: 650, heightPx: 743, mpp: null }],
-    ['OS-1-detail.ome.tif', { widthPx: 1101, heightPx: 1101, mpp: 0.2271 }],
-    ['CMU-1-Small-Region.derived-pyramid.ome.tif', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
-    ['test3-TRITC-2-560.ndpi', { widthPx: 3968, heightPx: 4864, mpp: 0.2282 }],
-    ['dicom/CMU-1-Small-Region/level-0-frames-0-30.dcm', { widthPx: 2220, heightPx: 2967, mpp: 0.499 }],
-  ])('%s reaches ready with its size, scale, pyramid and tissue mask', async (file, expected) => {
-    // CMU-1's SVS is the run's shared slide, ingested by the real worker once per run (its
-    // template is not built unless that ingest ends ready); the other slides are uploaded here.
-    const shared = SHARED_SLIDES.find((name) => name === file);
-    const sampleId = shared
-      ? stack.sharedSample(shared)
-      : (await uploadFile(call, path.join(SHARED_WSI, file))).id;
-    if (!shared) {
-      const result = await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
-      expect(result).toEqual({ status: 'ready', statusMessage: null });
+  // CMU-1's SVS is the run's shared slide, ingested by the real worker once per run (its
+  // template is not built unless that ingest ends ready); the other slides are uploaded here,
+  // all at once before the first test, so that the worker ingests them side by side.
+  const uploads = new Map<string, Promise<string>>();
+  beforeAll(() => {
+    for (const [file] of slides) {
+      if (SHARED_SLIDES.some((name) => name === file)) continue;
+      const upload = uploadFile(call, path.join(SHARED_WSI, file)).then(({ id }) => id as string);
+      // Awaited by the slide's test, whose failure it then is.
+      upload.catch(() => {});
+      uploads.set(file, upload);
     }
-    const { detail, upload, slide } = await ingestedRecords(sampleId);
-    expect(upload).toMatchObject({ status: 'ready', statusMessage: null });
-    expect(detail).toMatchObject({ status: 'ready', widthPx: expected.widthPx, heightPx: expected.heightPx });
-    if (expected.mpp === null) expect(detail.mpp).toBeNull();
-    else expect(detail.mpp).toBeCloseTo(expected.mpp, 3);
-
-    // The de-identified copy replaced the raw upload.
-    const prefix = `orgs/${stack.tenant.organizationId}/samples/${sampleId}/`;
-    expect(await stack.store.stat(`${prefix}original/${path.basename(file)}`)).toBeUndefined();
-    expect(await stack.store.stat(`${prefix}deidentified/${path.basename(file)}`)).toBeDefined();
-
-    // The pyramid, thumbnail and mask are where the row says.
-    expect(slide!.he_prefix).toBe(`${prefix}he/`);
-    const root = JSON.parse(Buffer.from((await stack.store.get(`${prefix}he/zarr.json`))!).toString());
-    expect(root.attributes.ome.version).toBe('0.5');
-    const levels = slide!.he_levels as { widthPx: number; heightPx: number }[];
-    expect(levels[0]).toMatchObject({ widthPx: expected.widthPx, heightPx: expected.heightPx });
-    expect(Math.min(levels.at(-1)!.widthPx, levels.at(-1)!.heightPx)).toBeLessThan(512);
-    expect(await stack.store.stat(slide!.thumbnail_key)).toBeDefined();
-    expect(await stack.store.stat(slide!.tissue_mask_png_key)).toBeDefined();
-    if (expected.mpp === null) expect(slide!.patch_count).toBeNull();
-    else expect(slide!.patch_count).toBeGreaterThanOrEqual(0);
   });
+
+  test.each(slides)(
+    '%s reaches ready with its size, scale, pyramid and tissue mask',
+    async (file, expected) => {
+      const shared = SHARED_SLIDES.find((name) => name === file);
+      const sampleId = shared ? stack.sharedSample(shared) : await uploads.get(file)!;
+      if (!shared) {
+        const result = await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+        expect(result).toEqual({ status: 'ready', statusMessage: null });
+      }
+      const { detail, upload, slide } = await ingestedRecords(sampleId);
+      expect(upload).toMatchObject({ status: 'ready', statusMessage: null });
+      expect(detail).toMatchObject({
+        status: 'ready',
+        widthPx: expected.widthPx,
+        heightPx: expected.heightPx,
+      });
+      if (expected.mpp === null) expect(detail.mpp).toBeNull();
+      else expect(detail.mpp).toBeCloseTo(expected.mpp, 3);
+
+      // The de-identified copy replaced the raw upload.
+      const prefix = `orgs/${stack.tenant.organizationId}/samples/${sampleId}/`;
+      expect(await stack.store.stat(`${prefix}original/${path.basename(file)}`)).toBeUndefined();
+      expect(await stack.store.stat(`${prefix}deidentified/${path.basename(file)}`)).toBeDefined();
+
+      // The pyramid, thumbnail and mask are where the row says.
+      expect(slide!.he_prefix).toBe(`${prefix}he/`);
+      const root = JSON.parse(Buffer.from((await stack.store.get(`${prefix}he/zarr.json`))!).toString());
+      expect(root.attributes.ome.version).toBe('0.5');
+      const levels = slide!.he_levels as { widthPx: number; heightPx: number }[];
+      expect(levels[0]).toMatchObject({ widthPx: expected.widthPx, heightPx: expected.heightPx });
+      expect(Math.min(levels.at(-1)!.widthPx, levels.at(-1)!.heightPx)).toBeLessThan(512);
+      expect(await stack.store.stat(slide!.thumbnail_key)).toBeDefined();
+      expect(await stack.store.stat(slide!.tissue_mask_png_key)).toBeDefined();
+      if (expected.mpp === null) expect(slide!.patch_count).toBeNull();
+      else expect(slide!.patch_count).toBeGreaterThanOrEqual(0);
+    },
+    // The first slide's test may wait for all six ingests at once.
+    300_000,
+  );
 
   test('every lower level of the DICOM pyramid is a VOLUME instance that ingests on its own too', async () => {
     const dir = path.join(SHARED_WSI, 'dicom', 'CMU-1-Small-Region');
@@ -92,9 +113,14 @@ describe('ingest of every slide in ../shared/data/wsi', () => {
       (file) => file.endsWith('.dcm') && !file.startsWith('level-0-'),
     );
     expect(levels).toHaveLength(11);
-    for (const file of levels) {
-      const upload = await uploadFile(call, path.join(dir, file));
-      const { result, detail } = await ingested(upload.id);
+    // All at once: the worker ingests several samples side by side, as it would for users.
+    const ingests = await Promise.all(
+      levels.map(async (file) => {
+        const upload = await uploadFile(call, path.join(dir, file));
+        return { file, ...(await ingested(upload.id)) };
+      }),
+    );
+    for (const { file, result, detail } of ingests) {
       expect({ file, result }).toEqual({ file, result: { status: 'ready', statusMessage: null } });
       expect(detail.widthPx).toBeGreaterThan(0);
     }
@@ -242,13 +268,19 @@ describe('failures end in *_failed with a reason, and the worker keeps going', (
   });
 
   test('each bad file fails with its reason and leaves no derived objects', async () => {
-    for (const [name, bytes, status, reason] of corpus) {
-      const upload = await uploadBytes(call, bytes, { filename: `${name.replaceAll(' ', '-')}.svs` });
-      const { result, upload: after } = await ingested(upload.id);
+    // The bad files side by side, as users would send them; then a good one still ingests.
+    const failures = await Promise.all(
+      corpus.map(async ([name, bytes]) => {
+        const { id } = await uploadBytes(call, bytes, { filename: `${name.replaceAll(' ', '-')}.svs` });
+        return { id, ...(await ingested(id)) };
+      }),
+    );
+    for (const [index, [name, , status, reason]] of corpus.entries()) {
+      const { id, result, upload: after } = failures[index]!;
       expect({ name, status: result.status }).toEqual({ name, status });
       expect(result.statusMessage).toMatch(reason);
       expect(after).toMatchObject({ status, statusMessage: result.statusMessage });
-      const prefix = `orgs/${stack.tenant.organizationId}/samples/${upload.id}/`;
+      const prefix = `orgs/${stack.tenant.organizationId}/samples/${id}/`;
       expect(await keysUnder(`${prefix}he/`)).toEqual([]);
       expect(await keysUnder(`${prefix}tissue/`)).toEqual([]);
     }

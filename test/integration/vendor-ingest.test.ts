@@ -21,30 +21,10 @@ let stack: TestStack;
 let call: ReturnType<typeof apiClient>;
 let scratch: string;
 
-beforeAll(async () => {
-  stack = await startStack({ worker: true });
-  call = apiClient(stack.api, stack.tenant.apiKey);
-  scratch = await mkdtemp(path.join(tmpdir(), 'sps-vendor-ingest-'));
-}, 120_000);
-afterAll(async () => {
-  await stack?.close();
-  await rm(scratch, { recursive: true, force: true });
-});
-
-/** OpenSlide 4's level 0 where the main image lies (SCN: at its bounds), as raw RGB in a file. */
-const openslideLevel0 = `
-import json, sys, numpy as np, openslide
-path, out, w, h = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-s = openslide.OpenSlide(path)
-p = s.properties
-x, y = int(p.get('openslide.bounds-x', 0)), int(p.get('openslide.bounds-y', 0))
-np.asarray(s.read_region((x, y), 0, (w, h)).convert('RGB')).tofile(out)
-print(json.dumps({'vendor': p['openslide.vendor'], 'mpp': float(p['openslide.mpp-x'])}))
-`;
-
-const barcodes = ['CMU-1', Buffer.from('CMU-1').toString('base64').replace(/=+$/, '')];
-
-describe.each([
+const vendorSlides: [
+  string,
+  { vendor: string; widthPx: number; heightPx: number; metadata: Record<string, string> },
+][] = [
   [
     'CMU-1-Small-Region.leica.scn',
     {
@@ -66,13 +46,45 @@ describe.each([
     { vendor: 'ventana', widthPx: 2040, heightPx: 3056, metadata: { 'openslide.objective-power': '20' } },
   ],
   ['CMU-1-Small-Region.philips.tiff', { vendor: 'philips', widthPx: 2048, heightPx: 2560, metadata: {} }],
-])('%s', (file, expected) => {
+];
+/** Each vendor slide's upload (its sample id), all sent at once so that they ingest side by side. */
+const uploads = new Map<string, Promise<string>>();
+
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+  call = apiClient(stack.api, stack.tenant.apiKey);
+  scratch = await mkdtemp(path.join(tmpdir(), 'sps-vendor-ingest-'));
+  for (const [file] of vendorSlides) {
+    const upload = uploadFile(call, path.join(SHARED_WSI, 'synthetic', file)).then(({ id }) => id as string);
+    // Awaited by the slide's first test, whose failure it then is.
+    upload.catch(() => {});
+    uploads.set(file, upload);
+  }
+}, 120_000);
+afterAll(async () => {
+  await stack?.close();
+  await rm(scratch, { recursive: true, force: true });
+});
+
+/** OpenSlide 4's level 0 where the main image lies (SCN: at its bounds), as raw RGB in a file. */
+const openslideLevel0 = `
+import json, sys, numpy as np, openslide
+path, out, w, h = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+s = openslide.OpenSlide(path)
+p = s.properties
+x, y = int(p.get('openslide.bounds-x', 0)), int(p.get('openslide.bounds-y', 0))
+np.asarray(s.read_region((x, y), 0, (w, h)).convert('RGB')).tofile(out)
+print(json.dumps({'vendor': p['openslide.vendor'], 'mpp': float(p['openslide.mpp-x'])}))
+`;
+
+const barcodes = ['CMU-1', Buffer.from('CMU-1').toString('base64').replace(/=+$/, '')];
+
+describe.each(vendorSlides)('%s', (file, expected) => {
   const original = path.join(SHARED_WSI, 'synthetic', file);
   let sampleId: string;
 
   test('reaches ready with the main image, its scale and a de-identified stored file', async () => {
-    const upload = await uploadFile(call, original);
-    sampleId = upload.id;
+    sampleId = await uploads.get(file)!;
     const result = await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
     expect(result).toEqual({ status: 'ready', statusMessage: null });
     const detail = (await call('GET', `/samples/${sampleId}`)).json;

@@ -9,6 +9,7 @@ import { type ApiSettings, createApp } from '../../api/app';
 import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
 import { createOrganizationWithOwner } from '../../cli/admin-commands';
 import { type RunningWorkers, startWorkers } from '../../cli/runtime';
+import { closeModelSessions } from '../../compute/prediction';
 import type { Sql } from '../../db';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { createTestDatabase, type TestDatabase } from './database';
@@ -250,6 +251,8 @@ async function openStack(
     signingSecret,
     async close() {
       await workers?.shutdown();
+      // The model sessions this file's workers opened (module state of this file's registry).
+      await closeModelSessions();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       await connection.close();

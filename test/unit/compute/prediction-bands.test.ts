@@ -2,6 +2,7 @@
 import path from 'node:path';
 import type { SlideImage } from '../../../compute/image';
 import {
+  closeModelSessions,
   finishPredictionStore,
   type ModelSession,
   mergeBandSummaries,
@@ -21,6 +22,9 @@ type Objects = { readonly map: Map<string, Uint8Array> };
 
 import { modelSpec } from '../../../models/registry';
 import { wsiDir } from './helpers';
+
+// The model threads this file's predictions opened; left running, they hold Jest's worker at exit.
+afterAll(() => closeModelSessions());
 
 /**
  * A prediction made band by band, in any order, some bands at once and one interrupted and

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ImageLevel, RgbImage, SlideImage } from '../../../compute/image';
 import {
+  closeModelSessions,
   finishPredictionStore,
   type ModelSession,
   nearestLevel,
@@ -38,6 +39,9 @@ import { modelSpec } from '../../../models/registry';
 import { runPythonJson } from '../../support/python';
 import { readWithZarrita } from '../../support/zarrita';
 import { wsiDir } from './helpers';
+
+// The model threads this file's predictions opened; left running, they hold Jest's worker at exit.
+afterAll(() => closeModelSessions());
 
 const schemaDir = path.join(__dirname, '../../../../shared/data/schemas/ngff-0.5');
 const spec = modelSpec('v0.7');

@@ -2,9 +2,12 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { openModelSession } from '../../../compute/prediction';
+import { closeModelSessions, openModelSession } from '../../../compute/prediction';
 import { markerCatalog, modelSpec } from '../../../models/registry';
 import { runPython, runPythonJson } from '../../support/python';
+
+// The model threads this file's predictions opened; left running, they hold Jest's worker at exit.
+afterAll(() => closeModelSessions());
 
 const root = path.join(__dirname, '..', '..', '..');
 const spec = modelSpec('v0.7');
