@@ -20,12 +20,6 @@ import { type BaseUploadState, checkChunk, decodeState, encodeState, exactly } f
 /** S3's least part but the last, and its most parts in one upload. */
 const MIN_PART_BYTES = 5 * 1024 * 1024;
 const MAX_PARTS = 10_000;
-/**
- * A chunk of at least twice this is sent as parts of this size (the last takes the rest): the
- * server stores one part while the next streams, so a chunk waits only for its last part's
- * commit, not for the whole chunk's.
- */
-const STREAMED_PART_BYTES = 16 * 1024 * 1024;
 
 interface S3UploadState extends BaseUploadState {
   contentType?: string;
@@ -60,59 +54,6 @@ function isNoSuchUpload(err: unknown): boolean {
   );
 }
 
-/**
- * `total` bytes as parts of `size`, the last taking the rest (so every part but the upload's
- * last is at least `size`, and the part count stays within S3's).
- */
-function partSizes(total: number, size: number): number[] {
-  const count = Math.max(1, Math.floor(total / size));
-  return Array.from({ length: count }, (_, index) => (index < count - 1 ? size : total - size * (count - 1)));
-}
-
-/** Cuts one stream of bytes into consecutive bodies of given sizes, without copying. */
-function splitBytes(bytes: AsyncIterable<Buffer>) {
-  const iterator = bytes[Symbol.asyncIterator]();
-  let leftover: Buffer | undefined;
-  async function next(): Promise<Buffer | undefined> {
-    if (leftover !== undefined) {
-      const piece = leftover;
-      leftover = undefined;
-      return piece;
-    }
-    const result = await iterator.next();
-    return result.done ? undefined : result.value;
-  }
-  return {
-    /** The next `size` bytes; `read` resolves once the last of them has been handed on. */
-    take(size: number) {
-      let onRead!: () => void;
-      const read = new Promise<void>((resolve) => {
-        onRead = resolve;
-      });
-      async function* body() {
-        for (let left = size; left > 0; ) {
-          const piece = await next();
-          if (piece === undefined) throw new Error(`the bytes ended ${left} bytes short of a part`);
-          if (piece.length > left) leftover = piece.subarray(left);
-          const part = piece.length > left ? piece.subarray(0, left) : piece;
-          left -= part.length;
-          yield part;
-        }
-        onRead();
-      }
-      return { bytes: body(), read };
-    },
-    /** Fails unless the bytes end here (the source checks its own length as it ends). */
-    async end() {
-      if ((await next()) !== undefined) throw new Error('the bytes go on past the last part');
-    },
-    /** Stops the source after a failure, as a stream that is destroyed would. */
-    close() {
-      iterator.return?.().catch(() => {});
-    },
-  };
-}
-
 async function collect(chunks: AsyncIterable<Buffer>): Promise<Buffer> {
   const all: Buffer[] = [];
   for await (const chunk of chunks) all.push(chunk);
@@ -139,7 +80,7 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
     }
   }
 
-  async function uploadPart(state: S3UploadState, part: number, body: AsyncIterable<Buffer>, length: number) {
+  async function uploadPart(state: S3UploadState, body: AsyncIterable<Buffer>, length: number) {
     // A body that fails (its client went away) aborts the send instead of failing the stream:
     // the SDK re-emits a stream's error on a stream of its own that nothing listens to.
     const abort = new AbortController();
@@ -156,7 +97,7 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
       Bucket,
       Key: context.objectKey(state.key),
       UploadId: state.uploadId!,
-      PartNumber: part,
+      PartNumber: state.parts + 1,
       ContentLength: length,
       Body: Readable.from(guarded()),
     });
@@ -165,31 +106,6 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
     } catch (err) {
       if (failure !== undefined) throw failure;
       translate(err);
-    }
-  }
-
-  /**
-   * Sends `bytes` as parts state.parts + 1, + 2, ... of the given sizes, one after the other on
-   * the wire; a part starts once the one before has had its last byte, and at most two are
-   * unanswered. Answers once every part is stored.
-   */
-  async function uploadParts(state: S3UploadState, bytes: AsyncIterable<Buffer>, sizes: number[]) {
-    const split = splitBytes(bytes);
-    const sent: Promise<void>[] = [];
-    try {
-      for (const [index, size] of sizes.entries()) {
-        if (index >= 2) await sent[index - 2];
-        const body = split.take(size);
-        sent.push(uploadPart(state, state.parts + 1 + index, body.bytes, size));
-        await Promise.race([body.read, sent[index]]);
-      }
-      await split.end();
-      await Promise.all(sent);
-    } catch (err) {
-      split.close();
-      // No part may still be sent once `write` has answered.
-      await Promise.allSettled(sent);
-      throw err;
     }
   }
 
@@ -304,12 +220,11 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
           yield* pieceBytes(state);
           yield* exactly(body, length);
         };
-        const sizes = partSizes(pending + length, Math.max(state.partBytes, STREAMED_PART_BYTES));
-        await uploadParts(state, bytes(), sizes);
+        await uploadPart(state, bytes(), pending + length);
         return encodeState({
           ...state,
           offset: end,
-          parts: state.parts + sizes.length,
+          parts: state.parts + 1,
           pieces: [],
           spent: state.pieces,
         });
