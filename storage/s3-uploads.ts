@@ -81,18 +81,32 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
   }
 
   async function uploadPart(state: S3UploadState, body: AsyncIterable<Buffer>, length: number) {
-    await client
-      .send(
-        new UploadPartCommand({
-          Bucket,
-          Key: context.objectKey(state.key),
-          UploadId: state.uploadId!,
-          PartNumber: state.parts + 1,
-          ContentLength: length,
-          Body: Readable.from(body),
-        }),
-      )
-      .catch(translate);
+    // A body that fails (its client went away) aborts the send instead of failing the stream:
+    // the SDK re-emits a stream's error on a stream of its own that nothing listens to.
+    const abort = new AbortController();
+    let failure: unknown;
+    const guarded = async function* () {
+      try {
+        yield* body;
+      } catch (err) {
+        failure = err;
+        abort.abort(err);
+      }
+    };
+    const command = new UploadPartCommand({
+      Bucket,
+      Key: context.objectKey(state.key),
+      UploadId: state.uploadId!,
+      PartNumber: state.parts + 1,
+      ContentLength: length,
+      Body: Readable.from(guarded()),
+    });
+    try {
+      await client.send(command, { abortSignal: abort.signal });
+    } catch (err) {
+      if (failure !== undefined) throw failure;
+      translate(err);
+    }
   }
 
   async function deletePieces(state: S3UploadState, offsets: number[]): Promise<void> {
