@@ -3,9 +3,9 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { createObjectStore, ensureBucket, type ObjectStore, type S3StoreOptions } from '../../storage';
-import { startMinio } from '../support/minio';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { createObjectStore, type ObjectStore } from '../../storage';
+import { startMinioBucket } from '../support/minio-bucket';
 
 /**
  * Chunks large enough that the filesystem backend syncs in the background while the bytes
@@ -37,42 +37,18 @@ async function startFsHarness(): Promise<Harness> {
 }
 
 async function startS3Harness(): Promise<Harness> {
-  const minio = await startMinio();
-  const options: S3StoreOptions = {
-    endpoint: minio.endpoint,
-    region: 'us-east-1',
-    bucket: `large-chunks-${randomBytes(4).toString('hex')}`,
-    accessKeyId: minio.accessKeyId,
-    secretAccessKey: minio.secretAccessKey,
-    forcePathStyle: true,
-  };
-  await ensureBucket(options);
-  const client = new S3Client({
-    endpoint: options.endpoint,
-    region: options.region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: minio.accessKeyId, secretAccessKey: minio.secretAccessKey },
-  });
-  const Bucket = options.bucket;
+  const minio = await startMinioBucket('large-chunks');
+  const { client } = minio;
+  const Bucket = minio.options.bucket;
   return {
-    store: createObjectStore({ backend: 's3', s3: options }),
-    async leftovers() {
-      const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket }));
-      const staged = await client.send(new ListObjectsV2Command({ Bucket, Prefix: '.tmp/' }));
-      return [
-        ...(uploads.Uploads ?? []).map((upload) => `multipart ${upload.Key}`),
-        ...(staged.Contents ?? []).map((object) => `piece ${object.Key}`),
-      ];
-    },
+    store: createObjectStore({ backend: 's3', s3: minio.options }),
+    leftovers: () => minio.uploadLeftovers(),
     async partsOf(key) {
       const listed = await client.send(new ListObjectsV2Command({ Bucket, Prefix: key }));
       // S3 names an object the server joined from N parts `"<md5 of the parts' md5s>-N"`.
       return Number(/-(\d+)"$/.exec(listed.Contents?.[0]?.ETag ?? '')?.[1] ?? 1);
     },
-    async stop() {
-      client.destroy();
-      await minio.stop();
-    },
+    stop: () => minio.stop(),
   };
 }
 

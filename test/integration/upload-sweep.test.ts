@@ -2,13 +2,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ABANDONED_UPLOAD_MESSAGE } from '../../db/samples';
 import { taskQueueName } from '../../schemas/temporal';
 import { UPLOAD_CHUNK_GRANULARITY } from '../../schemas/uploads';
-import { createObjectStore, ensureBucket, type ObjectStore, type S3StoreOptions } from '../../storage';
+import { createObjectStore, type ObjectStore } from '../../storage';
 import { apiClient } from '../support/http';
-import { startMinio } from '../support/minio';
+import { startMinioBucket } from '../support/minio-bucket';
 import { defaultTestSettings, type ExtraApi, startStack, type TestStack } from '../support/stack';
 
 /**
@@ -42,39 +41,14 @@ async function startFsHarness(): Promise<Harness> {
 }
 
 async function startS3Harness(): Promise<Harness> {
-  const minio = await startMinio();
-  const options: S3StoreOptions = {
-    endpoint: minio.endpoint,
-    region: 'us-east-1',
-    bucket: `sweep-${randomBytes(4).toString('hex')}`,
-    accessKeyId: minio.accessKeyId,
-    secretAccessKey: minio.secretAccessKey,
-    forcePathStyle: true,
-    prefix: 'sweep',
-  };
-  await ensureBucket(options);
-  const store: ObjectStore = createObjectStore({ backend: 's3', s3: options });
+  const minio = await startMinioBucket('sweep', 'sweep');
+  const store: ObjectStore = createObjectStore({ backend: 's3', s3: minio.options });
   const stack = await startStack({ worker: true, store, ...withoutIngest });
-  const client = new S3Client({
-    endpoint: options.endpoint,
-    region: options.region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: minio.accessKeyId, secretAccessKey: minio.secretAccessKey },
-  });
-  const Bucket = options.bucket;
   return {
     stack,
-    async leftovers() {
-      const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket }));
-      const staged = await client.send(new ListObjectsV2Command({ Bucket, Prefix: 'sweep/.tmp/' }));
-      return [
-        ...(uploads.Uploads ?? []).map((upload) => `multipart ${upload.Key}`),
-        ...(staged.Contents ?? []).map((object) => `piece ${object.Key}`),
-      ];
-    },
+    leftovers: () => minio.uploadLeftovers(),
     async stop() {
       await stack.close();
-      client.destroy();
       await minio.stop();
     },
   };
