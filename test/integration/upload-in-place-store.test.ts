@@ -23,6 +23,8 @@ interface Harness {
 
 const MiB = 1024 * 1024;
 const KiB256 = 256 * 1024;
+/** Socket-sized pieces: a request's body arrives in them. */
+const PIECE = 64 * 1024;
 
 async function startFsHarness(): Promise<Harness> {
   const root = await mkdtemp(path.join(tmpdir(), 'sps-in-place-'));
@@ -66,6 +68,18 @@ async function upload(store: ObjectStore, key: string, bytes: Buffer, sizes: num
     offset += length;
   }
   return state;
+}
+
+/** `bytes` in socket-sized pieces, failing with `failAt` bytes sent when given. */
+function pieces(bytes: Buffer, failAt?: number): Readable {
+  return Readable.from(
+    (async function* () {
+      for (let at = 0; at < bytes.length; at += PIECE) {
+        if (failAt !== undefined && at >= failAt) throw new Error('the client went away');
+        yield bytes.subarray(at, at + PIECE);
+      }
+    })(),
+  );
 }
 
 function inPlaceContract(start: () => Promise<Harness>) {
@@ -175,6 +189,41 @@ function inPlaceContract(start: () => Promise<Harness>) {
     expect(keys.filter((key) => key.startsWith('g/') || key.startsWith('.tmp'))).toEqual([]);
     await store.uploads.abort(state);
   });
+
+  test('large chunks land whole and in order', async () => {
+    const bytes = randomBytes(90 * MiB + 12345);
+    const chunks = [40 * MiB, 35 * MiB, bytes.length - 75 * MiB];
+    let state = await store.uploads.begin('large-a/slide.svs', { sizeBytes: bytes.length });
+    let offset = 0;
+    for (const length of chunks) {
+      const body = pieces(bytes.subarray(offset, offset + length));
+      state = await store.uploads.write(state, { offset, length, body });
+      offset += length;
+    }
+    await store.uploads.complete(state);
+    expect(Buffer.from((await store.get('large-a/slide.svs'))!).equals(bytes)).toBe(true);
+    // Each chunk is one part, streamed as it arrives.
+    if (harness.joinedFromParts) expect(await harness.joinedFromParts('large-a/slide.svs', 3)).toBe(true);
+    expect(await harness.leftovers()).toEqual([]);
+  }, 120_000);
+
+  test('a large chunk cut off midway is refused, and sent again it lands', async () => {
+    const bytes = randomBytes(48 * MiB);
+    const begun = await store.uploads.begin('large-b/slide.svs', { sizeBytes: bytes.length });
+    const length = bytes.length;
+    const cut = store.uploads.write(begun, { offset: 0, length, body: pieces(bytes, 20 * MiB) });
+    await expect(cut).rejects.toThrow();
+    const long = store.uploads.write(begun, {
+      offset: 0,
+      length: length - MiB,
+      body: pieces(bytes),
+    });
+    await expect(long).rejects.toThrow();
+    const state = await store.uploads.write(begun, { offset: 0, length, body: pieces(bytes) });
+    await store.uploads.complete(state);
+    expect(Buffer.from((await store.get('large-b/slide.svs'))!).equals(bytes)).toBe(true);
+    expect(await harness.leftovers()).toEqual([]);
+  }, 120_000);
 }
 
 describe.each([
