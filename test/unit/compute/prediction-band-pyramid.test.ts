@@ -1,11 +1,10 @@
 /** @jest-environment ./test/support/onnx-environment.js */
-import path from 'node:path';
 import type { SlideImage } from '../../../compute/image';
 import {
+  closeModelSessions,
   finishPredictionStore,
   type ModelSession,
   mergeBandSummaries,
-  openModelSession,
   type PatchGrid,
   predictBand,
   predictionBandCount,
@@ -13,13 +12,9 @@ import {
 } from '../../../compute/prediction';
 import { downsampleMarkerIntoQuadrant } from '../../../compute/prediction/kernels';
 import { type PlaneKernelKind, startPlaneWriters } from '../../../compute/prediction/plane-writers';
-import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
-import { openTiffSlide } from '../../../compute/slide';
-import { fileSource } from '../../../compute/source';
 import { encodeShardSync, memoryStore, type ShardGeometry } from '../../../compute/zarr';
 import { decodeShard } from '../../../compute/zarr/shard';
-import { modelSpec } from '../../../models/registry';
-import { wsiDir } from './helpers';
+import { differingKeys, smallRegionPrediction } from './prediction-fixture';
 
 /**
  * A band's pyramid levels built from its shards' buffers on the plane writers' threads: the
@@ -28,6 +23,9 @@ import { wsiDir } from './helpers';
  * rows, which build levels 1 and 2 that way, finish into the bytes of one run finished from the
  * store.
  */
+
+// The model threads this file's predictions opened; left running, they hold Jest's worker at exit.
+afterAll(() => closeModelSessions());
 
 const g: ShardGeometry = {
   dataType: 'uint16',
@@ -115,25 +113,8 @@ let session: ModelSession;
 let grid: PatchGrid;
 
 beforeAll(async () => {
-  const source = await fileSource(path.join(wsiDir, 'CMU-1-Small-Region.svs'));
-  try {
-    const slide = await openTiffSlide(source);
-    mpp = slide.probe.effectiveMpp!;
-    const sink = memoryStore();
-    await buildHePyramid({ image: slide, sink, mpp, name: 'H&E', shardSize: 1024, chunkSize: 256 });
-    he = await openHePyramid(sink);
-  } finally {
-    await source.close();
-  }
-  session = await openModelSession(modelSpec('v0.7'));
   // Every third position left out, so some shards hold only background.
-  const size = (224 * 0.5) / mpp;
-  const cols = Math.ceil(he.widthPx / size);
-  const rows = Math.ceil(he.heightPx / size);
-  const selected = new Uint8Array(cols * rows);
-  for (let r = 0; r < rows; r++)
-    for (let c = 0; c < cols; c++) selected[r * cols + c] = (2 * c + r) % 3 !== 2 ? 1 : 0;
-  grid = { cols, rows, selected, patchSizeLevel0Px: size };
+  ({ he, mpp, session, grid } = await smallRegionPrediction((r, c) => (2 * c + r) % 3 !== 2));
 }, 120_000);
 
 const options = (bandShards = 4) => ({
@@ -170,10 +151,7 @@ test('bands of four shard rows build levels 1 and 2 from their buffers into the 
       fromLevel: merged!.pyramidFrom,
     });
     expect([...banded.map.keys()].sort()).toEqual([...whole.map.keys()].sort());
-    const differing = [...whole.map].filter(
-      ([key, bytes]) => Buffer.compare(bytes, banded.map.get(key)!) !== 0,
-    );
-    expect({ kernel, differing: differing.map(([key]) => key) }).toEqual({ kernel, differing: [] });
+    expect({ kernel, differing: differingKeys(whole, banded) }).toEqual({ kernel, differing: [] });
   }
 }, 300_000);
 
@@ -198,10 +176,7 @@ test('the one band of a slide builds every level; a summary kept without its lev
     fromLevel: merged!.pyramidFrom,
   });
   expect([...banded.map.keys()].sort()).toEqual([...whole.map.keys()].sort());
-  const differing = [...whole.map].filter(
-    ([key, bytes]) => Buffer.compare(bytes, banded.map.get(key)!) !== 0,
-  );
-  expect(differing.map(([key]) => key)).toEqual([]);
+  expect(differingKeys(whole, banded)).toEqual([]);
   // A summary kept before a lone band built every level: its band built level 1 alone.
   const kept = JSON.parse(new TextDecoder().decode(await summaries.get('0.json')));
   expect(kept.pyramidLevels).toBe(3);

@@ -1,27 +1,20 @@
 /** @jest-environment ./test/support/onnx-environment.js */
-import path from 'node:path';
 import type { SlideImage } from '../../../compute/image';
 import {
   closeModelSessions,
   finishPredictionStore,
   type ModelSession,
   mergeBandSummaries,
-  openModelSession,
   type PatchGrid,
   type PredictionProgress,
   predictBand,
   predictionBandCount,
   predictMarkers,
 } from '../../../compute/prediction';
-import { buildHePyramid, openHePyramid } from '../../../compute/pyramid';
-import { openTiffSlide } from '../../../compute/slide';
-import { fileSource } from '../../../compute/source';
 import { memoryStore } from '../../../compute/zarr';
+import { smallRegionPrediction } from './prediction-fixture';
 
 type Objects = { readonly map: Map<string, Uint8Array> };
-
-import { modelSpec } from '../../../models/registry';
-import { wsiDir } from './helpers';
 
 // The model threads this file's predictions opened; left running, they hold Jest's worker at exit.
 afterAll(() => closeModelSessions());
@@ -37,25 +30,8 @@ let session: ModelSession;
 let grid: PatchGrid;
 
 beforeAll(async () => {
-  const source = await fileSource(path.join(wsiDir, 'CMU-1-Small-Region.svs'));
-  try {
-    const slide = await openTiffSlide(source);
-    mpp = slide.probe.effectiveMpp!;
-    const sink = memoryStore();
-    await buildHePyramid({ image: slide, sink, mpp, name: 'H&E', shardSize: 1024, chunkSize: 256 });
-    he = await openHePyramid(sink);
-  } finally {
-    await source.close();
-  }
-  session = await openModelSession(modelSpec('v0.7'));
   // Every fourth position left out, so bands hold gaps and positions across band edges.
-  const size = (224 * 0.5) / mpp;
-  const cols = Math.ceil(he.widthPx / size);
-  const rows = Math.ceil(he.heightPx / size);
-  const selected = new Uint8Array(cols * rows);
-  for (let r = 0; r < rows; r++)
-    for (let c = 0; c < cols; c++) selected[r * cols + c] = (c + r) % 4 !== 3 ? 1 : 0;
-  grid = { cols, rows, selected, patchSizeLevel0Px: size };
+  ({ he, mpp, session, grid } = await smallRegionPrediction((r, c) => (c + r) % 4 !== 3));
 }, 120_000);
 
 const options = () => ({
