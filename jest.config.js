@@ -46,7 +46,7 @@ module.exports = {
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],
-  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
+  reporters: ['<rootDir>/test/support/summary-reporter.js'],
   // The longest files first (timings kept in ~/.cache/sps across checkouts); the first file
   // builds the shared slides' templates while the other worker runs files that need none.
   testSequencer: '<rootDir>/test/support/sequencer.js',

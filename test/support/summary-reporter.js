@@ -1,9 +1,12 @@
-// The plain closing line that CI reads ("tests: N passed, N failed, N skipped"), and with
-// SPS_TEST_PROFILE the per-file wall and CPU seconds that test/support/file-profile.ts recorded.
-// Under `npm test` the line goes to SPS_TEST_SUMMARY, which cli/dev.ts prints once Jest and the
-// services have stopped: CI reads only the closing lines, and Jest's own summary (on stderr)
-// and the services' shutdown would otherwise come after it.
+// The suite's only reporter: a line per test file, the failures in full, and one plain closing
+// line ("tests: N passed, N failed, N skipped") that CI reads. Jest's own reporter is left out
+// because its per-file "PASS" lines and its "Tests: N passed, N total" summary look like other
+// test runners' closing lines to a reader of the output's last lines.
+// Under `npm test` the closing line goes to SPS_TEST_SUMMARY, which cli/dev.ts prints once Jest
+// and the services have stopped, so that it is the last line of all. With SPS_TEST_PROFILE, the
+// per-file wall and CPU seconds that test/support/file-profile.ts recorded come before it.
 const { existsSync, readFileSync, writeFileSync } = require('node:fs');
+const path = require('node:path');
 
 function profileTable(file) {
   if (!file || !existsSync(file)) return '';
@@ -25,12 +28,37 @@ function profileTable(file) {
   ].join('\n');
 }
 
+function fileFailed(result) {
+  return result.numFailingTests > 0 || Boolean(result.testExecError);
+}
+
 class SummaryReporter {
+  constructor(globalConfig) {
+    this.rootDir = globalConfig.rootDir;
+  }
+
+  onTestResult(test, result) {
+    const file = path.relative(this.rootDir, result.testFilePath);
+    const seconds = ((result.perfStats.end - result.perfStats.start) / 1000).toFixed(1);
+    const mark = fileFailed(result) ? '✗' : '✓';
+    process.stderr.write(`${mark} ${test.context.config.displayName?.name ?? ''} ${file} (${seconds} s)\n`);
+    if (!fileFailed(result)) return;
+    // What the failing file logged, then why it failed.
+    for (const entry of result.console ?? [])
+      process.stderr.write(`  console.${entry.type}: ${entry.message}\n`);
+    if (result.failureMessage) process.stderr.write(`${result.failureMessage}\n`);
+  }
+
   onRunComplete(_contexts, results) {
     const { numPassedTests, numFailedTests, numPendingTests, numTodoTests } = results;
-    const skipped = numPendingTests + numTodoTests;
+    // A file that could not run counts as one failed test, as Jest's exit code counts it.
+    const failed = numFailedTests + results.numRuntimeErrorTestSuites;
+    const failedFiles = results.testResults.filter(fileFailed);
+    const lines = failedFiles.map((r) => `  ✗ ${path.relative(this.rootDir, r.testFilePath)}`);
+    if (lines.length > 0) process.stderr.write(`\nfiles with failures:\n${lines.join('\n')}\n`);
     process.stdout.write(`${profileTable(process.env.SPS_TEST_PROFILE)}\n`);
-    const closing = `tests: ${numPassedTests} passed, ${numFailedTests} failed, ${skipped} skipped\n`;
+    const skipped = numPendingTests + numTodoTests;
+    const closing = `tests: ${numPassedTests} passed, ${failed} failed, ${skipped} skipped\n`;
     if (process.env.SPS_TEST_SUMMARY) writeFileSync(process.env.SPS_TEST_SUMMARY, closing);
     else process.stdout.write(`\n${closing}`);
   }
