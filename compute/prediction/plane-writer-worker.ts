@@ -24,7 +24,7 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
     }
     case 'downsample': {
       const { child, parent, into } = request;
-      if (into.clear) parent.fill(geometry.fillValue);
+      if (into.clear) kernel.fillShard(parent, geometry.fillValue);
       kernel.downsample(child, parent, into, into.knownFill);
       return [{ kind: 'downsampled', id }, []];
     }

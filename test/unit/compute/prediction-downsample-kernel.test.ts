@@ -6,7 +6,8 @@ import type { ShardGeometry } from '../../../compute/zarr';
  * The WebAssembly 2x2 means (`PlaneKernel.downsample`, assembly/plane.ts `downsampleChunk`)
  * against their definition, `downsampleMarkerIntoQuadrant`: chunk rows whose half is a whole
  * number of eight-lane groups, fewer than eight, and groups with a rest; every quadrant; edge
- * shards cut inside a chunk and chunks left out; values at both ends of the range.
+ * shards cut inside a chunk and chunks left out; values at both ends of the range. And the fill
+ * that clears a parent shard (`PlaneKernel.fillShard`).
  */
 
 function geometry(chunkHeight: number, chunkWidth: number, chunksY: number, chunksX: number): ShardGeometry {
@@ -92,4 +93,20 @@ test('the WebAssembly 2x2 means take only buffers of their memory, and even chun
   expect(() => odd.downsample(memory.shardBuffer(12), memory.shardBuffer(12), quadrant, [])).toThrow(
     RangeError,
   );
+});
+
+test('the WebAssembly shard fill sets every value of a shard and nothing around it', () => {
+  const memory = new PlaneMemory(8, 4);
+  const kernel = new PlaneKernel(memory, geometry(4, 4, 1, 1));
+  const around = memory.shardBuffer(3 * 16);
+  around.fill(7);
+  const shard = around.subarray(16, 32);
+  for (const value of [0, 0x1234, STORED_MAX]) {
+    kernel.fillShard(shard, value);
+    expect(Array.from(around)).toEqual([
+      ...new Array<number>(16).fill(7),
+      ...new Array<number>(16).fill(value),
+      ...new Array<number>(16).fill(7),
+    ]);
+  }
 });
