@@ -59,6 +59,8 @@ interface Exports {
     y0: number,
   ): void;
   fillRect(shard: number, x0: number, y0: number, width: number, height: number, value: number): void;
+  downsampleChunk(from: number, to: number): void;
+  fillShard(at: number, count: number, value: number): void;
   fillInput(
     region: number,
     regionWidth: number,
@@ -254,7 +256,7 @@ export class PlaneKernel {
 
   constructor(
     private readonly memory: Pick<PlaneMemory, 'memory' | 'tile' | 'bins' | 'writers'>,
-    geometry: ShardGeometry,
+    private readonly geometry: ShardGeometry,
     writer = 0,
   ) {
     if (!Number.isSafeInteger(writer) || writer < 0 || writer >= memory.writers) {
@@ -376,6 +378,51 @@ export class PlaneKernel {
     const height = rect.y1 - rect.y0;
     if (width <= 0 || height <= 0) return;
     this.exports.fillRect(this.address(shard), rect.x0 - shardX, rect.y0 - shardY, width, height, value);
+  }
+
+  /** Sets every value of `shard`, a buffer of this kernel's memory, to `value`. */
+  fillShard(shard: Uint16Array, value: number): void {
+    this.exports.fillShard(this.address(shard), shard.length, value);
+  }
+
+  /**
+   * `downsampleMarkerIntoQuadrant` (kernels.ts, the definition) with each chunk's means in
+   * WebAssembly: the child shard's chunks inside `quadrant`'s valid height and width, less those
+   * `knownFill` lists, averaged 2x2 into quadrant `(y, x)` of `parent`; both buffers of this
+   * kernel's memory.
+   */
+  downsample(
+    child: Uint16Array,
+    parent: Uint16Array,
+    quadrant: { y: number; x: number; validHeight: number; validWidth: number },
+    knownFill: readonly number[],
+  ): void {
+    const g = this.geometry;
+    const childAt = this.address(child);
+    const parentAt = this.address(parent);
+    const length = g.chunksY * g.chunksX * g.chunkLength;
+    if (child.length < length || parent.length < length) throw new RangeError('a shard buffer too short');
+    // Whole 2x2 blocks in every chunk, as the definition requires.
+    if (g.chunkHeight % 2 !== 0 || g.chunkWidth % 2 !== 0) throw new RangeError('odd chunk sides');
+    const halfH = g.chunkHeight >> 1;
+    const halfW = g.chunkWidth >> 1;
+    const top = quadrant.y * g.chunksY * halfH;
+    const left = quadrant.x * g.chunksX * halfW;
+    for (let ky = 0; ky < g.chunksY && ky * g.chunkHeight < quadrant.validHeight; ky++) {
+      for (let kx = 0; kx < g.chunksX && kx * g.chunkWidth < quadrant.validWidth; kx++) {
+        if (knownFill.includes(ky * g.chunksX + kx)) continue;
+        const py = top + ky * halfH;
+        const px = left + kx * halfW;
+        const pcy = Math.floor(py / g.chunkHeight);
+        const pcx = Math.floor(px / g.chunkWidth);
+        const from = (ky * g.chunksX + kx) * g.chunkLength;
+        const to =
+          (pcy * g.chunksX + pcx) * g.chunkLength +
+          (py - pcy * g.chunkHeight) * g.chunkWidth +
+          (px - pcx * g.chunkWidth);
+        this.exports.downsampleChunk(childAt + from * 2, parentAt + to * 2);
+      }
+    }
   }
 
   /** Where `view` (a shard buffer or plane) starts in this kernel's memory. */

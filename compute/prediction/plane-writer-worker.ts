@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { encodeShardSync } from '../zarr';
-import { downsampleMarkerIntoQuadrant, outputSamplesOf } from './kernels';
+import { outputSamplesOf } from './kernels';
 import { PlaneKernel } from './plane-kernel';
 import type { WriterData, WriterReply, WriterRequest } from './wasm-writers';
 
@@ -24,8 +24,8 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
     }
     case 'downsample': {
       const { child, parent, into } = request;
-      if (into.clear) parent.fill(geometry.fillValue);
-      downsampleMarkerIntoQuadrant(child, parent, geometry, into, into.knownFill);
+      if (into.clear) kernel.fillShard(parent, geometry.fillValue);
+      kernel.downsample(child, parent, into, into.knownFill);
       return [{ kind: 'downsampled', id }, []];
     }
     case 'fill': {

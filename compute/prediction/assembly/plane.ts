@@ -5,7 +5,8 @@
  * and add it to the statistics; the float passes run two or four lanes at a time and nothing is
  * copied out afterwards. And the other direction, `fillInput`: an H&E region resampled into a
  * model input tile. Plain JavaScript doing the same work (reference-writers.ts) costs more than
- * the inference itself (docs/changelog.md).
+ * the inference itself (docs/changelog.md). And `downsampleChunk`: the 2x2 means of a shard's
+ * chunk, for the pyramid level above.
  *
  * Every float step is the one `PlaneKernel.writePlane` and `InputKernel` (plane-kernel.ts)
  * document, in the same precision and order (resampling in f32, the conversion to stored units
@@ -111,6 +112,56 @@ export function fillRect(shard: usize, x0: i32, y0: i32, width: i32, height: i32
       i += run;
     }
   }
+}
+
+/**
+ * Averages each 2x2 block of one chunk of a child shard (uint16 at `from`, a whole chunk) into
+ * the chunk's place in its parent (uint16 at `to`: `chunkHeight / 2` rows of `chunkWidth / 2`
+ * values, rows `chunkWidth` apart), rounding half up: (a + b + c + d + 2) >> 2, eight values at
+ * a time in 32-bit lanes (four uint16 never overflow them).
+ */
+export function downsampleChunk(from: usize, to: usize): void {
+  const halfH = chunkHeight >> 1;
+  const halfW = chunkWidth >> 1;
+  const rowBytes = (<usize>chunkWidth) << 1;
+  const two = i32x4.splat(2);
+  for (let y = 0; y < halfH; y++) {
+    const upper = from + 2 * <usize>y * rowBytes;
+    const lower = upper + rowBytes;
+    const out = to + <usize>y * rowBytes;
+    let i = 0;
+    for (; i + 8 <= halfW; i += 8) {
+      const at = (<usize>i) << 2;
+      const low = i32x4.add(pairSums(upper + at, lower + at), two);
+      const high = i32x4.add(pairSums(upper + at + 16, lower + at + 16), two);
+      v128.store(out + ((<usize>i) << 1), i16x8.narrow_i32x4_u(i32x4.shr_u(low, 2), i32x4.shr_u(high, 2)));
+    }
+    for (; i < halfW; i++) {
+      const at = (<usize>i) << 2;
+      const sum =
+        <u32>load<u16>(upper + at) +
+        <u32>load<u16>(upper + at + 2) +
+        <u32>load<u16>(lower + at) +
+        <u32>load<u16>(lower + at + 2);
+      store<u16>(out + ((<usize>i) << 1), <u16>((sum + 2) >> 2));
+    }
+  }
+}
+
+/** The sums of four 2x2 blocks: eight uint16 at `upper` and the eight below them at `lower`. */
+function pairSums(upper: usize, lower: usize): v128 {
+  return i32x4.add(
+    i32x4.extadd_pairwise_i16x8_u(v128.load(upper)),
+    i32x4.extadd_pairwise_i16x8_u(v128.load(lower)),
+  );
+}
+
+/**
+ * Sets `count` uint16 values from `at` on to `value`: a whole shard, as bulk memory, where
+ * JavaScript's `fill` on shared memory stores value by value.
+ */
+export function fillShard(at: usize, count: i32, value: u16): void {
+  fillValues(at, count, value);
 }
 
 /** Copies `width` uint16 values to shard pixels `(x, y)` on, chunk by chunk. */
