@@ -117,7 +117,8 @@ async function keepLogs(workers: ChildProcess[], dir: string): Promise<void> {
 
 /**
  * The workflow's activities from its history: seconds after the workflow's start when each was
- * scheduled, how long it waited for a worker (the last attempt's), how long it ran, its band.
+ * scheduled, how long it waited for a worker (the last attempt's), how long it ran, its band, and
+ * for a retried one its attempt and the last failure.
  */
 async function activityTimeline(client: Client, workflowId: string): Promise<string[]> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
@@ -125,7 +126,10 @@ async function activityTimeline(client: Client, workflowId: string): Promise<str
   const at = (event: (typeof events)[number]) =>
     Number(event.eventTime?.seconds ?? 0) * 1000 + (event.eventTime?.nanos ?? 0) / 1e6;
   const start = at(events[0]!);
-  const scheduled = new Map<string, { name: string; band?: number; at: number; started?: number }>();
+  const scheduled = new Map<
+    string,
+    { name: string; band?: number; at: number; started?: number; attempt?: number; lastFailure?: string }
+  >();
   const lines: string[] = [];
   for (const event of events) {
     const id = String(event.eventId);
@@ -136,7 +140,14 @@ async function activityTimeline(client: Client, workflowId: string): Promise<str
       scheduled.set(id, { name: s.activityType?.name ?? '?', band: input.band, at: at(event) });
     }
     const started = event.activityTaskStartedEventAttributes;
-    if (started) scheduled.get(String(started.scheduledEventId))!.started = at(event);
+    if (started) {
+      // Written once the activity closes, for its last attempt: an earlier one's failure is here.
+      Object.assign(scheduled.get(String(started.scheduledEventId))!, {
+        started: at(event),
+        attempt: started.attempt ?? 1,
+        lastFailure: started.lastFailure?.message ?? undefined,
+      });
+    }
     const closed =
       event.activityTaskCompletedEventAttributes ??
       event.activityTaskFailedEventAttributes ??
@@ -145,7 +156,7 @@ async function activityTimeline(client: Client, workflowId: string): Promise<str
       const activity = scheduled.get(String(closed.scheduledEventId))!;
       const ran = activity.started ?? activity.at;
       lines.push(
-        `${activity.name}${activity.band === undefined ? '' : ` band ${activity.band}`}: at ${((activity.at - start) / 1000).toFixed(1)} s, waited ${((ran - activity.at) / 1000).toFixed(1)} s, ran ${((at(event) - ran) / 1000).toFixed(1)} s`,
+        `${activity.name}${activity.band === undefined ? '' : ` band ${activity.band}`}: at ${((activity.at - start) / 1000).toFixed(1)} s, waited ${((ran - activity.at) / 1000).toFixed(1)} s, ran ${((at(event) - ran) / 1000).toFixed(1)} s${(activity.attempt ?? 1) > 1 ? ` (attempt ${activity.attempt}; the last failed: ${activity.lastFailure})` : ''}`,
       );
     }
   }
