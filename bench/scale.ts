@@ -13,6 +13,8 @@ import { grantCredits } from '../db/credits';
 import { migrate } from '../db/migrate';
 import { markerCatalog } from '../models/registry';
 import { workflowIds } from '../schemas/temporal';
+import { ensureBucket } from '../storage';
+import { startMinio } from '../test/support/minio';
 import { waitReady } from './api-process';
 import { writeSyntheticSvs } from './synthetic-svs';
 import { putChunk } from './upload-protocol';
@@ -26,11 +28,13 @@ import { putChunk } from './upload-protocol';
  * against the ideal min(N, cores) and the target 0.8 of it; with --rounds R each setup runs R
  * times, the order alternating, and the medians are compared.
  *   npm run bench:scale [-- --size 50000 --workers 1,2 --reference ../sps-main --rounds 1
- *                          --auto-segment --logs DIR --profile DIR]
+ *                          --auto-segment --storage fs|s3 --logs DIR --profile DIR]
  *
  * The slide is uploaded without auto-segmentation, so that the prediction has the workers to
  * itself, as the in-process bench/inference has its process; `--auto-segment` uploads it with
  * the service's default (segmentation starts once ingest ends, beside the prediction).
+ * `--storage s3` keeps the objects in a MinIO started for the run (the S3 backend, as
+ * docker-compose.yml runs it) instead of a folder.
  * Each prediction also prints its activities as the Temporal history has them (queued, ran, by
  * band) and the CPU seconds its worker processes spent on it (all threads): where the time of a
  * band goes. `--logs DIR` keeps each worker's log; `--profile DIR` runs the workers with
@@ -43,6 +47,7 @@ const { values } = parseArgs({
     reference: { type: 'string' },
     rounds: { type: 'string', default: '1' },
     'auto-segment': { type: 'boolean', default: false },
+    storage: { type: 'string', default: 'fs' },
     logs: { type: 'string' },
     profile: { type: 'string' },
   },
@@ -207,7 +212,14 @@ async function workflowSeconds(client: Client, workflowId: string): Promise<numb
 async function measure(
   setup: Setup,
   index: number,
-  context: { databaseUrl: string; apiKey: string; slide: string; markers: string[]; client: Client },
+  context: {
+    databaseUrl: string;
+    apiKey: string;
+    slide: string;
+    markers: string[];
+    client: Client;
+    storage: Record<string, string>;
+  },
 ): Promise<Result> {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
@@ -216,7 +228,7 @@ async function measure(
     TEMPORAL_ADDRESS: temporalAddress,
     TEMPORAL_TASK_QUEUE_PREFIX: `scale${index}`,
     SIGNING_SECRET: 's'.repeat(40),
-    STORAGE_FS_ROOT: path.join(scratch, 'objects'),
+    ...context.storage,
     UPLOAD_MAX_BYTES: String(64 * 1024 * MiB),
     LOG_LEVEL: 'info',
   };
@@ -260,6 +272,47 @@ async function measure(
   } finally {
     await stop([api, ...workers]);
   }
+}
+
+/** The object store's environment for every process: a folder, or a MinIO bucket (`--storage s3`). */
+async function objectStorage(): Promise<{
+  storage: Record<string, string>;
+  stopStorage: () => Promise<void>;
+}> {
+  if (values.storage === 'fs') {
+    return { storage: { STORAGE_FS_ROOT: path.join(scratch, 'objects') }, stopStorage: async () => {} };
+  }
+  if (values.storage !== 's3') throw new RangeError(`--storage ${values.storage}: fs or s3`);
+  const minio = await startMinio();
+  const s3 = {
+    endpoint: minio.endpoint,
+    region: 'us-east-1',
+    bucket: 'bench-scale',
+    accessKeyId: minio.accessKeyId,
+    secretAccessKey: minio.secretAccessKey,
+    forcePathStyle: true,
+  };
+  // A MinIO just started may answer 503 until its drives are ready.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await ensureBucket(s3);
+      break;
+    } catch (err) {
+      if (attempt === 20) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+  return {
+    storage: {
+      STORAGE_BACKEND: 's3',
+      S3_BUCKET: s3.bucket,
+      S3_ENDPOINT: s3.endpoint,
+      S3_ACCESS_KEY_ID: s3.accessKeyId,
+      S3_SECRET_ACCESS_KEY: s3.secretAccessKey,
+      S3_FORCE_PATH_STYLE: 'true',
+    },
+    stopStorage: minio.stop,
+  };
 }
 
 async function databaseWithTenant(): Promise<{ url: string; apiKey: string }> {
@@ -344,6 +397,7 @@ async function main(): Promise<void> {
     `synthetic slide ${size} x ${size}: ${((await stat(slide)).size / MiB).toFixed(0)} MiB in ${((performance.now() - written) / 1000).toFixed(1)} s`,
   );
   const markers = markerCatalog().map((marker) => marker.name);
+  const { storage, stopStorage } = await objectStorage();
   const client = new Client({ connection: await Connection.connect({ address: temporalAddress }) });
   const setups: Setup[] = [
     ...(values.reference
@@ -367,11 +421,12 @@ async function main(): Promise<void> {
     const order = setups.map((_, index) => index);
     if (round % 2 === 1) order.reverse();
     for (const index of order) {
-      const context = { databaseUrl: url, apiKey, slide, markers, client };
+      const context = { databaseUrl: url, apiKey, slide, markers, client, storage };
       rounds[index]!.push(await measure(setups[index]!, round * setups.length + index, context));
     }
   }
   await client.connection.close();
+  await stopStorage();
   report(
     setups.map((setup, index) => summarize(setup, rounds[index]!)),
     path.join(__dirname, '..'),
