@@ -60,6 +60,11 @@ const CORE_SIZE_PX = 1024;
 const MASK_CACHE_BYTES = 64 << 20;
 /** Where the layer's pixel coordinates are: the H&E's level 0. */
 const COORDINATE_FRAME = 'he-level-0-pixels';
+/**
+ * Tiles are segmented on worker threads: on the event loop, each tile's seconds of CPU would stall
+ * every other activity of the worker process (a prediction band beside it, heartbeats).
+ */
+const ON_THREADS = { thread: 'worker' } as const;
 /** Tiles per band: a band is an activity, so the history of a 100,000 px slide stays small. */
 const DEFAULT_BAND_TILES = 16;
 /** Bands of one run segmented at once, unless the worker's configuration says. */
@@ -191,7 +196,7 @@ export function createSegmentationActivities(deps: {
     const resume = context.info.heartbeatDetails as TilesProgress | undefined;
     const signal = context.cancellationSignal;
     const stain = resume?.stain ?? (await estimateSlideStain(he, tiles, mpp, { signal }));
-    const segmenter = createClassicalSegmenter({}, stain);
+    const segmenter = createClassicalSegmenter({}, stain, ON_THREADS);
     const haloPx = haloPixels(DEFAULT_HALO_UM, mpp);
     const counts = resume?.counts.slice(0, resume.nextTile) ?? [];
     const prefix = layerPrefixOf(run);
@@ -283,7 +288,7 @@ export function createSegmentationActivities(deps: {
     const plan = await readBandsPlan(prefix);
     const { slide } = await inputsOf(run);
     const he = await openHePyramid(prefixedStore(store, slide.hePrefix));
-    const segmenter = createClassicalSegmenter({}, plan.stain);
+    const segmenter = createClassicalSegmenter({}, plan.stain, ON_THREADS);
     const signal = Context.current().cancellationSignal;
     const tiles = plan.tiles.slice(input.band * plan.bandTiles, (input.band + 1) * plan.bandTiles);
     for (const tile of tiles) {

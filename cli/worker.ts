@@ -1,4 +1,5 @@
 import { closeModelSessions } from '../compute/prediction';
+import { closeClassicalThreads } from '../compute/segmentation';
 import { createSql } from '../db';
 import { loadConfig, requireProductionConfig } from './config';
 import { runMain, untilSignal } from './main';
@@ -50,5 +51,6 @@ runMain(async () => {
   await Promise.race([signalled, workers.done]);
   await workers.shutdown();
   await closeModelSessions();
+  await closeClassicalThreads();
   await sql.end({ timeout: 5 });
 });

@@ -26,7 +26,14 @@ export async function predictionWorkflow(
   input: PredictionInput,
 ): Promise<{ status: TerminalJobStatus | 'superseded' }> {
   const { jobId } = input;
-  const compute = computeActivities({ maximumAttempts: 5, waitForCancellation: true });
+  const compute = computeActivities({
+    maximumAttempts: 5,
+    waitForCancellation: true,
+    // The plan takes a second; on `compute` it waited behind other jobs' long steps (a
+    // segmentation's bands hold every slot for minutes) while the inference slot its bands take
+    // next stood idle.
+    alsoOnInference: patched('plan-job-on-inference') ? ['planJob'] : [],
+  });
   const state = operatorState('queued');
   const steps = cancellableByOperator();
   let outcome: TerminalJobStatus = 'failed';

@@ -52,6 +52,8 @@ function computeHeartbeatTimeout(): number | string {
 export function computeActivities(options: {
   maximumAttempts: number;
   waitForCancellation?: boolean;
+  /** Steps sent to `inference` besides the model's own (a workflow's choice, behind a patch). */
+  alsoOnInference?: readonly (keyof Activities)[];
 }): ActivityInterfaceFor<Activities> {
   const own = workflowInfo().taskQueue;
   const heartbeatTimeout = computeHeartbeatTimeout();
@@ -70,8 +72,8 @@ export function computeActivities(options: {
         : {}),
     });
   const queues = { compute: onQueue('compute'), inference: onQueue('inference') };
+  const onInference = new Set<string>([...inferenceSteps, ...(options.alsoOnInference ?? [])]);
   return new Proxy({} as ActivityInterfaceFor<Activities>, {
-    get: (_, name) =>
-      Reflect.get(inferenceSteps.has(name as string) ? queues.inference : queues.compute, name),
+    get: (_, name) => Reflect.get(onInference.has(name as string) ? queues.inference : queues.compute, name),
   });
 }

@@ -1,4 +1,5 @@
 import type { RgbImage, SlideImage } from '../image';
+import { segmentClassicalOnThread } from './classical-threads';
 import { expandLabels } from './expand';
 import { defaultInstanceOptions, type InstanceOptions, nucleusInstances } from './nuclei';
 import { gaussianBlur } from './smooth';
@@ -51,11 +52,15 @@ export interface SlideStain extends StainVectors {
 
 /**
  * With `stain`, every tile is segmented with the slide's vectors and cut; without, each tile
- * estimates its own from its pixels (a tile seen alone, as in the benchmarks).
+ * estimates its own from its pixels (a tile seen alone, as in the benchmarks). `thread`: where
+ * tiles are segmented, `main` (default) on the calling thread, `worker` on the process's pool of
+ * worker threads (classical-threads.ts), leaving the calling thread's event loop free; both give
+ * the same labels.
  */
 export function createClassicalSegmenter(
   options: Partial<ClassicalOptions> = {},
   stain?: SlideStain,
+  { thread = 'main' }: { thread?: 'main' | 'worker' } = {},
 ): Segmenter {
   const parameters: ClassicalOptions = { ...defaultClassicalOptions, ...options };
   return {
@@ -64,6 +69,7 @@ export function createClassicalSegmenter(
     parameters: Object.freeze({ ...parameters, stain: stain ? describeStain(stain) : 'per tile' }),
     async segment(tile, mpp, signal) {
       signal?.throwIfAborted();
+      if (thread === 'worker') return segmentClassicalOnThread(tile, mpp, parameters, stain);
       return segmentClassical(tile, mpp, parameters, stain);
     },
   };

@@ -13,6 +13,7 @@ export {
   type SlideStain,
   segmentClassical,
 } from './classical';
+export { closeClassicalThreads } from './classical-threads';
 export { distanceToBackground, squaredDistanceToSites } from './distance';
 export { expandLabels } from './expand';
 export {

@@ -7,8 +7,8 @@ import { startTimeSkipping, withWorkers } from '../support/time-skipping';
 
 /**
  * Which task queue each step of a prediction lands on (workflows/proxies.ts): the model's
- * steps on `inference`, the other heavy ones on `compute`, the settlement on the workflow's
- * own `io` queue. The stand-in activities record the queue their worker polled.
+ * steps and the plan before them on `inference`, the other heavy ones on `compute`, the
+ * settlement on the workflow's own `io` queue. The stand-in activities record the queue their worker polled.
  */
 let env: TestWorkflowEnvironment;
 
@@ -19,7 +19,7 @@ afterAll(async () => {
   await env?.teardown();
 });
 
-test('a prediction runs its model steps on inference, the rest on compute and io', async () => {
+test('a prediction runs its model steps and its plan on inference, the rest on compute and io', async () => {
   const ranOn: Record<string, string> = {};
   const record =
     <T>(step: keyof Activities, answer: T) =>
@@ -48,7 +48,7 @@ test('a prediction runs its model steps on inference, the rest on compute and io
   expect(ranOn).toEqual({
     dispatchJob: 'inference',
     priceJobOnReadySample: 'io',
-    planJob: 'compute',
+    planJob: 'inference',
     predictJob: 'inference',
     postprocessJob: 'compute',
     finishJob: 'io',
