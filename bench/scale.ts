@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
+import type { PyramidRegion } from '../compute/pyramid';
 import { createSql } from '../db';
 import { grantCredits } from '../db/credits';
 import { migrate } from '../db/migrate';
@@ -24,8 +25,10 @@ import { putChunk } from './upload-protocol';
  * worker of another checkout's build (today's main) in the same run. A step's time is its
  * workflow's, from start to close on the Temporal server. The speed-up of N workers is set
  * against the ideal min(N, cores) and the target 0.8 of it; with --rounds R each setup runs R
- * times, the order alternating, and the medians are compared.
- *   npm run bench:scale [-- --size 50000 --workers 1,2 --reference ../sps-main --rounds 1]
+ * times, the order alternating, and the medians are compared. --steps ingest measures ingest
+ * alone; --profile prints each ingest activity's queue wait and run time from the history.
+ *   npm run bench:scale [-- --size 50000 --workers 1,2 --reference ../sps-main --rounds 1
+ *     --steps ingest,predict --profile]
  */
 const { values } = parseArgs({
   options: {
@@ -33,8 +36,15 @@ const { values } = parseArgs({
     workers: { type: 'string', default: '1,2' },
     reference: { type: 'string' },
     rounds: { type: 'string', default: '1' },
+    steps: { type: 'string', default: 'ingest,predict' },
+    profile: { type: 'boolean', default: false },
   },
 });
+const steps = new Set(values.steps.split(',').map((step) => step.trim()));
+if (!steps.has('ingest') || [...steps].some((step) => step !== 'ingest' && step !== 'predict'))
+  throw new Error(
+    `--steps is ingest or ingest,predict (prediction needs an ingested slide), not ${values.steps}`,
+  );
 const size = Number(values.size);
 const workerCounts = values.workers.split(',').map(Number);
 const MiB = 1024 * 1024;
@@ -153,24 +163,92 @@ async function measure(
     const loadBefore = loadavg()[0]!;
     const sampleId = await upload(base, context.apiKey, context.slide);
     const ingestSeconds = await workflowSeconds(context.client, workflowIds.ingest(sampleId));
-    const submitted = await fetch(`${base}/api/v1/predict`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${context.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ uploadId: sampleId, markers: context.markers }),
-    });
-    const { jobId, status } = (await submitted.json()) as { jobId: string; status: string };
-    if (submitted.status !== 202) throw new Error(`POST /predict answered ${submitted.status} ${status}`);
-    const predictionSeconds = await workflowSeconds(context.client, workflowIds.prediction(jobId));
-    const job = (await (
-      await fetch(`${base}/api/v1/jobs/${jobId}`, { headers: { authorization: `Bearer ${context.apiKey}` } })
-    ).json()) as { status: string };
-    if (job.status !== 'completed') throw new Error(`the prediction ended ${job.status}`);
+    if (values.profile) await printProfile(context.client, workflowIds.ingest(sampleId));
+    const predictionSeconds = steps.has('predict')
+      ? await predict(base, context.apiKey, sampleId, context)
+      : Number.NaN;
     const result: Result = { ...setup, ingestSeconds, predictionSeconds, load: [loadBefore, loadavg()[0]!] };
     console.log(JSON.stringify(result));
     return result;
   } finally {
     await stop([api, ...workers]);
   }
+}
+
+/** Submits a prediction of every marker and answers its workflow's seconds. */
+async function predict(
+  base: string,
+  apiKey: string,
+  sampleId: string,
+  context: { markers: string[]; client: Client },
+): Promise<number> {
+  const submitted = await fetch(`${base}/api/v1/predict`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ uploadId: sampleId, markers: context.markers }),
+  });
+  const { jobId, status } = (await submitted.json()) as { jobId: string; status: string };
+  if (submitted.status !== 202) throw new Error(`POST /predict answered ${submitted.status} ${status}`);
+  const seconds = await workflowSeconds(context.client, workflowIds.prediction(jobId));
+  const job = (await (
+    await fetch(`${base}/api/v1/jobs/${jobId}`, { headers: { authorization: `Bearer ${apiKey}` } })
+  ).json()) as { status: string };
+  if (job.status !== 'completed') throw new Error(`the prediction ended ${job.status}`);
+  return seconds;
+}
+
+/**
+ * Every activity of the workflow by name, from its history: how many ran, when the first was
+ * scheduled and the last closed (seconds from the workflow's start), the seconds they waited
+ * for a worker and the seconds they ran, summed: where the serial part of the workflow is.
+ */
+async function printProfile(client: Client, workflowId: string): Promise<void> {
+  const { events } = await client.workflow.getHandle(workflowId).fetchHistory();
+  const seconds = (time: unknown) => {
+    const { seconds: s, nanos } = time as { seconds: { toNumber(): number } | number; nanos: number };
+    return (typeof s === 'number' ? s : s.toNumber()) + (nanos ?? 0) / 1e9;
+  };
+  const start = seconds(events![0]!.eventTime);
+  const byEvent = new Map<string, { name: string; scheduled: number; started?: number }>();
+  const byName = new Map<string, { count: number; first: number; last: number; wait: number; run: number }>();
+  for (const event of events ?? []) {
+    const at = seconds(event.eventTime) - start;
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled) byEvent.set(String(event.eventId), { name: activityLabel(scheduled), scheduled: at });
+    const started = event.activityTaskStartedEventAttributes;
+    if (started) byEvent.get(String(started.scheduledEventId))!.started = at;
+    const closed =
+      event.activityTaskCompletedEventAttributes ??
+      event.activityTaskFailedEventAttributes ??
+      event.activityTaskTimedOutEventAttributes ??
+      event.activityTaskCanceledEventAttributes;
+    if (!closed) continue;
+    const task = byEvent.get(String(closed.scheduledEventId))!;
+    const began = task.started ?? task.scheduled;
+    const row = byName.get(task.name) ?? { count: 0, first: task.scheduled, last: at, wait: 0, run: 0 };
+    row.count += 1;
+    row.first = Math.min(row.first, task.scheduled);
+    row.last = Math.max(row.last, at);
+    row.wait += began - task.scheduled;
+    row.run += at - began;
+    byName.set(task.name, row);
+  }
+  console.log(`${workflowId}: activity, count, from s, to s, waited s, ran s (summed)`);
+  for (const [name, row] of byName)
+    console.log(
+      `  ${name.padEnd(28)} ${String(row.count).padStart(4)} ${row.first.toFixed(1).padStart(7)} ${row.last.toFixed(1).padStart(7)} ${row.wait.toFixed(1).padStart(7)} ${row.run.toFixed(1).padStart(7)}`,
+    );
+}
+
+/** An activity's name, with its stage for a pyramid region (`buildHePyramidRegion 0-1`). */
+function activityLabel(scheduled: {
+  activityType?: { name?: string | null } | null;
+  input?: { payloads?: { data?: Uint8Array | null }[] | null } | null;
+}): string {
+  const name = scheduled.activityType?.name ?? '?';
+  const data = scheduled.input?.payloads?.[0]?.data;
+  const { region } = data ? (JSON.parse(Buffer.from(data).toString()) as { region?: PyramidRegion }) : {};
+  return region ? `${name} ${region.leafLevel}-${region.topLevel}` : name;
 }
 
 async function databaseWithTenant(): Promise<{ url: string; apiKey: string }> {
@@ -215,7 +293,9 @@ function report(rows: Row[], here: string): void {
   const one = rows.find((r) => r.dist === here && r.workers === 1);
   const pad = (text: string, width: number) => text.padEnd(width);
   const seconds = (row: Row, step: 'ingestSeconds' | 'predictionSeconds') =>
-    `${row[step].toFixed(1)}${row.rounds.length > 1 ? ` (${row.rounds.map((r) => r[step].toFixed(0)).join(', ')})` : ''}`;
+    Number.isNaN(row[step])
+      ? '-'
+      : `${row[step].toFixed(1)}${row.rounds.length > 1 ? ` (${row.rounds.map((r) => r[step].toFixed(0)).join(', ')})` : ''}`;
   console.log(
     `\nslide ${size} x ${size} px, markers: every one; ${cores} cores; medians of ${rows[0]!.rounds.length} round(s)`,
   );
@@ -226,7 +306,7 @@ function report(rows: Row[], here: string): void {
     const ideal = Math.min(row.workers, cores);
     const speedUp =
       one && row.dist === here
-        ? `${(one.ingestSeconds / row.ingestSeconds).toFixed(2)}, ${(one.predictionSeconds / row.predictionSeconds).toFixed(2)} / ${ideal} / ${(0.8 * ideal).toFixed(1)}`
+        ? `${ratios(one, row, 'ingestSeconds')}, ${ratios(one, row, 'predictionSeconds')} / ${ideal} / ${(0.8 * ideal).toFixed(1)}`
         : '';
     const load = row.rounds.flatMap((r) => r.load);
     console.log(
@@ -236,9 +316,20 @@ function report(rows: Row[], here: string): void {
   const reference = rows.find((r) => r.dist !== here);
   if (reference && one) {
     console.log(
-      `single worker against the reference: ingest ${(one.ingestSeconds / reference.ingestSeconds).toFixed(2)}x, prediction ${(one.predictionSeconds / reference.predictionSeconds).toFixed(2)}x its time (below 1: faster)`,
+      `single worker against the reference: ingest ${ratios(one, reference, 'ingestSeconds', true)}x, prediction ${ratios(one, reference, 'predictionSeconds', true)}x its time (below 1: faster)`,
     );
   }
+}
+
+/**
+ * `base`'s seconds over `row`'s (or the inverse): of the medians, then of each round in
+ * parentheses, the two runs of a round being the closest in time, so the least apart in load.
+ */
+function ratios(base: Row, row: Row, step: 'ingestSeconds' | 'predictionSeconds', inverse = false): string {
+  const ratio = (a: number, b: number) => (inverse ? b / a : a / b);
+  if (Number.isNaN(row[step])) return '-';
+  const perRound = row.rounds.map((r, i) => ratio(base.rounds[i]![step], r[step]).toFixed(2));
+  return `${ratio(base[step], row[step]).toFixed(2)}${perRound.length > 1 ? ` (${perRound.join(', ')})` : ''}`;
 }
 
 async function main(): Promise<void> {
