@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -61,6 +61,11 @@ interface Setup {
 
 interface Result extends Setup {
   ingestSeconds: number;
+  /**
+   * CPU seconds the worker processes spent from the upload to the end of ingest: over
+   * `ingestSeconds`, the cores ingest kept busy (a share of the machine's, under others' load).
+   */
+  ingestCpuSeconds: number;
   predictionSeconds: number;
   /** The 1-minute load average before the upload and after the prediction: others' work beside it. */
   load: [number, number];
@@ -83,6 +88,18 @@ function polling(worker: ChildProcess): Promise<void> {
     });
     worker.once('exit', (code) => reject(new Error(`a worker exited (${code}) before it polled`)));
   });
+}
+
+/** User and system CPU seconds of `children` so far, every thread (Linux: /proc). */
+async function cpuSeconds(children: ChildProcess[]): Promise<number> {
+  let ticks = 0;
+  for (const child of children) {
+    const stat = await readFile(`/proc/${child.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  // USER_HZ, 100 on every Linux this runs on.
+  return ticks / 100;
 }
 
 async function stop(children: ChildProcess[]): Promise<void> {
@@ -161,13 +178,21 @@ async function measure(
   try {
     await Promise.all([waitReady(base), ...workers.map(polling)]);
     const loadBefore = loadavg()[0]!;
+    const cpuBefore = await cpuSeconds(workers);
     const sampleId = await upload(base, context.apiKey, context.slide);
     const ingestSeconds = await workflowSeconds(context.client, workflowIds.ingest(sampleId));
+    const ingestCpuSeconds = (await cpuSeconds(workers)) - cpuBefore;
     if (values.profile) await printProfile(context.client, workflowIds.ingest(sampleId));
     const predictionSeconds = steps.has('predict')
       ? await predict(base, context.apiKey, sampleId, context)
       : Number.NaN;
-    const result: Result = { ...setup, ingestSeconds, predictionSeconds, load: [loadBefore, loadavg()[0]!] };
+    const result: Result = {
+      ...setup,
+      ingestSeconds,
+      ingestCpuSeconds,
+      predictionSeconds,
+      load: [loadBefore, loadavg()[0]!],
+    };
     console.log(JSON.stringify(result));
     return result;
   } finally {
@@ -300,7 +325,7 @@ function report(rows: Row[], here: string): void {
     `\nslide ${size} x ${size} px, markers: every one; ${cores} cores; medians of ${rows[0]!.rounds.length} round(s)`,
   );
   console.log(
-    `${pad('setup', 34)} ${pad('ingest s', 18)} ${pad('predict s', 18)} ${pad('load', 14)} speed-up (ingest, predict) / ideal / target`,
+    `${pad('setup', 34)} ${pad('ingest s', 18)} ${pad('ingest cores', 13)} ${pad('predict s', 18)} ${pad('load', 14)} speed-up (ingest, predict) / ideal / target`,
   );
   for (const row of rows) {
     const ideal = Math.min(row.workers, cores);
@@ -309,27 +334,28 @@ function report(rows: Row[], here: string): void {
         ? `${ratios(one, row, 'ingestSeconds')}, ${ratios(one, row, 'predictionSeconds')} / ${ideal} / ${(0.8 * ideal).toFixed(1)}`
         : '';
     const load = row.rounds.flatMap((r) => r.load);
+    // CPU seconds of the workers over ingest's wall time, the median of the rounds.
+    const busyCores = median(row.rounds.map((r) => r.ingestCpuSeconds / r.ingestSeconds)).toFixed(2);
     console.log(
-      `${pad(row.label, 34)} ${pad(seconds(row, 'ingestSeconds'), 18)} ${pad(seconds(row, 'predictionSeconds'), 18)} ${pad(`${Math.min(...load).toFixed(0)} to ${Math.max(...load).toFixed(0)}`, 14)} ${speedUp}`,
+      `${pad(row.label, 34)} ${pad(seconds(row, 'ingestSeconds'), 18)} ${pad(busyCores, 13)} ${pad(seconds(row, 'predictionSeconds'), 18)} ${pad(`${Math.min(...load).toFixed(0)} to ${Math.max(...load).toFixed(0)}`, 14)} ${speedUp}`,
     );
   }
   const reference = rows.find((r) => r.dist !== here);
   if (reference && one) {
     console.log(
-      `single worker against the reference: ingest ${ratios(one, reference, 'ingestSeconds', true)}x, prediction ${ratios(one, reference, 'predictionSeconds', true)}x its time (below 1: faster)`,
+      `single worker against the reference: ingest ${ratios(one, reference, 'ingestSeconds')}x, prediction ${ratios(one, reference, 'predictionSeconds')}x its time (below 1: faster)`,
     );
   }
 }
 
 /**
- * `base`'s seconds over `row`'s (or the inverse): of the medians, then of each round in
- * parentheses, the two runs of a round being the closest in time, so the least apart in load.
+ * `base`'s seconds over `row`'s: of the medians, then of each round in parentheses (a round's
+ * runs are the closest in time, so the least apart in load).
  */
-function ratios(base: Row, row: Row, step: 'ingestSeconds' | 'predictionSeconds', inverse = false): string {
-  const ratio = (a: number, b: number) => (inverse ? b / a : a / b);
+function ratios(base: Row, row: Row, step: 'ingestSeconds' | 'predictionSeconds'): string {
   if (Number.isNaN(row[step])) return '-';
-  const perRound = row.rounds.map((r, i) => ratio(base.rounds[i]![step], r[step]).toFixed(2));
-  return `${ratio(base[step], row[step]).toFixed(2)}${perRound.length > 1 ? ` (${perRound.join(', ')})` : ''}`;
+  const perRound = row.rounds.map((r, i) => (base.rounds[i]![step] / r[step]).toFixed(2));
+  return `${(base[step] / row[step]).toFixed(2)}${perRound.length > 1 ? ` (${perRound.join(', ')})` : ''}`;
 }
 
 async function main(): Promise<void> {
