@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
+import type { PyramidRegion } from '../compute/pyramid';
 import { createSql } from '../db';
 import { grantCredits } from '../db/credits';
 import { migrate } from '../db/migrate';
@@ -28,8 +29,10 @@ import { putChunk } from './upload-protocol';
  * against the ideal min(N, cores) and the target 0.8 of it; with --rounds R each setup runs R
  * times, the order alternating, and the medians are compared.
  *   npm run bench:scale [-- --size 50000 --workers 1,2 --reference ../sps-main --rounds 1
- *                          --auto-segment --storage fs|s3 --logs DIR --profile DIR]
+ *     --steps ingest,predict --profile --auto-segment --storage fs|s3 --logs DIR --cpu-prof DIR]
  *
+ * --steps ingest measures ingest alone; --profile prints each ingest activity's queue wait and
+ * run time from the history (pyramid regions by stage).
  * The slide is uploaded without auto-segmentation, so that the prediction has the workers to
  * itself, as the in-process bench/inference has its process; `--auto-segment` uploads it with
  * the service's default (segmentation starts once ingest ends, beside the prediction).
@@ -37,7 +40,7 @@ import { putChunk } from './upload-protocol';
  * docker-compose.yml runs it) instead of a folder.
  * Each prediction also prints its activities as the Temporal history has them (queued, ran, by
  * band) and the CPU seconds its worker processes spent on it (all threads): where the time of a
- * band goes. `--logs DIR` keeps each worker's log; `--profile DIR` runs the workers with
+ * band goes. `--logs DIR` keeps each worker's log; `--cpu-prof DIR` runs the workers with
  * `node --cpu-prof` into DIR (their main threads: the activities').
  */
 const { values } = parseArgs({
@@ -46,12 +49,19 @@ const { values } = parseArgs({
     workers: { type: 'string', default: '1,2' },
     reference: { type: 'string' },
     rounds: { type: 'string', default: '1' },
+    steps: { type: 'string', default: 'ingest,predict' },
+    profile: { type: 'boolean', default: false },
     'auto-segment': { type: 'boolean', default: false },
     storage: { type: 'string', default: 'fs' },
     logs: { type: 'string' },
-    profile: { type: 'string' },
+    'cpu-prof': { type: 'string' },
   },
 });
+const steps = new Set(values.steps.split(',').map((step) => step.trim()));
+if (!steps.has('ingest') || [...steps].some((step) => step !== 'ingest' && step !== 'predict'))
+  throw new Error(
+    `--steps is ingest or ingest,predict (prediction needs an ingested slide), not ${values.steps}`,
+  );
 const size = Number(values.size);
 const workerCounts = values.workers.split(',').map(Number);
 const MiB = 1024 * 1024;
@@ -68,6 +78,11 @@ interface Setup {
 
 interface Result extends Setup {
   ingestSeconds: number;
+  /**
+   * CPU seconds the worker processes spent from the upload to the end of ingest: over
+   * `ingestSeconds`, the cores ingest kept busy (a share of the machine's, under others' load).
+   */
+  ingestCpuSeconds: number;
   predictionSeconds: number;
   /** The 1-minute load average before the upload and after the prediction: others' work beside it. */
   load: [number, number];
@@ -105,11 +120,16 @@ async function stop(children: ChildProcess[]): Promise<void> {
   );
 }
 
-/** CPU seconds (user and system, every thread) of a running child, from /proc (Linux). */
-function cpuSecondsOf(child: ChildProcess): number {
-  const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  // utime and stime, fields 14 and 15 of stat(5), in clock ticks of 1/100 s.
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+/** CPU seconds (user and system, every thread) of running children so far, from /proc (Linux). */
+function cpuSecondsOf(children: ChildProcess[]): number {
+  let ticks = 0;
+  for (const child of children) {
+    const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime, fields 14 and 15 of stat(5), in clock ticks of 1/100 s.
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks / 100;
 }
 
 /** Each worker's stdout (its log) into DIR/worker-N.log. */
@@ -120,35 +140,38 @@ async function keepLogs(workers: ChildProcess[], dir: string): Promise<void> {
   }
 }
 
-/**
- * The workflow's activities from its history: seconds after the workflow's start when each was
- * scheduled, how long it waited for a worker (the last attempt's), how long it ran, its band, and
- * for a retried one its attempt and the last failure.
- */
-async function activityTimeline(client: Client, workflowId: string): Promise<string[]> {
+/** One activity of a workflow, as its history has it (milliseconds after the workflow's start). */
+interface ActivityRun {
+  /** Its name, with its band (`predictBand band 2`) or pyramid stage (`buildHePyramidRegion 0-1`). */
+  label: string;
+  scheduled: number;
+  started: number;
+  closed: number;
+  attempt: number;
+  lastFailure?: string;
+}
+
+/** Every closed activity of the workflow, from its history, in the order they closed. */
+async function activityHistory(client: Client, workflowId: string): Promise<ActivityRun[]> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = history.events ?? [];
   const at = (event: (typeof events)[number]) =>
     Number(event.eventTime?.seconds ?? 0) * 1000 + (event.eventTime?.nanos ?? 0) / 1e6;
   const start = at(events[0]!);
-  const scheduled = new Map<
-    string,
-    { name: string; band?: number; at: number; started?: number; attempt?: number; lastFailure?: string }
-  >();
-  const lines: string[] = [];
+  const open = new Map<string, Omit<ActivityRun, 'closed'>>();
+  const runs: ActivityRun[] = [];
   for (const event of events) {
-    const id = String(event.eventId);
-    const s = event.activityTaskScheduledEventAttributes;
-    if (s) {
-      const data = s.input?.payloads?.[0]?.data;
-      const input = data ? (JSON.parse(Buffer.from(data).toString()) as { band?: number }) : {};
-      scheduled.set(id, { name: s.activityType?.name ?? '?', band: input.band, at: at(event) });
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled) {
+      const time = at(event) - start;
+      const label = activityLabel(scheduled);
+      open.set(String(event.eventId), { label, scheduled: time, started: time, attempt: 1 });
     }
     const started = event.activityTaskStartedEventAttributes;
     if (started) {
       // Written once the activity closes, for its last attempt: an earlier one's failure is here.
-      Object.assign(scheduled.get(String(started.scheduledEventId))!, {
-        started: at(event),
+      Object.assign(open.get(String(started.scheduledEventId))!, {
+        started: at(event) - start,
         attempt: started.attempt ?? 1,
         lastFailure: started.lastFailure?.message ?? undefined,
       });
@@ -156,16 +179,63 @@ async function activityTimeline(client: Client, workflowId: string): Promise<str
     const closed =
       event.activityTaskCompletedEventAttributes ??
       event.activityTaskFailedEventAttributes ??
-      event.activityTaskTimedOutEventAttributes;
-    if (closed) {
-      const activity = scheduled.get(String(closed.scheduledEventId))!;
-      const ran = activity.started ?? activity.at;
-      lines.push(
-        `${activity.name}${activity.band === undefined ? '' : ` band ${activity.band}`}: at ${((activity.at - start) / 1000).toFixed(1)} s, waited ${((ran - activity.at) / 1000).toFixed(1)} s, ran ${((at(event) - ran) / 1000).toFixed(1)} s${(activity.attempt ?? 1) > 1 ? ` (attempt ${activity.attempt}; the last failed: ${activity.lastFailure})` : ''}`,
-      );
-    }
+      event.activityTaskTimedOutEventAttributes ??
+      event.activityTaskCanceledEventAttributes;
+    if (closed) runs.push({ ...open.get(String(closed.scheduledEventId))!, closed: at(event) - start });
   }
-  return lines;
+  return runs;
+}
+
+/** An activity's name, with its band or its pyramid region's stage, from its input. */
+function activityLabel(scheduled: {
+  activityType?: { name?: string | null } | null;
+  input?: { payloads?: { data?: Uint8Array | null }[] | null } | null;
+}): string {
+  const name = scheduled.activityType?.name ?? '?';
+  const data = scheduled.input?.payloads?.[0]?.data;
+  const input = data
+    ? (JSON.parse(Buffer.from(data).toString()) as { band?: number; region?: PyramidRegion })
+    : {};
+  if (input.region) return `${name} ${input.region.leafLevel}-${input.region.topLevel}`;
+  return input.band === undefined ? name : `${name} band ${input.band}`;
+}
+
+/** A line per activity: when it was scheduled, how long it waited for a worker and ran. */
+function printTimeline(runs: ActivityRun[]): void {
+  const seconds = (ms: number) => (ms / 1000).toFixed(1);
+  for (const run of runs) {
+    const retried = run.attempt > 1 ? ` (attempt ${run.attempt}; the last failed: ${run.lastFailure})` : '';
+    console.log(
+      `  ${run.label}: at ${seconds(run.scheduled)} s, waited ${seconds(run.started - run.scheduled)} s, ran ${seconds(run.closed - run.started)} s${retried}`,
+    );
+  }
+}
+
+/**
+ * Every activity by label: how many ran, when the first was scheduled and the last closed, the
+ * seconds they waited for a worker and ran, summed: where the serial part of the workflow is.
+ */
+function printProfile(runs: ActivityRun[]): void {
+  const byLabel = new Map<
+    string,
+    { count: number; first: number; last: number; wait: number; run: number }
+  >();
+  for (const run of runs) {
+    const label = run.label.replace(/ band \d+$/, '');
+    const row = byLabel.get(label) ?? { count: 0, first: run.scheduled, last: run.closed, wait: 0, run: 0 };
+    row.count += 1;
+    row.first = Math.min(row.first, run.scheduled);
+    row.last = Math.max(row.last, run.closed);
+    row.wait += run.started - run.scheduled;
+    row.run += run.closed - run.started;
+    byLabel.set(label, row);
+  }
+  const seconds = (ms: number, width: number) => (ms / 1000).toFixed(1).padStart(width);
+  console.log('  activity, count, from s, to s, waited s, ran s (summed)');
+  for (const [label, row] of byLabel)
+    console.log(
+      `  ${label.padEnd(28)} ${String(row.count).padStart(4)} ${seconds(row.first, 7)} ${seconds(row.last, 7)} ${seconds(row.wait, 7)} ${seconds(row.run, 7)}`,
+    );
 }
 
 /** Uploads `file` through the resumable protocol; answers the sample's id. */
@@ -237,36 +307,34 @@ async function measure(
     PORT: String(port),
     LOG_LEVEL: 'warn',
   });
-  const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(values.profile)}`] : [];
+  const cpuProf = values['cpu-prof']
+    ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(values['cpu-prof'])}`]
+    : [];
   const workers = Array.from({ length: setup.workers }, () =>
-    startNode(path.join(setup.dist, 'cli', 'worker.js'), env, profile),
+    startNode(path.join(setup.dist, 'cli', 'worker.js'), env, cpuProf),
   );
   if (values.logs) await keepLogs(workers, path.join(values.logs, `setup-${index}`));
   try {
     await Promise.all([waitReady(base), ...workers.map(polling)]);
     const loadBefore = loadavg()[0]!;
+    const cpuBefore = cpuSecondsOf(workers);
     const sampleId = await upload(base, context.apiKey, context.slide);
     const ingestSeconds = await workflowSeconds(context.client, workflowIds.ingest(sampleId));
-    const submitted = await fetch(`${base}/api/v1/predict`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${context.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ uploadId: sampleId, markers: context.markers }),
-    });
-    const { jobId, status } = (await submitted.json()) as { jobId: string; status: string };
-    if (submitted.status !== 202) throw new Error(`POST /predict answered ${submitted.status} ${status}`);
-    const cpuBefore = workers.map(cpuSecondsOf);
-    const predictionSeconds = await workflowSeconds(context.client, workflowIds.prediction(jobId));
-    const cpu = workers.map((worker, k) => cpuSecondsOf(worker) - cpuBefore[k]!);
-    console.log(
-      `${setup.label}: prediction ${predictionSeconds.toFixed(1)} s, worker CPU ${cpu.map((s) => s.toFixed(1)).join(', ')} s`,
-    );
-    for (const line of await activityTimeline(context.client, workflowIds.prediction(jobId)))
-      console.log(`  ${line}`);
-    const job = (await (
-      await fetch(`${base}/api/v1/jobs/${jobId}`, { headers: { authorization: `Bearer ${context.apiKey}` } })
-    ).json()) as { status: string };
-    if (job.status !== 'completed') throw new Error(`the prediction ended ${job.status}`);
-    const result: Result = { ...setup, ingestSeconds, predictionSeconds, load: [loadBefore, loadavg()[0]!] };
+    const ingestCpuSeconds = cpuSecondsOf(workers) - cpuBefore;
+    if (values.profile) {
+      console.log(`${setup.label}: ingest ${ingestSeconds.toFixed(1)} s`);
+      printProfile(await activityHistory(context.client, workflowIds.ingest(sampleId)));
+    }
+    const predictionSeconds = steps.has('predict')
+      ? await predict(base, context.apiKey, sampleId, { ...context, setup, workers })
+      : Number.NaN;
+    const result: Result = {
+      ...setup,
+      ingestSeconds,
+      ingestCpuSeconds,
+      predictionSeconds,
+      load: [loadBefore, loadavg()[0]!],
+    };
     console.log(JSON.stringify(result));
     return result;
   } finally {
@@ -315,6 +383,35 @@ async function objectStorage(): Promise<{
   };
 }
 
+/**
+ * Submits a prediction of every marker and answers its workflow's seconds; prints the workers'
+ * CPU seconds and the activities' timeline.
+ */
+async function predict(
+  base: string,
+  apiKey: string,
+  sampleId: string,
+  context: { markers: string[]; client: Client; setup: Setup; workers: ChildProcess[] },
+): Promise<number> {
+  const submitted = await fetch(`${base}/api/v1/predict`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ uploadId: sampleId, markers: context.markers }),
+  });
+  const { jobId, status } = (await submitted.json()) as { jobId: string; status: string };
+  if (submitted.status !== 202) throw new Error(`POST /predict answered ${submitted.status} ${status}`);
+  const cpuBefore = cpuSecondsOf(context.workers);
+  const seconds = await workflowSeconds(context.client, workflowIds.prediction(jobId));
+  const cpu = cpuSecondsOf(context.workers) - cpuBefore;
+  console.log(`${context.setup.label}: prediction ${seconds.toFixed(1)} s, worker CPU ${cpu.toFixed(1)} s`);
+  printTimeline(await activityHistory(context.client, workflowIds.prediction(jobId)));
+  const job = (await (
+    await fetch(`${base}/api/v1/jobs/${jobId}`, { headers: { authorization: `Bearer ${apiKey}` } })
+  ).json()) as { status: string };
+  if (job.status !== 'completed') throw new Error(`the prediction ended ${job.status}`);
+  return seconds;
+}
+
 async function databaseWithTenant(): Promise<{ url: string; apiKey: string }> {
   const adminUrl = process.env.TEST_DATABASE_URL!;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
@@ -357,30 +454,44 @@ function report(rows: Row[], here: string): void {
   const one = rows.find((r) => r.dist === here && r.workers === 1);
   const pad = (text: string, width: number) => text.padEnd(width);
   const seconds = (row: Row, step: 'ingestSeconds' | 'predictionSeconds') =>
-    `${row[step].toFixed(1)}${row.rounds.length > 1 ? ` (${row.rounds.map((r) => r[step].toFixed(0)).join(', ')})` : ''}`;
+    Number.isNaN(row[step])
+      ? '-'
+      : `${row[step].toFixed(1)}${row.rounds.length > 1 ? ` (${row.rounds.map((r) => r[step].toFixed(0)).join(', ')})` : ''}`;
   console.log(
     `\nslide ${size} x ${size} px, markers: every one; ${cores} cores; medians of ${rows[0]!.rounds.length} round(s)`,
   );
   console.log(
-    `${pad('setup', 34)} ${pad('ingest s', 18)} ${pad('predict s', 18)} ${pad('load', 14)} speed-up (ingest, predict) / ideal / target`,
+    `${pad('setup', 34)} ${pad('ingest s', 18)} ${pad('ingest cores', 13)} ${pad('predict s', 18)} ${pad('load', 14)} speed-up (ingest, predict) / ideal / target`,
   );
   for (const row of rows) {
     const ideal = Math.min(row.workers, cores);
     const speedUp =
       one && row.dist === here
-        ? `${(one.ingestSeconds / row.ingestSeconds).toFixed(2)}, ${(one.predictionSeconds / row.predictionSeconds).toFixed(2)} / ${ideal} / ${(0.8 * ideal).toFixed(1)}`
+        ? `${ratios(one, row, 'ingestSeconds')}, ${ratios(one, row, 'predictionSeconds')} / ${ideal} / ${(0.8 * ideal).toFixed(1)}`
         : '';
     const load = row.rounds.flatMap((r) => r.load);
+    // CPU seconds of the workers over ingest's wall time, the median of the rounds.
+    const busyCores = median(row.rounds.map((r) => r.ingestCpuSeconds / r.ingestSeconds)).toFixed(2);
     console.log(
-      `${pad(row.label, 34)} ${pad(seconds(row, 'ingestSeconds'), 18)} ${pad(seconds(row, 'predictionSeconds'), 18)} ${pad(`${Math.min(...load).toFixed(0)} to ${Math.max(...load).toFixed(0)}`, 14)} ${speedUp}`,
+      `${pad(row.label, 34)} ${pad(seconds(row, 'ingestSeconds'), 18)} ${pad(busyCores, 13)} ${pad(seconds(row, 'predictionSeconds'), 18)} ${pad(`${Math.min(...load).toFixed(0)} to ${Math.max(...load).toFixed(0)}`, 14)} ${speedUp}`,
     );
   }
   const reference = rows.find((r) => r.dist !== here);
   if (reference && one) {
     console.log(
-      `single worker against the reference: ingest ${(one.ingestSeconds / reference.ingestSeconds).toFixed(2)}x, prediction ${(one.predictionSeconds / reference.predictionSeconds).toFixed(2)}x its time (below 1: faster)`,
+      `single worker against the reference: ingest ${ratios(one, reference, 'ingestSeconds')}x, prediction ${ratios(one, reference, 'predictionSeconds')}x its time (below 1: faster)`,
     );
   }
+}
+
+/**
+ * `base`'s seconds over `row`'s: of the medians, then of each round in parentheses (a round's
+ * runs are the closest in time, so the least apart in load).
+ */
+function ratios(base: Row, row: Row, step: 'ingestSeconds' | 'predictionSeconds'): string {
+  if (Number.isNaN(row[step])) return '-';
+  const perRound = row.rounds.map((r, i) => (base.rounds[i]![step] / r[step]).toFixed(2));
+  return `${(base[step] / row[step]).toFixed(2)}${perRound.length > 1 ? ` (${perRound.join(', ')})` : ''}`;
 }
 
 async function main(): Promise<void> {

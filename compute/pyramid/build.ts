@@ -227,6 +227,10 @@ function resumeFrom(resume: PyramidResume | null | undefined, layout: string, to
   return resume.done;
 }
 
+function shardName({ level, y, x }: ShardAddress): string {
+  return `${level}/${y}/${x}`;
+}
+
 /** Chunk-major shard buffers for reuse: allocating 50 MB per shard would churn the GC. */
 class BufferPool {
   private readonly free: Uint8Array[] = [];
@@ -260,6 +264,8 @@ class Build {
   private readonly slideQueue: ShardAddress[];
   private slideCursor = 0;
   private prefetch: { at: ShardAddress; pixels: Promise<RgbImage> } | undefined;
+  /** Read-backs started while the sibling before them is averaged, by `shardName`. */
+  private readonly readAhead = new Map<string, Promise<Made>>();
   private readonly inFlight: Promise<void>[] = [];
   private readonly finished = new Set<number>();
   /** Next rank in traversal order. */
@@ -296,7 +302,7 @@ class Build {
       while (this.inFlight.length > 0) await this.inFlight.shift();
     } finally {
       // Nothing may still be writing once the build has settled, failed or not.
-      await Promise.allSettled([...this.inFlight, this.prefetch?.pixels]);
+      await Promise.allSettled([...this.inFlight, this.prefetch?.pixels, ...this.readAhead.values()]);
     }
     this.options.onProgress?.(this.progress());
   }
@@ -318,8 +324,11 @@ class Build {
         await this.readSlide(node, pixels);
       }
     } else {
-      for (const child of this.tree.children(node)) {
-        const made = await this.visit(child, written);
+      const children = this.tree.children(node);
+      for (const [index, child] of children.entries()) {
+        const visiting = this.visit(child, written);
+        this.readAheadAfter(children[index + 1], written);
+        const made = await visiting;
         if (!made) continue;
         // Taken at the first child, not before the walk down: a chain of single-shard levels
         // then holds two buffers, not one per level.
@@ -336,7 +345,26 @@ class Build {
     return undefined;
   }
 
+  /**
+   * Starts reading back `next`, the sibling after the child being visited, when it is
+   * one the walk will read back (below the floor, stored and needed): its fetch and
+   * decompression then run on the I/O and libuv threads while this one is averaged. One at a
+   * time, so a region holds at most one shard more.
+   */
+  private readAheadAfter(next: ShardAddress | undefined, needed: boolean): void {
+    if (!next || !needed || next.level >= this.floor || !this.tree.isWritten(next)) return;
+    const made = this.readBack(next);
+    // Awaited when the walk reaches `next`, or settled in `run`'s finally if it never does.
+    made.catch(() => {});
+    this.readAhead.set(shardName(next), made);
+  }
+
   private async readBack(node: ShardAddress): Promise<Made> {
+    const ahead = this.readAhead.get(shardName(node));
+    if (ahead) {
+      this.readAhead.delete(shardName(node));
+      return ahead;
+    }
     const pixels = this.pool.take();
     await this.arrays[node.level]!.readShard(this.options.sink, node.y, node.x, pixels, this.options.signal);
     return { pixels, written: Promise.resolve() };

@@ -153,7 +153,10 @@ export interface PyramidStage {
  * rows from the slide and builds `bandLevels` levels above them; each next stage reads the
  * rows the one before wrote and builds `bandLevels` more, until the last level. Region `r` of
  * a stage reads regions `r * 2 ** bandLevels` up to the next multiple of the stage before,
- * so it can start once those are done. A `bandLevels` at least the root's level is one region.
+ * so it can start once those are done. A stage that would be a single region builds every
+ * level left, up to the root: one region could not be spread over workers anyway, and a chain
+ * of them would pay an activity and a read-back of its leaf level each. A `bandLevels` at
+ * least the root's level is one region.
  */
 export function pyramidStages(
   widthPx: number,
@@ -169,7 +172,8 @@ export function pyramidStages(
   const stages: PyramidStage[] = [];
   let leafLevel = 0;
   do {
-    const topLevel = Math.min(leafLevel + bandLevels, tree.rootLevel);
+    const band = Math.min(leafLevel + bandLevels, tree.rootLevel);
+    const topLevel = tree.coverY(band) === 1 ? tree.rootLevel : band;
     stages.push({ leafLevel, topLevel, rows: tree.coverY(topLevel) });
     leafLevel = topLevel;
   } while (leafLevel < last);
