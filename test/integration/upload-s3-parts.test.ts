@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { Readable } from 'node:stream';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
@@ -12,7 +13,8 @@ import { startStack, type TestStack } from '../support/stack';
  * while S3 stores the one before. These tests hold it to the exact bytes wherever that layout
  * could go wrong: a chunk cut off after some of its parts were stored and resumed in chunks of
  * other sizes, a chunk sent again, small chunks joining the first part of the chunk that fills
- * them, and a client that disconnects mid-chunk through the HTTP protocol.
+ * them, and a client that disconnects mid-chunk through the HTTP protocol; and the parts go
+ * over kept-alive connections (the SDK's `Expect: 100-continue` would open one per part).
  */
 const MiB = 1024 * 1024;
 /** Socket-sized pieces: a request's body arrives in them. */
@@ -112,6 +114,31 @@ describe('S3 chunks sent as several parts', () => {
     await expectPublished('long/slide.svs', bytes, 3);
   }, 120_000);
 });
+
+/** Connections to or from `port` that were closed in the last minute (Linux keeps them in TIME-WAIT). */
+async function closedConnections(port: number): Promise<number> {
+  let count = 0;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    const lines = (await readFile(table, 'utf8').catch(() => '')).split('\n').slice(1);
+    for (const line of lines) {
+      const [, local, remote, state] = line.trim().split(/\s+/);
+      const ports = [local, remote].map((address) => Number.parseInt(address?.split(':')[1] ?? '', 16));
+      if (state === '06' && ports.includes(port)) count++;
+    }
+  }
+  return count;
+}
+
+test('the parts of a chunk go over kept-alive connections, not one each', async () => {
+  const port = Number(new URL(minio.options.endpoint!).port);
+  const bytes = randomBytes(64 * MiB);
+  const begun = await store.uploads.begin('kept-alive/slide.svs', { sizeBytes: bytes.length });
+  const before = await closedConnections(port);
+  // Four parts of 16 MiB; a connection per part would leave four closed ones behind.
+  await store.uploads.complete(await write(begun, bytes, 0, bytes.length));
+  expect((await closedConnections(port)) - before).toBeLessThan(4);
+  await expectPublished('kept-alive/slide.svs', bytes, 4);
+}, 120_000);
 
 describe('the resumable protocol on S3', () => {
   let stack: TestStack;
