@@ -21,7 +21,9 @@ import { generated, putChunk } from './upload-protocol';
  * and the API process's peak RSS, for a small and a large file, on the filesystem backend and
  * on S3 (MinIO on the same disk). The reference is a plain streamed write of the same bytes to
  * the same disk, in the same run; the same write with one fsync at its end is printed beside
- * it, as the upload syncs every chunk. Run with
+ * it, as the upload syncs every chunk. How long the client waits for each intermediate chunk's
+ * 308 after sending its last byte (the time the upload spends storing what is left of a
+ * chunk, idle on the client's side) is printed too. Run with
  * `npm run bench:upload [-- --size-mib 2048 --chunk-mib 64 --backends fs,s3]`.
  */
 const MiB = 1024 * 1024;
@@ -105,6 +107,7 @@ async function run(backend: Backend, label: string, bytes: number, sqlUrl: strin
     const apiCpuBefore = await cpuSeconds(api.pid!);
     const started = performance.now();
     let lastByteSentAt = 0;
+    const answerWaits: number[] = [];
     for (let offset = 0; offset < bytes; offset += chunkMib * MiB) {
       const length = Math.min(chunkMib * MiB, bytes - offset);
       const onSent = () => {
@@ -113,7 +116,9 @@ async function run(backend: Backend, label: string, bytes: number, sqlUrl: strin
       const status = await putChunk(upload.uploadUrl, offset, length, bytes, generated(length), onSent);
       if (status !== (offset + length === bytes ? 200 : 308))
         throw new Error(`chunk at ${offset}: HTTP ${status}`);
+      if (status === 308) answerWaits.push(performance.now() - lastByteSentAt);
     }
+    answerWaits.sort((a, b) => a - b);
     // Complete: the object whole at its key and the hash of its bytes recorded.
     for (;;) {
       const [row] = await sql`SELECT content_sha256_checked FROM samples WHERE id = ${upload.id}`;
@@ -133,6 +138,10 @@ async function run(backend: Backend, label: string, bytes: number, sqlUrl: strin
       durableReferenceMibPerSecond: mib / durableReference,
       durableRatio: durableReference / ((lastByteSentAt - started) / 1000),
       completeAfterLastByteSeconds: (completedAt - lastByteSentAt) / 1000,
+      answerWaitMs: {
+        median: answerWaits[answerWaits.length >> 1] ?? 0,
+        max: answerWaits[answerWaits.length - 1] ?? 0,
+      },
       apiPeakRssMib: await peakRssMiB(api.pid!),
       apiCpuSecondsPerGib: apiCpu / (mib / 1024),
     };
@@ -230,6 +239,7 @@ async function main() {
       'reference+fsync MiB/s': row.durableReferenceMibPerSecond.toFixed(1),
       'upload/reference+fsync': row.durableRatio.toFixed(2),
       'last byte to complete s': row.completeAfterLastByteSeconds.toFixed(2),
+      '308 after last byte ms (median/max)': `${row.answerWaitMs.median.toFixed(0)}/${row.answerWaitMs.max.toFixed(0)}`,
       'API peak RSS MiB': row.apiPeakRssMib.toFixed(0),
       'API CPU s/GiB': row.apiCpuSecondsPerGib.toFixed(2),
     })),

@@ -17,9 +17,17 @@ import {
 import type { InPlaceUploads, ObjectInfo } from './types';
 import { type BaseUploadState, checkChunk, decodeState, encodeState, exactly } from './upload-state';
 
+const MiB = 1024 * 1024;
 /** S3's least part but the last, and its most parts in one upload. */
-const MIN_PART_BYTES = 5 * 1024 * 1024;
+const MIN_PART_BYTES = 5 * MiB;
 const MAX_PARTS = 10_000;
+/**
+ * A chunk is sent as parts of about this size, so that S3 stores one while the next arrives
+ * and only the last part's storing is left after the chunk's last byte.
+ */
+const SUB_PART_BYTES = 16 * MiB;
+/** Parts of one chunk sent and not yet answered at once. */
+const PARTS_IN_FLIGHT = 4;
 
 interface S3UploadState extends BaseUploadState {
   contentType?: string;
@@ -61,6 +69,47 @@ async function collect(chunks: AsyncIterable<Buffer>): Promise<Buffer> {
 }
 
 /**
+ * The sizes of the parts that `total` bytes are sent as: as many of `size` bytes as fit, the
+ * first taking the rest (so every part but a lone one holds at least `size`, and the last,
+ * whose storing is awaited after the last byte, is no larger than the others). The same bytes
+ * always split the same way, so a chunk sent again rewrites the same parts.
+ */
+export function partSizes(total: number, size: number): number[] {
+  const count = Math.max(1, Math.floor(total / size));
+  return [total - (count - 1) * size, ...Array.from({ length: count - 1 }, () => size)];
+}
+
+/**
+ * Cuts `body` into consecutive spans: each `take(length)` streams the next `length` bytes, and
+ * the last span also reads on to the end of `body`, so that its checks (a body too long)
+ * still run. Spans are taken one after the other, never at once.
+ */
+function spans(body: AsyncIterable<Buffer>) {
+  const iterator = body[Symbol.asyncIterator]();
+  let rest: Buffer | undefined;
+  return async function* take(length: number, last: boolean): AsyncGenerator<Buffer, void, undefined> {
+    let left = length;
+    while (left > 0) {
+      let piece = rest;
+      rest = undefined;
+      if (piece === undefined) {
+        const next = await iterator.next();
+        if (next.done) return;
+        piece = next.value;
+      }
+      if (piece.length > left) {
+        rest = piece.subarray(left);
+        piece = piece.subarray(0, left);
+      }
+      left -= piece.length;
+      yield piece;
+    }
+    if (last && !(await iterator.next()).done)
+      throw new Error(`the bytes run past their ${length}-byte part`);
+  };
+}
+
+/**
  * A multipart upload: a chunk of at least `partBytes` (or the last) becomes one part as it
  * streams in; smaller chunks wait as piece objects until they and the chunk that fills the
  * group are sent as one part. The server joins the parts when the upload completes.
@@ -80,33 +129,90 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
     }
   }
 
-  async function uploadPart(state: S3UploadState, body: AsyncIterable<Buffer>, length: number) {
+  /**
+   * Sends one part; `streamed` answers true once its last byte is handed to the client, false
+   * when the send failed first; `answered` once S3 has stored the part. `abort` stops a part still
+   * streaming; one whose bytes are all sent is left to finish, so that no part lands after
+   * `write` has answered.
+   */
+  function sendPart(state: S3UploadState, PartNumber: number, body: AsyncIterable<Buffer>, length: number) {
     // A body that fails (its client went away) aborts the send instead of failing the stream:
     // the SDK re-emits a stream's error on a stream of its own that nothing listens to.
     const abort = new AbortController();
     let failure: unknown;
+    let allSent = false;
+    let onStreamed = (_sent: boolean) => {};
+    const streamed = new Promise<boolean>((resolve) => {
+      onStreamed = resolve;
+    });
     const guarded = async function* () {
       try {
         yield* body;
+        allSent = true;
       } catch (err) {
         failure = err;
         abort.abort(err);
       }
+      onStreamed(allSent);
     };
     const command = new UploadPartCommand({
       Bucket,
       Key: context.objectKey(state.key),
       UploadId: state.uploadId!,
-      PartNumber: state.parts + 1,
+      PartNumber,
       ContentLength: length,
       Body: Readable.from(guarded()),
     });
-    try {
-      await client.send(command, { abortSignal: abort.signal });
-    } catch (err) {
-      if (failure !== undefined) throw failure;
-      translate(err);
+    const answered = client.send(command, { abortSignal: abort.signal }).then(
+      () => undefined,
+      (err: unknown) => {
+        onStreamed(false);
+        if (failure !== undefined) throw failure;
+        return translate(err);
+      },
+    );
+    const stop = (reason: unknown) => {
+      if (!allSent) abort.abort(reason);
+    };
+    return { streamed, answered, stop };
+  }
+
+  /**
+   * Sends `bytes` as parts of the given sizes, numbered on from the recorded ones: each part
+   * starts as soon as the one before it has all its bytes sent, so S3 stores a part while the
+   * next still arrives, and only the last part's answer is awaited after the last byte.
+   * Answers once every part is stored; on a failure, once none can land any more.
+   */
+  async function sendParts(state: S3UploadState, bytes: AsyncIterable<Buffer>, sizes: number[]) {
+    const take = spans(bytes);
+    const answers: Promise<void>[] = [];
+    const waiting = new Set<Promise<void>>();
+    let failure: { err: unknown } | undefined;
+    let streaming: ReturnType<typeof sendPart> | undefined;
+    for (const [index, size] of sizes.entries()) {
+      while (failure === undefined && waiting.size >= PARTS_IN_FLIGHT) await Promise.race(waiting);
+      if (failure !== undefined) break;
+      const part = sendPart(state, state.parts + 1 + index, take(size, index === sizes.length - 1), size);
+      streaming = part;
+      const settled: Promise<void> = part.answered.then(
+        () => {
+          waiting.delete(settled);
+        },
+        (err: unknown) => {
+          waiting.delete(settled);
+          failure ??= { err };
+          streaming?.stop(err);
+        },
+      );
+      answers.push(settled);
+      waiting.add(settled);
+      const sent = await Promise.race([part.streamed, settled.then(() => false)]);
+      streaming = undefined;
+      if (!sent) break;
     }
+    await Promise.all(answers);
+    if (failure !== undefined) throw failure.err;
+    if (answers.length !== sizes.length) throw new Error('a part stopped before its last byte');
   }
 
   async function deletePieces(state: S3UploadState, offsets: number[]): Promise<void> {
@@ -220,11 +326,12 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
           yield* pieceBytes(state);
           yield* exactly(body, length);
         };
-        await uploadPart(state, bytes(), pending + length);
+        const sizes = partSizes(pending + length, Math.max(state.partBytes, SUB_PART_BYTES));
+        await sendParts(state, bytes(), sizes);
         return encodeState({
           ...state,
           offset: end,
-          parts: state.parts + 1,
+          parts: state.parts + sizes.length,
           pieces: [],
           spent: state.pieces,
         });

@@ -111,7 +111,10 @@ function createClient(options: S3StoreOptions): S3Client {
   const { endpoint, region, forcePathStyle, accessKeyId, secretAccessKey } = options;
   const credentials =
     accessKeyId !== undefined && secretAccessKey !== undefined ? { accessKeyId, secretAccessKey } : undefined;
-  return new S3Client({ endpoint, region, forcePathStyle, credentials });
+  // No `Expect: 100-continue`: the SDK adds it to bodies of 2 MB and more, and sends each such
+  // request on a fresh connection that it closes after (every upload part a new TCP, and on
+  // AWS TLS, handshake) and only after a round trip for the server's 100.
+  return new S3Client({ endpoint, region, forcePathStyle, credentials, expectContinueHeader: false });
 }
 
 function normalizePrefix(prefix: string | undefined): string {
