@@ -110,9 +110,10 @@ function spans(body: AsyncIterable<Buffer>) {
 }
 
 /**
- * A multipart upload: a chunk of at least `partBytes` (or the last) becomes one part as it
- * streams in; smaller chunks wait as piece objects until they and the chunk that fills the
- * group are sent as one part. The server joins the parts when the upload completes.
+ * A multipart upload: a chunk of at least `partBytes` (or the last) becomes parts of about
+ * `SUB_PART_BYTES` as it streams in; smaller chunks wait as piece objects until they and the
+ * chunk that fills the group are sent together. The server joins the parts when the upload
+ * completes.
  */
 export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
   const { client, Bucket, translate } = context;
