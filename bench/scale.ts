@@ -14,8 +14,7 @@ import { grantCredits } from '../db/credits';
 import { migrate } from '../db/migrate';
 import { markerCatalog } from '../models/registry';
 import { workflowIds } from '../schemas/temporal';
-import { ensureBucket } from '../storage';
-import { startMinio } from '../test/support/minio';
+import { startMinioBucket } from '../test/support/minio-bucket';
 import { waitReady } from './api-process';
 import { writeSyntheticSvs } from './synthetic-svs';
 import { putChunk } from './upload-protocol';
@@ -351,36 +350,8 @@ async function objectStorage(): Promise<{
     return { storage: { STORAGE_FS_ROOT: path.join(scratch, 'objects') }, stopStorage: async () => {} };
   }
   if (values.storage !== 's3') throw new RangeError(`--storage ${values.storage}: fs or s3`);
-  const minio = await startMinio();
-  const s3 = {
-    endpoint: minio.endpoint,
-    region: 'us-east-1',
-    bucket: 'bench-scale',
-    accessKeyId: minio.accessKeyId,
-    secretAccessKey: minio.secretAccessKey,
-    forcePathStyle: true,
-  };
-  // A MinIO just started may answer 503 until its drives are ready.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await ensureBucket(s3);
-      break;
-    } catch (err) {
-      if (attempt === 20) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
-  }
-  return {
-    storage: {
-      STORAGE_BACKEND: 's3',
-      S3_BUCKET: s3.bucket,
-      S3_ENDPOINT: s3.endpoint,
-      S3_ACCESS_KEY_ID: s3.accessKeyId,
-      S3_SECRET_ACCESS_KEY: s3.secretAccessKey,
-      S3_FORCE_PATH_STYLE: 'true',
-    },
-    stopStorage: minio.stop,
-  };
+  const bucket = await startMinioBucket('bench-scale');
+  return { storage: bucket.environment, stopStorage: bucket.stop };
 }
 
 /**

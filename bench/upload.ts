@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -10,8 +9,8 @@ import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
-import { createObjectStore, ensureBucket, type ObjectStoreConfig, type S3StoreOptions } from '../storage';
-import { startMinio } from '../test/support/minio';
+import { createObjectStore, type ObjectStoreConfig } from '../storage';
+import { startMinioBucket } from '../test/support/minio-bucket';
 import { waitReady } from './api-process';
 import { generated, putChunk } from './upload-protocol';
 
@@ -165,38 +164,9 @@ async function backends(names: string[]): Promise<{ list: Backend[]; stop: () =>
     });
   }
   if (names.includes('s3')) {
-    const minio = await startMinio();
-    stop = minio.stop;
-    const s3: S3StoreOptions = {
-      endpoint: minio.endpoint,
-      region: 'us-east-1',
-      bucket: `bench-upload-${randomBytes(4).toString('hex')}`,
-      accessKeyId: minio.accessKeyId,
-      secretAccessKey: minio.secretAccessKey,
-      forcePathStyle: true,
-    };
-    // A MinIO just started may answer 503 until its drives are ready.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await ensureBucket(s3);
-        break;
-      } catch (err) {
-        if (attempt === 20) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    }
-    list.push({
-      name: 's3',
-      env: {
-        STORAGE_BACKEND: 's3',
-        S3_BUCKET: s3.bucket,
-        S3_ENDPOINT: minio.endpoint,
-        S3_ACCESS_KEY_ID: minio.accessKeyId,
-        S3_SECRET_ACCESS_KEY: minio.secretAccessKey,
-        S3_FORCE_PATH_STYLE: 'true',
-      },
-      store: { backend: 's3', s3 },
-    });
+    const bucket = await startMinioBucket('bench-upload');
+    stop = bucket.stop;
+    list.push({ name: 's3', env: bucket.environment, store: { backend: 's3', s3: bucket.options } });
   }
   return { list, stop };
 }
