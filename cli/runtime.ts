@@ -12,6 +12,7 @@ import {
   ScheduleNotFoundError,
   type ScheduleOptions,
   ScheduleOverlapPolicy,
+  WorkflowNotFoundError,
 } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
@@ -136,6 +137,25 @@ export async function ensureSchedules(
       await client.schedule.getHandle(idOf(retired)).delete();
     } catch (err) {
       if (!(err instanceof ScheduleNotFoundError)) throw err;
+    }
+    await terminateRetiredRuns(client, idOf(retired));
+  }
+}
+
+/**
+ * Ends the runs a retired Schedule started that are still open: their workflow type is gone
+ * from the bundle, so every task they get fails and they would stay running for ever.
+ */
+async function terminateRetiredRuns(client: Client, scheduleId: string): Promise<void> {
+  const query = `TemporalScheduledById = '${scheduleId}' AND ExecutionStatus = 'Running'`;
+  for await (const run of client.workflow.list({ query })) {
+    try {
+      await client.workflow
+        .getHandle(run.workflowId, run.runId)
+        .terminate(`its Schedule ${scheduleId} is retired`);
+    } catch (err) {
+      // Closed since it was listed.
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
   }
 }
