@@ -6,6 +6,7 @@ import { Readable } from 'node:stream';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { startMinioBucket } from '../support/minio-bucket';
+import { bodyPieces } from '../support/uploads';
 
 /**
  * The in-place upload contract (`ObjectStore.uploads`), run against both backends: chunks land
@@ -24,7 +25,6 @@ interface Harness {
 const MiB = 1024 * 1024;
 const KiB256 = 256 * 1024;
 /** Socket-sized pieces: a request's body arrives in them. */
-const PIECE = 64 * 1024;
 
 async function startFsHarness(): Promise<Harness> {
   const root = await mkdtemp(path.join(tmpdir(), 'sps-in-place-'));
@@ -68,18 +68,6 @@ async function upload(store: ObjectStore, key: string, bytes: Buffer, sizes: num
     offset += length;
   }
   return state;
-}
-
-/** `bytes` in socket-sized pieces, failing with `failAt` bytes sent when given. */
-function pieces(bytes: Buffer, failAt?: number): Readable {
-  return Readable.from(
-    (async function* () {
-      for (let at = 0; at < bytes.length; at += PIECE) {
-        if (failAt !== undefined && at >= failAt) throw new Error('the client went away');
-        yield bytes.subarray(at, at + PIECE);
-      }
-    })(),
-  );
 }
 
 function inPlaceContract(start: () => Promise<Harness>) {
@@ -196,7 +184,7 @@ function inPlaceContract(start: () => Promise<Harness>) {
     let state = await store.uploads.begin('large-a/slide.svs', { sizeBytes: bytes.length });
     let offset = 0;
     for (const length of chunks) {
-      const body = pieces(bytes.subarray(offset, offset + length));
+      const body = bodyPieces(bytes.subarray(offset, offset + length));
       state = await store.uploads.write(state, { offset, length, body });
       offset += length;
     }
@@ -211,15 +199,15 @@ function inPlaceContract(start: () => Promise<Harness>) {
     const bytes = randomBytes(48 * MiB);
     const begun = await store.uploads.begin('large-b/slide.svs', { sizeBytes: bytes.length });
     const length = bytes.length;
-    const cut = store.uploads.write(begun, { offset: 0, length, body: pieces(bytes, 20 * MiB) });
+    const cut = store.uploads.write(begun, { offset: 0, length, body: bodyPieces(bytes, 20 * MiB) });
     await expect(cut).rejects.toThrow();
     const long = store.uploads.write(begun, {
       offset: 0,
       length: length - MiB,
-      body: pieces(bytes),
+      body: bodyPieces(bytes),
     });
     await expect(long).rejects.toThrow();
-    const state = await store.uploads.write(begun, { offset: 0, length, body: pieces(bytes) });
+    const state = await store.uploads.write(begun, { offset: 0, length, body: bodyPieces(bytes) });
     await store.uploads.complete(state);
     expect(Buffer.from((await store.get('large-b/slide.svs'))!).equals(bytes)).toBe(true);
     expect(await harness.leftovers()).toEqual([]);

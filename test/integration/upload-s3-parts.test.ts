@@ -1,12 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
-import { Readable } from 'node:stream';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { apiClient } from '../support/http';
 import { type MinioBucket, startMinioBucket } from '../support/minio-bucket';
 import { startStack, type TestStack } from '../support/stack';
+import { bodyPieces } from '../support/uploads';
 
 /**
  * The S3 backend sends each chunk as several parts (at least 16 MiB each), the next streaming
@@ -18,7 +18,6 @@ import { startStack, type TestStack } from '../support/stack';
  */
 const MiB = 1024 * 1024;
 /** Socket-sized pieces: a request's body arrives in them. */
-const PIECE = 64 * 1024;
 
 let minio: MinioBucket;
 let store: ObjectStore;
@@ -37,21 +36,9 @@ async function partsOf(key: string): Promise<number> {
   return Number(/-(\d+)"$/.exec(listed.Contents?.[0]?.ETag ?? '')?.[1] ?? 1);
 }
 
-/** `bytes` in socket-sized pieces, failing once `failAt` bytes are sent when given. */
-function pieces(bytes: Buffer, failAt?: number): Readable {
-  return Readable.from(
-    (async function* () {
-      for (let at = 0; at < bytes.length; at += PIECE) {
-        if (failAt !== undefined && at >= failAt) throw new Error('the client went away');
-        yield bytes.subarray(at, at + PIECE);
-      }
-    })(),
-  );
-}
-
 /** Writes `bytes[offset, offset + length)` as one chunk. */
 function write(state: string, bytes: Buffer, offset: number, length: number, failAt?: number) {
-  const body = pieces(bytes.subarray(offset, offset + length), failAt);
+  const body = bodyPieces(bytes.subarray(offset, offset + length), failAt);
   return store.uploads.write(state, { offset, length, body });
 }
 
@@ -107,7 +94,7 @@ describe('S3 chunks sent as several parts', () => {
     const long = store.uploads.write(begun, {
       offset: 0,
       length: 40 * MiB,
-      body: pieces(bytes),
+      body: bodyPieces(bytes),
     });
     await expect(long).rejects.toThrow();
     await store.uploads.complete(await write(begun, bytes, 0, bytes.length));

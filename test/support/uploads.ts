@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import type { apiClient } from './http';
 
 const CHUNK_BYTES = 1 << 20;
@@ -54,3 +55,18 @@ export async function uploadFile(
 }
 
 export const SHARED_WSI = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'wsi');
+
+/** A client's socket-sized reads of an upload body. */
+const BODY_PIECE_BYTES = 64 * 1024;
+
+/** `bytes` as a client's body in socket-sized pieces, failing once `failAt` bytes are sent. */
+export function bodyPieces(bytes: Buffer, failAt?: number): Readable {
+  return Readable.from(
+    (async function* () {
+      for (let at = 0; at < bytes.length; at += BODY_PIECE_BYTES) {
+        if (failAt !== undefined && at >= failAt) throw new Error('the client went away');
+        yield bytes.subarray(at, at + BODY_PIECE_BYTES);
+      }
+    })(),
+  );
+}
