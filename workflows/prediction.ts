@@ -29,10 +29,13 @@ export async function predictionWorkflow(
   const compute = computeActivities({
     maximumAttempts: 5,
     waitForCancellation: true,
-    // The plan takes a second; on `compute` it waited behind other jobs' long steps (a
-    // segmentation's bands hold every slot for minutes) while the inference slot its bands take
-    // next stood idle.
-    alsoOnInference: patched('plan-job-on-inference') ? ['planJob'] : [],
+    // The plan before the bands and the postprocessing after them: on `compute` each waited
+    // behind other jobs' long steps (a segmentation's bands hold every slot for minutes) while
+    // the inference slot the bands take stood idle.
+    alsoOnInference: [
+      ...(patched('plan-job-on-inference') ? (['planJob'] as const) : []),
+      ...(patched('postprocess-on-inference') ? (['postprocessJob'] as const) : []),
+    ],
   });
   const state = operatorState('queued');
   const steps = cancellableByOperator();

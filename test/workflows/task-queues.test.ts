@@ -7,7 +7,7 @@ import { startTimeSkipping, withWorkers } from '../support/time-skipping';
 
 /**
  * Which task queue each step of a prediction lands on (workflows/proxies.ts): the model's
- * steps and the plan before them on `inference`, the other heavy ones on `compute`, the
+ * steps, the plan before them and the postprocessing after them on `inference`, the
  * settlement on the workflow's own `io` queue. The stand-in activities record the queue their worker polled.
  */
 let env: TestWorkflowEnvironment;
@@ -19,7 +19,7 @@ afterAll(async () => {
   await env?.teardown();
 });
 
-test('a prediction runs its model steps and its plan on inference, the rest on compute and io', async () => {
+test('a prediction runs its model steps, its plan and its postprocessing on inference, the rest on io', async () => {
   const ranOn: Record<string, string> = {};
   const record =
     <T>(step: keyof Activities, answer: T) =>
@@ -50,7 +50,7 @@ test('a prediction runs its model steps and its plan on inference, the rest on c
     priceJobOnReadySample: 'io',
     planJob: 'inference',
     predictJob: 'inference',
-    postprocessJob: 'compute',
+    postprocessJob: 'inference',
     finishJob: 'io',
     refreshSegmentationMarkers: 'io',
   });
