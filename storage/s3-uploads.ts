@@ -162,6 +162,8 @@ export function createS3Uploads(context: S3UploadsContext): InPlaceUploads {
       UploadId: state.uploadId!,
       PartNumber,
       ContentLength: length,
+      // A streamed body is sent unsigned: its CRC32, in a trailer, is what S3 checks it against.
+      ChecksumAlgorithm: 'CRC32',
       Body: Readable.from(guarded()),
     });
     const answered = client.send(command, { abortSignal: abort.signal }).then(

@@ -114,7 +114,16 @@ function createClient(options: S3StoreOptions): S3Client {
   // No `Expect: 100-continue`: the SDK adds it to bodies of 2 MB and more, and sends each such
   // request on a fresh connection that it closes after (every upload part a new TCP, and on
   // AWS TLS, handshake) and only after a round trip for the server's 100.
-  return new S3Client({ endpoint, region, forcePathStyle, credentials, expectContinueHeader: false });
+  // Checksums only where asked: a body in memory is already signed with its SHA-256, which the
+  // server checks; a streamed upload part asks for its CRC32 itself (s3-uploads.ts).
+  return new S3Client({
+    endpoint,
+    region,
+    forcePathStyle,
+    credentials,
+    expectContinueHeader: false,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+  });
 }
 
 function normalizePrefix(prefix: string | undefined): string {

@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
-import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { crc32 } from 'node:zlib';
+import { ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand } from '@aws-sdk/client-s3';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { apiClient } from '../support/http';
 import { type MinioBucket, startMinioBucket } from '../support/minio-bucket';
@@ -101,6 +102,24 @@ describe('S3 chunks sent as several parts', () => {
     await expectPublished('long/slide.svs', bytes, 3);
   }, 120_000);
 });
+
+test('each part streams with its CRC32, which S3 checks and keeps', async () => {
+  const bytes = randomBytes(40 * MiB);
+  const begun = await store.uploads.begin('checked/slide.svs', { sizeBytes: bytes.length });
+  const written = await write(begun, bytes, 0, 24 * MiB);
+  const Bucket = minio.options.bucket;
+  const Key = 'parts/checked/slide.svs';
+  const { Uploads } = await minio.client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: Key }));
+  const { Parts } = await minio.client.send(
+    new ListPartsCommand({ Bucket, Key, UploadId: Uploads?.[0]?.UploadId }),
+  );
+  // 24 MiB goes as one part: a second would be under S3's least size.
+  const checksum = (part: Buffer) =>
+    Buffer.from(crc32(part).toString(16).padStart(8, '0'), 'hex').toString('base64');
+  expect(Parts?.map((part) => part.ChecksumCRC32)).toEqual([checksum(bytes.subarray(0, 24 * MiB))]);
+  await store.uploads.complete(await write(written, bytes, 24 * MiB, 16 * MiB));
+  await expectPublished('checked/slide.svs', bytes, 2);
+}, 120_000);
 
 /** Connections to or from `port` that were closed in the last minute (Linux keeps them in TIME-WAIT). */
 async function closedConnections(port: number): Promise<number> {

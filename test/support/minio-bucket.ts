@@ -10,6 +10,8 @@ export interface MinioBucket {
   environment: Record<string, string>;
   /** A client of its own, to look behind the store. */
   client: S3Client;
+  /** MinIO's process. */
+  minioPid: number;
   /** What the uploads left besides published objects: multipart uploads and staged pieces. */
   uploadLeftovers(): Promise<string[]>;
   stop(): Promise<void>;
@@ -60,6 +62,7 @@ export async function startMinioBucket(name: string, prefix?: string): Promise<M
       S3_FORCE_PATH_STYLE: 'true',
     },
     client,
+    minioPid: minio.pid,
     async uploadLeftovers() {
       const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket }));
       const staged = await client.send(new ListObjectsV2Command({ Bucket, Prefix: staging }));

@@ -13,6 +13,8 @@ const STOP_LIMIT_MS = 10_000;
 
 export interface MinioServer {
   endpoint: string;
+  /** The server's process, for benches that read its CPU. */
+  pid: number;
   accessKeyId: string;
   secretAccessKey: string;
   stop(): Promise<void>;
@@ -115,5 +117,5 @@ export async function startMinio(): Promise<MinioServer> {
     await stop();
     throw err;
   }
-  return { endpoint, accessKeyId, secretAccessKey, stop };
+  return { endpoint, pid: child.pid!, accessKeyId, secretAccessKey, stop };
 }

@@ -1,0 +1,137 @@
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { createObjectStore } from '../storage';
+import { startMinioBucket } from '../test/support/minio-bucket';
+import { cpuSeconds } from './cpu';
+
+/**
+ * The CPU a worker spends per GiB it stores on S3 in shard-sized objects (PutObject of bodies in
+ * memory, as prediction and ingest write shards), through the S3 store against a client with the
+ * SDK's defaults (a CRC32 of every body besides the SigV4 SHA-256 the store keeps), in the same
+ * run against the same MinIO, rounds alternating. MinIO's own CPU is printed beside each.
+ *
+ *   npm run bench:s3-puts [-- --object-kib 512 --mib 512 --rounds 4 --in-flight 4]
+ */
+const { values } = parseArgs({
+  options: {
+    'object-kib': { type: 'string', default: '512' },
+    mib: { type: 'string', default: '512' },
+    rounds: { type: 'string', default: '4' },
+    'in-flight': { type: 'string', default: '4' },
+  },
+});
+const objectBytes = Number(values['object-kib']) * 1024;
+const objects = Math.ceil((Number(values.mib) * 1024 * 1024) / objectBytes);
+const inFlight = Number(values['in-flight']);
+
+/** CPU seconds (user and system) process `pid` has used so far. */
+async function processCpuSeconds(pid: number): Promise<number> {
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Stores `objects` objects of `body` under `prefix`, `inFlight` at once. */
+async function putAll(put: (key: string) => Promise<void>, prefix: string): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < objects) await put(`${prefix}/${next++}`);
+    }),
+  );
+}
+
+interface Round {
+  clientCpu: number;
+  minioCpu: number;
+  seconds: number;
+}
+
+async function measure(minioPid: number, run: () => Promise<void>): Promise<Round> {
+  const cpu = cpuSeconds();
+  const minio = await processCpuSeconds(minioPid);
+  const started = performance.now();
+  await run();
+  return {
+    seconds: (performance.now() - started) / 1000,
+    clientCpu: cpuSeconds() - cpu,
+    minioCpu: (await processCpuSeconds(minioPid)) - minio,
+  };
+}
+
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+async function main(): Promise<void> {
+  const bucket = await startMinioBucket('s3-puts');
+  try {
+    const options = bucket.options;
+    const store = createObjectStore({ backend: 's3', s3: options });
+    const reference = new S3Client({
+      endpoint: options.endpoint,
+      region: options.region,
+      forcePathStyle: true,
+      credentials: { accessKeyId: options.accessKeyId!, secretAccessKey: options.secretAccessKey! },
+    });
+    const body = Buffer.alloc(objectBytes);
+    for (let i = 0; i < body.length; i++) body[i] = (i * 2_654_435_761) >>> 24;
+    const gib = (objects * objectBytes) / 2 ** 30;
+    const rows: { round: number; client: string; clientCpu: number; minioCpu: number; mibPerS: number }[] =
+      [];
+    const ratios: number[] = [];
+    const viaStore = (prefix: string) => putAll((key) => store.put(key, body), prefix);
+    const viaSdk = (prefix: string) =>
+      putAll(async (key) => {
+        await reference.send(new PutObjectCommand({ Bucket: options.bucket, Key: key, Body: body }));
+      }, prefix);
+    // Both warmed up (connections, the JIT) before the first round; then which goes first alternates.
+    await viaStore('warm-store');
+    await viaSdk('warm-sdk');
+    for (let round = 1; round <= Number(values.rounds); round++) {
+      const measured = async (run: typeof viaStore, prefix: string) =>
+        measure(bucket.minioPid, () => run(`${prefix}-${round}`));
+      const storeFirst = round % 2 === 1;
+      const first = await measured(storeFirst ? viaStore : viaSdk, storeFirst ? 'store' : 'sdk-defaults');
+      const second = await measured(storeFirst ? viaSdk : viaStore, storeFirst ? 'sdk-defaults' : 'store');
+      const [ours, sdk] = storeFirst ? [first, second] : [second, first];
+      for (const [client, r] of [
+        ['S3 store', ours],
+        ['SDK defaults', sdk],
+      ] as const)
+        rows.push({
+          round,
+          client,
+          clientCpu: r.clientCpu / gib,
+          minioCpu: r.minioCpu / gib,
+          mibPerS: (gib * 1024) / r.seconds,
+        });
+      ratios.push(ours.clientCpu / sdk.clientCpu);
+    }
+    reference.destroy();
+    console.log(
+      `\nbench/s3-puts: ${objects} objects of ${objectBytes / 1024} KiB (${gib.toFixed(2)} GiB) a round, ${inFlight} at once, MinIO on this machine`,
+    );
+    console.table(
+      rows.map((r) => ({
+        round: r.round,
+        client: r.client,
+        'client CPU s/GiB': r.clientCpu.toFixed(2),
+        'MinIO CPU s/GiB': r.minioCpu.toFixed(2),
+        'MiB/s': r.mibPerS.toFixed(0),
+      })),
+    );
+    console.log(
+      `  client CPU, S3 store / SDK defaults: median ${median(ratios).toFixed(2)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')})`,
+    );
+  } finally {
+    await bucket.stop();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
