@@ -131,6 +131,7 @@ async function complete(timeout = 60_000): Promise<void> {
   try {
     await page.locator('#viewer-canvas[data-state="complete"]').waitFor({ timeout });
   } catch (err) {
+    // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator.innerText, the text as laid out
     const shown = await page.locator('#main').innerText();
     throw new Error(
       `${(err as Error).message}\npage:\n${shown}\nconsole:\n${consoleLines.slice(-80).join('\n')}`,
