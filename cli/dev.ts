@@ -4,6 +4,7 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { closeModelSessions } from '../compute/prediction';
+import { closeClassicalThreads } from '../compute/segmentation';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createOrganizationWithOwner, runAdminCommand } from './admin-commands';
@@ -140,8 +141,14 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
     fanOut: config.fanOut,
     workflowSettings: config.workflowSettings,
   });
-  // Stopped after the workers (newest first): the model threads their activities opened.
-  services.push({ stop: () => closeModelSessions() });
+  // Stopped after the workers (newest first): the model and segmentation threads their
+  // activities opened.
+  services.push({
+    stop: async () => {
+      await closeModelSessions();
+      await closeClassicalThreads();
+    },
+  });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });
   services.push({ stop: () => api.close() });

@@ -10,6 +10,7 @@ import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-en
 import { createOrganizationWithOwner } from '../../cli/admin-commands';
 import { type RunningWorkers, startWorkers } from '../../cli/runtime';
 import { closeModelSessions } from '../../compute/prediction';
+import { closeClassicalThreads } from '../../compute/segmentation';
 import type { Sql } from '../../db';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { createTestDatabase, type TestDatabase } from './database';
@@ -251,8 +252,10 @@ async function openStack(
     signingSecret,
     async close() {
       await workers?.shutdown();
-      // The model sessions this file's workers opened (module state of this file's registry).
+      // The model sessions and segmentation threads this file's workers opened (module state of
+      // this file's registry): left open, Jest's worker process ends the run with them.
       await closeModelSessions();
+      await closeClassicalThreads();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       await connection.close();
