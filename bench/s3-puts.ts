@@ -65,68 +65,68 @@ function median(xs: number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
+interface Row {
+  round: number;
+  client: 'S3 store' | 'SDK defaults';
+  measured: Round;
+}
+
+function report(rows: Row[], gib: number): void {
+  console.log(
+    `\nbench/s3-puts: ${objects} objects of ${objectBytes / 1024} KiB (${gib.toFixed(2)} GiB) a round, ${inFlight} at once, MinIO on this machine`,
+  );
+  console.table(
+    rows.map(({ round, client, measured: m }) => ({
+      round,
+      client,
+      'client CPU s/GiB': (m.clientCpu / gib).toFixed(2),
+      'MinIO CPU s/GiB': (m.minioCpu / gib).toFixed(2),
+      'MiB/s': ((gib * 1024) / m.seconds).toFixed(0),
+    })),
+  );
+  const ratios = [];
+  for (let i = 0; i < rows.length; i += 2)
+    ratios.push(rows[i]!.measured.clientCpu / rows[i + 1]!.measured.clientCpu);
+  console.log(
+    `  client CPU, S3 store / SDK defaults: median ${median(ratios).toFixed(2)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')})`,
+  );
+}
+
 async function main(): Promise<void> {
   const bucket = await startMinioBucket('s3-puts');
+  const options = bucket.options;
+  const store = createObjectStore({ backend: 's3', s3: options });
+  const reference = new S3Client({
+    endpoint: options.endpoint,
+    region: options.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: options.accessKeyId!, secretAccessKey: options.secretAccessKey! },
+  });
   try {
-    const options = bucket.options;
-    const store = createObjectStore({ backend: 's3', s3: options });
-    const reference = new S3Client({
-      endpoint: options.endpoint,
-      region: options.region,
-      forcePathStyle: true,
-      credentials: { accessKeyId: options.accessKeyId!, secretAccessKey: options.secretAccessKey! },
-    });
     const body = Buffer.alloc(objectBytes);
     for (let i = 0; i < body.length; i++) body[i] = (i * 2_654_435_761) >>> 24;
-    const gib = (objects * objectBytes) / 2 ** 30;
-    const rows: { round: number; client: string; clientCpu: number; minioCpu: number; mibPerS: number }[] =
-      [];
-    const ratios: number[] = [];
-    const viaStore = (prefix: string) => putAll((key) => store.put(key, body), prefix);
-    const viaSdk = (prefix: string) =>
-      putAll(async (key) => {
-        await reference.send(new PutObjectCommand({ Bucket: options.bucket, Key: key, Body: body }));
-      }, prefix);
+    const clients = {
+      'S3 store': (prefix: string) => putAll((key) => store.put(key, body), prefix),
+      'SDK defaults': (prefix: string) =>
+        putAll(async (key) => {
+          await reference.send(new PutObjectCommand({ Bucket: options.bucket, Key: key, Body: body }));
+        }, prefix),
+    };
     // Both warmed up (connections, the JIT) before the first round; then which goes first alternates.
-    await viaStore('warm-store');
-    await viaSdk('warm-sdk');
+    for (const [client, put] of Object.entries(clients)) await put(`warm/${client}`);
+    const rows: Row[] = [];
     for (let round = 1; round <= Number(values.rounds); round++) {
-      const measured = async (run: typeof viaStore, prefix: string) =>
-        measure(bucket.minioPid, () => run(`${prefix}-${round}`));
-      const storeFirst = round % 2 === 1;
-      const first = await measured(storeFirst ? viaStore : viaSdk, storeFirst ? 'store' : 'sdk-defaults');
-      const second = await measured(storeFirst ? viaSdk : viaStore, storeFirst ? 'sdk-defaults' : 'store');
-      const [ours, sdk] = storeFirst ? [first, second] : [second, first];
-      for (const [client, r] of [
-        ['S3 store', ours],
-        ['SDK defaults', sdk],
-      ] as const)
-        rows.push({
-          round,
-          client,
-          clientCpu: r.clientCpu / gib,
-          minioCpu: r.minioCpu / gib,
-          mibPerS: (gib * 1024) / r.seconds,
-        });
-      ratios.push(ours.clientCpu / sdk.clientCpu);
+      const order =
+        round % 2 === 1 ? (['S3 store', 'SDK defaults'] as const) : (['SDK defaults', 'S3 store'] as const);
+      const measured: Partial<Record<Row['client'], Round>> = {};
+      for (const client of order)
+        measured[client] = await measure(bucket.minioPid, () => clients[client](`${round}/${client}`));
+      for (const client of ['S3 store', 'SDK defaults'] as const)
+        rows.push({ round, client, measured: measured[client]! });
     }
-    reference.destroy();
-    console.log(
-      `\nbench/s3-puts: ${objects} objects of ${objectBytes / 1024} KiB (${gib.toFixed(2)} GiB) a round, ${inFlight} at once, MinIO on this machine`,
-    );
-    console.table(
-      rows.map((r) => ({
-        round: r.round,
-        client: r.client,
-        'client CPU s/GiB': r.clientCpu.toFixed(2),
-        'MinIO CPU s/GiB': r.minioCpu.toFixed(2),
-        'MiB/s': r.mibPerS.toFixed(0),
-      })),
-    );
-    console.log(
-      `  client CPU, S3 store / SDK defaults: median ${median(ratios).toFixed(2)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')})`,
-    );
+    report(rows, (objects * objectBytes) / 2 ** 30);
   } finally {
+    reference.destroy();
     await bucket.stop();
   }
 }
