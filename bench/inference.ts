@@ -27,7 +27,7 @@ import { fileSource } from '../compute/source';
 import { detectTissue, tissuePatchGrid } from '../compute/tissue';
 import { folderStore, type KeyValueStore } from '../compute/zarr';
 import { modelSpec } from '../models/registry';
-import { cpuSeconds } from './cpu';
+import { cpuSeconds, median } from './cpu';
 import { writeSyntheticSvs } from './synthetic-svs';
 
 /**
@@ -362,12 +362,6 @@ function joined(ms: Measured[]): Measured {
 /** Per round measured in a process of its own, the mean of its bare runs before and after it. */
 function aroundEach(ms: Measured[]): number[] {
   return ms.map((m) => (m.bareSeconds[0]! + m.bareSeconds[1]!) / 2);
-}
-
-function median(xs: number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length / 2;
-  return Number.isInteger(mid) ? (sorted[mid - 1]! + sorted[mid]!) / 2 : sorted[Math.floor(mid)]!;
 }
 
 /** `--kernel`, checked. */

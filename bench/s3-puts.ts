@@ -1,9 +1,8 @@
-import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { createObjectStore } from '../storage';
 import { startMinioBucket } from '../test/support/minio-bucket';
-import { cpuSeconds } from './cpu';
+import { cpuSeconds, median, processCpuSeconds } from './cpu';
 
 /**
  * The CPU a worker spends per GiB it stores on S3 in shard-sized objects (PutObject of bodies in
@@ -25,12 +24,6 @@ const objectBytes = Number(values['object-kib']) * 1024;
 const objects = Math.ceil((Number(values.mib) * 1024 * 1024) / objectBytes);
 const inFlight = Number(values['in-flight']);
 
-/** CPU seconds (user and system) process `pid` has used so far. */
-async function processCpuSeconds(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 /** Stores `objects` objects of `body` under `prefix`, `inFlight` at once. */
 async function putAll(put: (key: string) => Promise<void>, prefix: string): Promise<void> {
   let next = 0;
@@ -49,20 +42,14 @@ interface Round {
 
 async function measure(minioPid: number, run: () => Promise<void>): Promise<Round> {
   const cpu = cpuSeconds();
-  const minio = await processCpuSeconds(minioPid);
+  const minio = processCpuSeconds(minioPid);
   const started = performance.now();
   await run();
   return {
     seconds: (performance.now() - started) / 1000,
     clientCpu: cpuSeconds() - cpu,
-    minioCpu: (await processCpuSeconds(minioPid)) - minio,
+    minioCpu: processCpuSeconds(minioPid) - minio,
   };
-}
-
-function median(xs: number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 interface Row {

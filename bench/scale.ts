@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createReadStream, createWriteStream, readFileSync } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,7 @@ import { markerCatalog } from '../models/registry';
 import { workflowIds } from '../schemas/temporal';
 import { startMinioBucket } from '../test/support/minio-bucket';
 import { waitReady } from './api-process';
+import { median, processCpuSeconds } from './cpu';
 import { writeSyntheticSvs } from './synthetic-svs';
 import { putChunk } from './upload-protocol';
 
@@ -119,16 +120,9 @@ async function stop(children: ChildProcess[]): Promise<void> {
   );
 }
 
-/** CPU seconds (user and system, every thread) of running children so far, from /proc (Linux). */
+/** CPU seconds (user and system, every thread) of running children so far. */
 function cpuSecondsOf(children: ChildProcess[]): number {
-  let ticks = 0;
-  for (const child of children) {
-    const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime, fields 14 and 15 of stat(5), in clock ticks of 1/100 s.
-    ticks += Number(fields[11]) + Number(fields[12]);
-  }
-  return ticks / 100;
+  return children.reduce((sum, child) => sum + processCpuSeconds(child.pid!), 0);
 }
 
 /** Each worker's stdout (its log) into DIR/worker-N.log. */
@@ -397,12 +391,6 @@ async function databaseWithTenant(): Promise<{ url: string; apiKey: string }> {
   await sql.end();
   return { url: url.toString(), apiKey: tenant.apiKey };
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length / 2;
-  return Number.isInteger(middle) ? (sorted[middle - 1]! + sorted[middle]!) / 2 : sorted[Math.floor(middle)]!;
-};
 
 /** A setup's rounds as one row: the median of each step's seconds, every round's load. */
 interface Row extends Setup {

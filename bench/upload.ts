@@ -12,6 +12,7 @@ import { migrate } from '../db/migrate';
 import { createObjectStore, type ObjectStoreConfig } from '../storage';
 import { startMinioBucket } from '../test/support/minio-bucket';
 import { waitReady } from './api-process';
+import { processCpuSeconds } from './cpu';
 import { generated, putChunk } from './upload-protocol';
 
 /**
@@ -66,12 +67,6 @@ async function referenceSeconds(bytes: number, durable: boolean): Promise<number
   return seconds;
 }
 
-/** CPU seconds (user and system) a process has used so far. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 async function run(backend: Backend, label: string, bytes: number, sqlUrl: string, apiKey: string) {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
@@ -103,7 +98,7 @@ async function run(backend: Backend, label: string, bytes: number, sqlUrl: strin
       }),
     });
     const upload = (await created.json()) as { id: string; uploadUrl: string; storagePath: string };
-    const apiCpuBefore = await cpuSeconds(api.pid!);
+    const apiCpuBefore = processCpuSeconds(api.pid!);
     const started = performance.now();
     let lastByteSentAt = 0;
     const answerWaits: number[] = [];
@@ -126,7 +121,7 @@ async function run(backend: Backend, label: string, bytes: number, sqlUrl: strin
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const completedAt = performance.now();
-    const apiCpu = (await cpuSeconds(api.pid!)) - apiCpuBefore;
+    const apiCpu = processCpuSeconds(api.pid!) - apiCpuBefore;
     const mib = bytes / MiB;
     return {
       backend: backend.name,

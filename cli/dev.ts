@@ -3,8 +3,6 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { closeModelSessions } from '../compute/prediction';
-import { closeClassicalThreads } from '../compute/segmentation';
 import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createOrganizationWithOwner, runAdminCommand } from './admin-commands';
@@ -14,6 +12,7 @@ import { type LocalService, startEmbeddedPostgres, startTemporalDevServer } from
 import { runMain, untilSignal } from './main';
 import { freePort } from './ports';
 import {
+  closeActivityThreads,
   connectClient,
   createLogger,
   createStore,
@@ -143,12 +142,7 @@ async function startEverything(services: ReturnType<typeof stack>): Promise<void
   });
   // Stopped after the workers (newest first): the model and segmentation threads their
   // activities opened.
-  services.push({
-    stop: async () => {
-      await closeModelSessions();
-      await closeClassicalThreads();
-    },
-  });
+  services.push({ stop: closeActivityThreads });
   services.push({ stop: () => workers.shutdown() });
   const api = await startApi({ config, sql, store, client, signingSecret, logger });
   services.push({ stop: () => api.close() });

@@ -20,6 +20,8 @@ import { createActivities } from '../activities';
 import { createApp } from '../api/app';
 import { createApiServer } from '../api/slow-clients';
 import { createWorkflowEngine, isEngineUnavailable, searchAttributes } from '../api/workflow-engine';
+import { closeModelSessions } from '../compute/prediction';
+import { closeClassicalThreads } from '../compute/segmentation';
 import type { Sql } from '../db';
 import {
   searchAttributeNames,
@@ -235,6 +237,16 @@ export async function ensureSearchAttributes(client: Client, namespace: string):
     // Another worker registered them between the list and the add.
     if (!(isGrpcServiceError(err) && err.code === GRPC_ALREADY_EXISTS)) throw err;
   }
+}
+
+/**
+ * Ends the threads this process's activities keep for the next job (model sessions,
+ * segmentation's pool), once its workers have shut down: a worker process that stops, `npm
+ * start` stopping, a test file that is done. The next activity opens them afresh.
+ */
+export async function closeActivityThreads(): Promise<void> {
+  await closeModelSessions();
+  await closeClassicalThreads();
 }
 
 export interface RunningWorkers {

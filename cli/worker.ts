@@ -1,9 +1,8 @@
-import { closeModelSessions } from '../compute/prediction';
-import { closeClassicalThreads } from '../compute/segmentation';
 import { createSql } from '../db';
 import { loadConfig, requireProductionConfig } from './config';
 import { runMain, untilSignal } from './main';
 import {
+  closeActivityThreads,
   connectClient,
   createLogger,
   createStore,
@@ -50,7 +49,6 @@ runMain(async () => {
   logger.info({ namespace: config.temporal.namespace, queues: config.worker.queues }, 'worker polling');
   await Promise.race([signalled, workers.done]);
   await workers.shutdown();
-  await closeModelSessions();
-  await closeClassicalThreads();
+  await closeActivityThreads();
   await sql.end({ timeout: 5 });
 });

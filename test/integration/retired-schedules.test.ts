@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, ScheduleNotFoundError } from '@temporalio/client';
 import { ensureSchedules } from '../../cli/runtime';
 import { testEnv } from '../support/env';
 
@@ -47,7 +47,7 @@ test('a retired Schedule is deleted and the run it left open is terminated', asy
 
   await ensureSchedules(client, prefix);
 
-  await expect(client.schedule.getHandle(scheduleId).describe()).rejects.toThrow();
+  await expect(client.schedule.getHandle(scheduleId).describe()).rejects.toThrow(ScheduleNotFoundError);
   const run = runs[0]!;
   const described = await client.workflow.getHandle(run.workflowId, run.runId).describe();
   expect(described.status.name).toBe('TERMINATED');

@@ -24,7 +24,6 @@ interface Harness {
 
 const MiB = 1024 * 1024;
 const KiB256 = 256 * 1024;
-/** Socket-sized pieces: a request's body arrives in them. */
 
 async function startFsHarness(): Promise<Harness> {
   const root = await mkdtemp(path.join(tmpdir(), 'sps-in-place-'));

@@ -18,7 +18,6 @@ import { bodyPieces } from '../support/uploads';
  * over kept-alive connections (the SDK's `Expect: 100-continue` would open one per part).
  */
 const MiB = 1024 * 1024;
-/** Socket-sized pieces: a request's body arrives in them. */
 
 let minio: MinioBucket;
 let store: ObjectStore;

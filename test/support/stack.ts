@@ -8,9 +8,7 @@ import pino from 'pino';
 import { type ApiSettings, createApp } from '../../api/app';
 import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
 import { createOrganizationWithOwner } from '../../cli/admin-commands';
-import { type RunningWorkers, startWorkers } from '../../cli/runtime';
-import { closeModelSessions } from '../../compute/prediction';
-import { closeClassicalThreads } from '../../compute/segmentation';
+import { closeActivityThreads, type RunningWorkers, startWorkers } from '../../cli/runtime';
 import type { Sql } from '../../db';
 import { createObjectStore, type ObjectStore } from '../../storage';
 import { createTestDatabase, type TestDatabase } from './database';
@@ -254,8 +252,7 @@ async function openStack(
       await workers?.shutdown();
       // The model sessions and segmentation threads this file's workers opened (module state of
       // this file's registry): left open, Jest's worker process ends the run with them.
-      await closeModelSessions();
-      await closeClassicalThreads();
+      await closeActivityThreads();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       await connection.close();
