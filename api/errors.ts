@@ -111,7 +111,10 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
           fromOutage(err) ??
           new AppError('internal', 'internal error', { cause: err }));
     if (appError.code === 'internal' || appError.code === 'unavailable') {
-      logger.error({ err, requestId: res.locals.requestId, path: req.path }, 'request failed');
+      logger.error(
+        { err, code: appError.code, requestId: res.locals.requestId, path: req.path },
+        'request failed',
+      );
     }
     if (res.headersSent) {
       res.destroy();

@@ -247,10 +247,16 @@ runMain(async () => {
   if (mode === 'test') {
     const summary = path.join(os.tmpdir(), `sps-test-summary-${process.pid}`);
     process.env.SPS_TEST_SUMMARY = summary;
+    // The test stacks' API error log, from which the reporter prints every 500 (test/support/stack.ts).
+    const apiLog = process.env.SPS_TEST_API_LOG
+      ? undefined
+      : path.join(os.tmpdir(), `sps-test-api-${process.pid}.jsonl`);
+    if (apiLog) process.env.SPS_TEST_API_LOG = apiLog;
     const code = await withScratch([require.resolve('jest/bin/jest'), ...rest], { services: true });
     // Jest's closing line (test/support/summary-reporter.js), printed last of all.
     if (existsSync(summary)) process.stdout.write(`\n${await readFile(summary, 'utf8')}`);
     await rm(summary, { force: true });
+    if (apiLog) await rm(apiLog, { force: true });
     process.exit(code);
   }
   // A benchmark gets PostgreSQL and Temporal only if it asks for them (`--services`).

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import pino from 'pino';
+
 import { type ApiSettings, createApp } from '../../api/app';
 import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
 import { createOrganizationWithOwner } from '../../cli/admin-commands';
@@ -19,6 +20,18 @@ import {
   type SharedSlideName,
   type SharedSlidesClone,
 } from './shared-slides';
+
+/**
+ * The API's and workers' errors go to SPS_TEST_API_LOG when it is set (`npm test` sets it), for
+ * the summary reporter to print every 500; otherwise nowhere. One file handle per process.
+ */
+let errorLog: pino.DestinationStream | undefined;
+function apiLogger() {
+  const file = process.env.SPS_TEST_API_LOG;
+  if (!file) return pino({ level: 'silent' });
+  errorLog ??= pino.destination({ dest: file, append: true, sync: true });
+  return pino({ level: 'error' }, errorLog);
+}
 
 export interface Tenant {
   organizationId: string;
@@ -175,7 +188,7 @@ async function openStack(
     sql: db.sql,
     store,
     workflows,
-    logger: pino({ level: 'silent' }),
+    logger: apiLogger(),
     settings: {
       publicBaseUrl: baseUrl,
       appUrl: 'https://app.example.test',
@@ -190,7 +203,7 @@ async function openStack(
         sql: extra.sql ?? db.sql,
         store,
         workflows,
-        logger: pino({ level: 'silent' }),
+        logger: apiLogger(),
         settings: {
           ...defaultTestSettings,
           publicBaseUrl: baseUrl,
@@ -218,7 +231,7 @@ async function openStack(
       sql: db.sql,
       store,
       workflowBundle: await workflowBundle(),
-      logger: pino({ level: 'silent' }),
+      logger: apiLogger(),
       // A stopped worker's retry resumes from the last heartbeat the server has: the resume
       // tests stop a worker at one, on slides predicted in a few seconds.
       maxHeartbeatThrottleMs: 200,

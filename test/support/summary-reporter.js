@@ -28,6 +28,49 @@ function profileTable(file) {
   ].join('\n');
 }
 
+/**
+ * The first lines of each failure, repeated at the end: CI shows the output's last lines, where
+ * the full report printed as the file ended may already have scrolled away.
+ */
+function failureDigest(result, rootDir) {
+  const file = path.relative(rootDir, result.testFilePath);
+  const failures = result.testResults
+    .filter((test) => test.status === 'failed')
+    .map((test) => ({ name: test.fullName, message: test.failureMessages.join('\n') }));
+  if (result.testExecError)
+    failures.push({ name: '(the file did not run)', message: result.testExecError.message });
+  return failures.map(({ name, message }) => {
+    const lines = message
+      .split('\n')
+      .filter((line) => !/^\s+at /.test(line))
+      .slice(0, DIGEST_LINES);
+    return [`  ✗ ${file} › ${name}`, ...lines.map((line) => `      ${line}`)].join('\n');
+  });
+}
+const DIGEST_LINES = 20;
+
+/**
+ * Every 500 (`internal`) the test stacks' APIs answered (SPS_TEST_API_LOG, test/support/stack.ts),
+ * whatever the tests asserted: the contract allows none, and the log holds the cause that the
+ * answer's body does not.
+ */
+function internalErrors(file) {
+  if (!file || !existsSync(file)) return [];
+  const entries = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
+    .filter((entry) => entry.code === 'internal');
+  return entries.map(({ path: route, err = {} }) => {
+    const [first = '', ...frames] = (err.stack ?? err.message ?? '').split('\n');
+    const ours = frames
+      .filter((line) => !/node_modules|node:internal|\(node:/.test(line))
+      .slice(0, DIGEST_LINES);
+    const code = err.code ? ` (${err.code})` : '';
+    return [`  500 on ${route}: ${first}${code}`, ...ours.map((line) => `    ${line.trim()}`)].join('\n');
+  });
+}
+
 function fileFailed(result) {
   return result.numFailingTests > 0 || Boolean(result.testExecError);
 }
@@ -54,8 +97,10 @@ class SummaryReporter {
     // A file that could not run counts as one failed test, as Jest's exit code counts it.
     const failed = numFailedTests + results.numRuntimeErrorTestSuites;
     const failedFiles = results.testResults.filter(fileFailed);
-    const lines = failedFiles.map((r) => `  ✗ ${path.relative(this.rootDir, r.testFilePath)}`);
-    if (lines.length > 0) process.stderr.write(`\nfiles with failures:\n${lines.join('\n')}\n`);
+    const digests = failedFiles.flatMap((r) => failureDigest(r, this.rootDir));
+    if (digests.length > 0) process.stderr.write(`\nfailures:\n${digests.join('\n')}\n`);
+    const internal = internalErrors(process.env.SPS_TEST_API_LOG);
+    if (internal.length > 0) process.stderr.write(`\nthe API answered 500:\n${internal.join('\n')}\n`);
     process.stdout.write(`${profileTable(process.env.SPS_TEST_PROFILE)}\n`);
     const skipped = numPendingTests + numTodoTests;
     const closing = `tests: ${numPassedTests} passed, ${failed} failed, ${skipped} skipped\n`;

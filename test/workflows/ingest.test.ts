@@ -37,6 +37,7 @@ async function ingestWith(steps: Partial<Activities>, server: TestWorkflowEnviro
   const calls: Calls = { deidentify: 0, pyramid: 0, finished: 0, failed: [] };
   const stand: Partial<Activities> = {
     assembleUpload: async () => ({ status: 'assembled', storageKey: 'k', sizeBytes: 1, contentSha256: 'x' }),
+    readSlideHeader: async () => {},
     deidentifySlide: async () => ({ storageKey: 'k' }),
     probeSlide: async () => ({}) as Awaited<ReturnType<Activities['probeSlide']>>,
     // No regions: the pyramid is the one activity these tests count (ingest-regions.test.ts has them).
