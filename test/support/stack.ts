@@ -5,7 +5,6 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import pino from 'pino';
-
 import { type ApiSettings, createApp } from '../../api/app';
 import { createWorkflowEngine, type WorkflowEngine } from '../../api/workflow-engine';
 import { createOrganizationWithOwner } from '../../cli/admin-commands';
