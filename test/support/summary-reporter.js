@@ -28,6 +28,8 @@ function profileTable(file) {
   ].join('\n');
 }
 
+const DIGEST_LINES = 20;
+
 /**
  * The first lines of each failure, repeated at the end: CI shows the output's last lines, where
  * the full report printed as the file ended may already have scrolled away.
@@ -47,7 +49,15 @@ function failureDigest(result, rootDir) {
     return [`  ✗ ${file} › ${name}`, ...lines.map((line) => `      ${line}`)].join('\n');
   });
 }
-const DIGEST_LINES = 20;
+
+/** A log line as JSON; a line cut short (a process killed mid-write) is skipped, not fatal. */
+function parsedLine(line) {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * Every 500 (`internal`) the test stacks' APIs answered (SPS_TEST_API_LOG, test/support/stack.ts),
@@ -58,9 +68,8 @@ function internalErrors(file) {
   if (!file || !existsSync(file)) return [];
   const entries = readFileSync(file, 'utf8')
     .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line))
-    .filter((entry) => entry.code === 'internal');
+    .map(parsedLine)
+    .filter((entry) => entry?.code === 'internal');
   return entries.map(({ path: route, err = {} }) => {
     const [first = '', ...frames] = (err.stack ?? err.message ?? '').split('\n');
     const ours = frames
