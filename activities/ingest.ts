@@ -23,7 +23,7 @@ import {
   writeHePyramidArrays,
   writeHePyramidGroup,
 } from '../compute/pyramid';
-import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
+import { checkSlideSides, openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
 import { detectSlideFormat, type SlideFormat } from '../compute/slide/format';
 import { normalizeWithVips } from '../compute/slide/normalize';
 import { type ByteSource, type FileSource, fileSource, storeSource } from '../compute/source';
@@ -127,6 +127,7 @@ export function createIngestActivities(deps: {
     const { probe } = await headerOf(await sourceOf(sample.storageKey));
     const base = probe.levels[0];
     if (!base) return;
+    checkSlideSides(base);
     await recordSlideHeader(sql, {
       sampleId: sample.id,
       widthPx: base.widthPx,

@@ -133,6 +133,17 @@ interface TilePos {
   height: number;
 }
 
+/**
+ * Refuses a level 0 longer on a side than any slide the service ingests: ingest records the
+ * header's size before the slide is opened, and a size past this is no slide (nor an integer
+ * the database holds).
+ */
+export function checkSlideSides({ widthPx: w, heightPx: h }: { widthPx: number; heightPx: number }): void {
+  if (w > limits.side || h > limits.side) {
+    throw new ComputeError('TooLarge', `level 0 is ${w} x ${h} pixels; the limit is ${limits.side} per side`);
+  }
+}
+
 function checkSlideSize({ widthPx: w, heightPx: h }: SlideProbe): void {
   if (w > limits.side || h > limits.side || w * h > limits.pixels) {
     throw new ComputeError(

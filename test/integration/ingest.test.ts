@@ -283,6 +283,12 @@ describe('failures end in *_failed with a reason, and the worker keeps going', (
       const prefix = `orgs/${stack.tenant.organizationId}/samples/${id}/`;
       expect(await keysUnder(`${prefix}he/`)).toEqual([]);
       expect(await keysUnder(`${prefix}tissue/`)).toEqual([]);
+      // A fault of the file is found on the first attempt of each activity: no retry mends it.
+      const history = await stack.client.workflow.getHandle(workflowIds.ingest(id)).fetchHistory();
+      const attempts = history.events!.flatMap(
+        (event) => event.activityTaskStartedEventAttributes?.attempt ?? [],
+      );
+      expect({ name, attempts: Math.max(...attempts) }).toEqual({ name, attempts: 1 });
     }
     const good = await uploadFile(call, path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'));
     expect((await ingested(good.id)).result.status).toBe('ready');
