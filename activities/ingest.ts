@@ -127,7 +127,6 @@ export function createIngestActivities(deps: {
     const { probe } = await headerOf(await sourceOf(sample.storageKey));
     const base = probe.levels[0];
     if (!base) return;
-    checkSlideSides(base);
     await recordSlideHeader(sql, {
       sampleId: sample.id,
       widthPx: base.widthPx,
@@ -453,9 +452,11 @@ interface ProbeLike {
 /** The format and the probe of a slide's header, as the readers see it. */
 async function headerOf(source: ByteSource) {
   const format = await detectSlideFormat(source);
-  return format === 'dicom'
-    ? { format, probe: (await openDicomSlide(source)).probe }
-    : { format, probe: await probeTiffSlide(source) };
+  if (format === 'dicom') return { format, probe: (await openDicomSlide(source)).probe };
+  const probe = await probeTiffSlide(source);
+  // Before its size is recorded (DICOM's probe applies its limits itself).
+  checkSlideSides(probe);
+  return { format, probe };
 }
 
 function probeRow(format: SlideFormat, probe: ProbeLike): SlideProbeRow {
