@@ -23,7 +23,7 @@ import {
   writeHePyramidArrays,
   writeHePyramidGroup,
 } from '../compute/pyramid';
-import { checkSlideSides, openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
+import { openTiffSlide, probeSlide as probeTiffSlide } from '../compute/slide';
 import { detectSlideFormat, type SlideFormat } from '../compute/slide/format';
 import { normalizeWithVips } from '../compute/slide/normalize';
 import { type ByteSource, type FileSource, fileSource, storeSource } from '../compute/source';
@@ -452,11 +452,9 @@ interface ProbeLike {
 /** The format and the probe of a slide's header, as the readers see it. */
 async function headerOf(source: ByteSource) {
   const format = await detectSlideFormat(source);
-  if (format === 'dicom') return { format, probe: (await openDicomSlide(source)).probe };
-  const probe = await probeTiffSlide(source);
-  // Before its size is recorded (DICOM's probe applies its limits itself).
-  checkSlideSides(probe);
-  return { format, probe };
+  return format === 'dicom'
+    ? { format, probe: (await openDicomSlide(source)).probe }
+    : { format, probe: await probeTiffSlide(source) };
 }
 
 function probeRow(format: SlideFormat, probe: ProbeLike): SlideProbeRow {

@@ -348,9 +348,9 @@ function ensurePythonVenv(name, requirementsFile, override) {
   }
   log(`creating the Python test environment in ${dir}`);
   fs.rmSync(dir, { recursive: true, force: true });
-  const uv = ensureUv();
   const python3 = onPath('python3');
   if (!python3) throw new Error('the tests need Python 3.11+ (Debian: apt-get install python3)');
+  const uv = ensureUv();
   run(uv, ['venv', '--quiet', '--seed', '--python', python3, dir]);
   run(uv, ['pip', 'install', '--quiet', '--python', python, '-r', requirements]);
   // Written last: an interrupted install is redone on the next run.

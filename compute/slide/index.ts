@@ -17,4 +17,4 @@ export {
   type SlideVendor,
   slideLayout,
 } from './probe';
-export { checkSlideSides, openTiffSlide, type TiffSlide, type TiffSlideOptions } from './tiff-image';
+export { openTiffSlide, type TiffSlide, type TiffSlideOptions } from './tiff-image';

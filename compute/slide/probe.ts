@@ -54,8 +54,23 @@ export interface SlideLayout {
   associated: Map<AssociatedKind, TiffIfd>;
 }
 
+/**
+ * The probe of a slide file, refused (`TooLarge`) when level 0 is longer on a side than the
+ * service ingests, as DICOM's probe is: ingest records the size before the slide is opened.
+ */
 export async function probeSlide(source: ByteSource, options: OpenTiffOptions = {}): Promise<SlideProbe> {
-  return probeTiff(await openTiff(source, options));
+  const probe = probeTiff(await openTiff(source, options));
+  checkSides(probe);
+  return probe;
+}
+
+const MAX_SIDE_PX = 200_000;
+
+/** Refuses a level 0 longer on a side than any slide (nor an integer the database holds). */
+export function checkSides({ widthPx: w, heightPx: h }: SlideProbe): void {
+  if (w > MAX_SIDE_PX || h > MAX_SIDE_PX) {
+    throw new ComputeError('TooLarge', `level 0 is ${w} x ${h} pixels; the limit is ${MAX_SIDE_PX} per side`);
+  }
 }
 
 /** Probes an already parsed TIFF (de-identification parses once and probes the same tree). */

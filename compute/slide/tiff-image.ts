@@ -4,7 +4,7 @@ import { ComputeError, isComputeError } from '../errors';
 import type { ImageLevel, Region, RgbImage, SlideImage } from '../image';
 import type { ByteSource } from '../source';
 import { ifdAt, openTiff, readTile, type TiffFile, type TiffIfd, Tag as TiffTag } from '../tiff';
-import { probeTiff, type SlideLevel, type SlideProbe } from './probe';
+import { checkSides, probeTiff, type SlideLevel, type SlideProbe } from './probe';
 import { Limiter, TileCache } from './tile-cache';
 import { type BifGeometry, parseEncodeInfo, stitchedSlide, xmpText } from './ventana';
 
@@ -32,7 +32,6 @@ export interface TiffSlide extends SlideImage {
  * slide opens, before any tile is read.
  */
 const limits = {
-  side: 200_000,
   pixels: 1e10,
   tilePixels: 16384 * 16384,
 };
@@ -133,23 +132,11 @@ interface TilePos {
   height: number;
 }
 
-/**
- * Refuses a level 0 longer on a side than any slide the service ingests: ingest records the
- * header's size before the slide is opened, and a size past this is no slide (nor an integer
- * the database holds).
- */
-export function checkSlideSides({ widthPx: w, heightPx: h }: { widthPx: number; heightPx: number }): void {
-  if (w > limits.side || h > limits.side) {
-    throw new ComputeError('TooLarge', `level 0 is ${w} x ${h} pixels; the limit is ${limits.side} per side`);
-  }
-}
-
-function checkSlideSize({ widthPx: w, heightPx: h }: SlideProbe): void {
-  if (w > limits.side || h > limits.side || w * h > limits.pixels) {
-    throw new ComputeError(
-      'TooLarge',
-      `level 0 is ${w} x ${h} pixels; the limit is ${limits.side} per side and ${limits.pixels} in all`,
-    );
+function checkSlideSize(probe: SlideProbe): void {
+  checkSides(probe);
+  const { widthPx: w, heightPx: h } = probe;
+  if (w * h > limits.pixels) {
+    throw new ComputeError('TooLarge', `level 0 is ${w} x ${h} pixels; the limit is ${limits.pixels} in all`);
   }
 }
 
