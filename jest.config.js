@@ -56,8 +56,8 @@ module.exports = {
   // but often later than Jest's default half second, after which Jest kills it and reports a
   // leak that is not there (docs/testing.md).
   workerGracefulExitTimeout: 5_000,
-  // A worker process keeps something of every file it ran, and its garbage collection grows with
-  // its heap: late in a process a file costs several times the CPU it cost early
+  // A worker process keeps something of every file it ran, and the CPU it spends on the same work
+  // grows with its heap: late in a process a file costs several times what it cost early
   // (docs/testing.md). Jest starts a fresh process once a file ends above this heap in use.
   workerIdleMemoryLimit: '300MB',
 };
