@@ -2,9 +2,11 @@
 FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
+# Fixes to dependencies, applied by npm's postinstall (patch-package).
+COPY patches ./patches
 RUN npm install --no-audit --no-fund
 COPY . .
-RUN npm run build && npm prune --omit=dev
+RUN npm run build && npm prune --omit=dev --ignore-scripts
 
 FROM node:22-bookworm-slim
 # Workers read NDPI through libvips and OpenSlide (compute/slide/normalize.ts).

@@ -64,7 +64,9 @@ function ensureNode() {
 function ensureDependencies() {
   const marker = path.join(ROOT, 'node_modules', '.package-lock.json');
   const lock = path.join(ROOT, 'package-lock.json');
-  if (fs.existsSync(marker) && fs.statSync(marker).mtimeMs >= fs.statSync(lock).mtimeMs) return;
+  // npm's postinstall applies patches/ (patch-package): a changed patch installs again too.
+  const wanted = Math.max(fs.statSync(lock).mtimeMs, newestMtime([path.join(ROOT, 'patches')]));
+  if (fs.existsSync(marker) && fs.statSync(marker).mtimeMs >= wanted) return;
   log('installing npm dependencies');
   // `npm ci` trips over optional platform packages missing from the lock (an npm 11 bug);
   // `npm install` still follows the lock file.

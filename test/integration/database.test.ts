@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { createSql } from '../../db';
 import { creditSummary, grantCredits } from '../../db/credits';
 import { migrate } from '../../db/migrate';
 import { takeRateToken } from '../../db/rate-limit';
@@ -96,4 +97,45 @@ describe('schema', () => {
     );
     expect(outcomes.filter((outcome) => outcome.allowed)).toHaveLength(5);
   });
+});
+
+describe('the connection pool', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  // postgres.js pipelines up to 100 queries on a connection. Unpatched (patches/), the BEGIN of
+  // sql.begin that filled a pipeline failed with UNSAFE_TRANSACTION and its connection went back
+  // to the pool inside the transaction, where later queries ran and were never committed.
+  test.each([197, 198, 199])(
+    'a transaction begun behind %i queries on two connections commits, and leaves none inside it',
+    async (ahead) => {
+      const sql = createSql(db.url, { max: 2 });
+      try {
+        await Promise.all([sql`SELECT 1`, sql`SELECT 1`]);
+        // Both connections busy, `ahead` queries pipelined behind them in turn, then the BEGIN
+        // (behind 198 or 199, it is the 101st query on its connection).
+        const queued = [sql`SELECT pg_sleep(0.1)`, sql`SELECT pg_sleep(0.1)`];
+        for (let i = 0; i < ahead; i++) queued.push(sql`SELECT 1`);
+        for (const query of queued) query.then(undefined, () => {});
+        await null;
+        await null;
+        const committed = sql.begin(async (tx) => (await tx`SELECT txid_current()::text AS id`)[0]!.id);
+        await Promise.all(queued);
+        const id = await committed;
+        const [transaction] = await sql`SELECT txid_status(${id}::bigint) AS status`;
+        expect(transaction!.status).toBe('committed');
+        const [open] = await sql`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND state LIKE 'idle in transaction%'`;
+        expect(open!.n).toBe(0);
+      } finally {
+        await sql.end({ timeout: 5 });
+      }
+    },
+  );
 });
