@@ -103,6 +103,7 @@ export async function startTemporalDevServer(options: {
   uiPort: number;
 }): Promise<LocalService & { address: string; uiUrl: string; pid: number }> {
   await mkdir(path.dirname(options.dbFile), { recursive: true });
+  const log = `${options.dbFile}.log`;
   const child = spawn(
     options.cli,
     [
@@ -122,7 +123,7 @@ export async function startTemporalDevServer(options: {
       ...Object.values(searchAttributeNames).flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
     ],
     // Its shutdown chatter would drown the service's own output; keep it beside its database.
-    { stdio: ['ignore', openSync(`${options.dbFile}.log`, 'a'), openSync(`${options.dbFile}.log`, 'a')] },
+    { stdio: ['ignore', openSync(log, 'a'), openSync(log, 'a')] },
   );
   const exited = new Promise<never>((_resolve, reject) => {
     child.once('error', (err) =>
@@ -132,10 +133,9 @@ export async function startTemporalDevServer(options: {
         }),
       ),
     );
-    child.once('exit', (code) => {
-      const log = `${options.dbFile}.log`;
-      reject(new Error(`temporal dev server exited with code ${code}; the end of ${log}:\n${tail(log)}`));
-    });
+    child.once('exit', (code) =>
+      reject(new Error(`temporal dev server exited with code ${code}; the end of ${log}:\n${tail(log)}`)),
+    );
   });
   const address = `127.0.0.1:${options.port}`;
   await Promise.race([
