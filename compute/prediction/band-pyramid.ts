@@ -24,12 +24,15 @@ export function levelsInsideRows(layout: PredictionStoreLayout, bandShards: numb
   return Math.min(levels, storeLevels(layout).length - 1);
 }
 
-/** A shard of a level above 0 being filled: one buffer per marker, and its children still to come. */
+/**
+ * A shard of a level above 0 being filled: one buffer per marker, and its children still to come.
+ * The buffers come holding an earlier shard's pixels, and each child sets every pixel of its
+ * quadrant. A quadrant with no child lies past the level's edge, which is neither stored nor
+ * averaged into the level above (`encodeShard` leaves out or pads what lies past it).
+ */
 interface OpenParent {
   buffers: Uint16Array[];
   missing: number;
-  /** Whether no child has been added yet (its buffers hold an earlier shard's pixels). */
-  fresh: boolean;
 }
 
 /**
@@ -111,7 +114,6 @@ export class BandPyramid {
       parent = {
         buffers: this.pool.pop() ?? this.writers.shardBuffers(),
         missing: children.length,
-        fresh: true,
       };
       this.open.set(key, parent);
     }
@@ -123,9 +125,7 @@ export class BandPyramid {
       validHeight: child.extent.height,
       validWidth: child.extent.width,
       knownFill,
-      clear: parent.fresh,
     };
-    parent.fresh = false;
     const target = parent.buffers;
     const averaged = Promise.all(buffers.map((b, m) => this.writers.downsample(m, b, target[m]!, into)));
     parent.missing--;
@@ -137,10 +137,13 @@ export class BandPyramid {
 
   /** Stores a finished shard of `level` and adds it to the level above; then its buffers are free. */
   private async complete(level: number, y: number, x: number, buffers: Uint16Array[]): Promise<void> {
-    // Encoded as `PyramidBuilder` encodes (`encodeShard`, on libuv's threads): the writers'
-    // one-call encode states each chunk's size in its frame, which the streamed one does not.
+    // In the frames `PyramidBuilder` writes (`encodeShard`'s), on the writer that owns the marker.
     await Promise.all(
-      this.arrays[level]!.map((array, m) => array.writeShard(this.sink, y, x, buffers[m]!, this.signal)),
+      this.arrays[level]!.map((array, m) =>
+        array.writeShard(this.sink, y, x, buffers[m]!, this.signal, (_, shard, extent, zstdLevel) =>
+          this.writers.encode(m, shard, extent, zstdLevel, [], 'streamed'),
+        ),
+      ),
     );
     // After the encode, which pads the edge chunks as stored.
     await this.addTo(level, y, x, buffers, []);

@@ -149,7 +149,8 @@ function quantize(value: number, lo: number, perUnit: number): number {
  * {0, 1}, rounding half up as `compute/pyramid`'s uint8 kernel does: chunk sides must be even,
  * chunks past `validHeight` x `validWidth` are skipped, and so are the chunks `knownFill` lists
  * (indices, chunk-major), whose part of the buffer need not hold the fill value: the parent
- * keeps what it held there, the fill value when it was cleared, as their 2x2 means would be.
+ * keeps what it held there (`quadrantGaps`), which must be the fill value, as their 2x2 means
+ * would be.
  */
 export function downsampleMarkerIntoQuadrant(
   child: Uint16Array,
@@ -186,4 +187,31 @@ export function downsampleMarkerIntoQuadrant(
       }
     }
   }
+}
+
+/**
+ * The pixels of quadrant `(y, x)` of a parent shard (from its top-left corner) that
+ * `downsampleMarkerIntoQuadrant` leaves as they were: the halves of the child's chunks it skips.
+ */
+export function quadrantGaps(
+  g: ShardGeometry,
+  quadrant: { y: number; x: number; validHeight: number; validWidth: number },
+  knownFill: readonly number[] = [],
+): PixelRect[] {
+  const halfH = g.chunkHeight >> 1;
+  const halfW = g.chunkWidth >> 1;
+  const gaps: PixelRect[] = [];
+  for (let ky = 0; ky < g.chunksY; ky++) {
+    for (let kx = 0; kx < g.chunksX; kx++) {
+      const averaged =
+        ky * g.chunkHeight < quadrant.validHeight &&
+        kx * g.chunkWidth < quadrant.validWidth &&
+        !knownFill.includes(ky * g.chunksX + kx);
+      if (averaged) continue;
+      const y0 = (quadrant.y * g.chunksY + ky) * halfH;
+      const x0 = (quadrant.x * g.chunksX + kx) * halfW;
+      gaps.push({ x0, y0, x1: x0 + halfW, y1: y0 + halfH });
+    }
+  }
+  return gaps;
 }

@@ -101,7 +101,8 @@ export async function runPipeline(input: PipelineInput): Promise<PredictionProgr
         const stored = sink.storeShard(
           work.shard,
           made.buffers,
-          (m) => (_, shard, extent, level) => writers.encode(m, shard, extent, level, made.untouched),
+          (m) => (_, shard, extent, level) =>
+            writers.encode(m, shard, extent, level, made.untouched, 'sized'),
         );
         // Asked of the writers right after the encodes, which pad the buffers as stored.
         const averaged = input.pyramid?.add(work.shard, made.buffers, made.untouched);

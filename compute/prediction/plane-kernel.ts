@@ -60,7 +60,6 @@ interface Exports {
   ): void;
   fillRect(shard: number, x0: number, y0: number, width: number, height: number, value: number): void;
   downsampleChunk(from: number, to: number): void;
-  fillShard(at: number, count: number, value: number): void;
   fillInput(
     region: number,
     regionWidth: number,
@@ -378,11 +377,6 @@ export class PlaneKernel {
     const height = rect.y1 - rect.y0;
     if (width <= 0 || height <= 0) return;
     this.exports.fillRect(this.address(shard), rect.x0 - shardX, rect.y0 - shardY, width, height, value);
-  }
-
-  /** Sets every value of `shard`, a buffer of this kernel's memory, to `value`. */
-  fillShard(shard: Uint16Array, value: number): void {
-    this.exports.fillShard(this.address(shard), shard.length, value);
   }
 
   /**

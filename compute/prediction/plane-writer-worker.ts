@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { encodeShardSync } from '../zarr';
-import { outputSamplesOf } from './kernels';
+import { outputSamplesOf, quadrantGaps } from './kernels';
 import { PlaneKernel } from './plane-kernel';
 import type { WriterData, WriterReply, WriterRequest } from './wasm-writers';
 
@@ -15,8 +15,8 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
   const { id } = request;
   switch (request.kind) {
     case 'encode': {
-      const { shard, extent, level, knownFill } = request;
-      const bytes = encodeShardSync(geometry, shard, extent, level, knownFill);
+      const { shard, extent, level, knownFill, framing } = request;
+      const bytes = encodeShardSync(geometry, shard, extent, level, knownFill, framing);
       return [
         { kind: 'encoded', id, bytes },
         bytes && bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : [],
@@ -24,7 +24,8 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
     }
     case 'downsample': {
       const { child, parent, into } = request;
-      if (into.clear) kernel.fillShard(parent, geometry.fillValue);
+      for (const gap of quadrantGaps(geometry, into, into.knownFill))
+        kernel.fillRect(parent, 0, 0, gap, geometry.fillValue);
       kernel.downsample(child, parent, into, into.knownFill);
       return [{ kind: 'downsampled', id }, []];
     }

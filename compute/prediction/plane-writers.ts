@@ -1,5 +1,5 @@
 import type { RgbImage } from '../image';
-import type { ShardExtent, ShardGeometry, TypedArray } from '../zarr';
+import type { ShardExtent, ShardGeometry, TypedArray, ZstdFraming } from '../zarr';
 import type { AxisSamples, PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
 import { referenceWriters } from './reference-writers';
@@ -50,9 +50,9 @@ export interface PlaneWriters {
   ): Promise<void>;
   write(job: PlaneWrite): Promise<PlaneWriteResult>;
   /**
-   * Marker `marker`'s shard buffer encoded (compute/zarr `encodeShardSync`), after the writes and
-   * fills before it, the chunks `knownFill` left out unread; `undefined` when it holds only the
-   * fill value.
+   * Marker `marker`'s shard buffer encoded (compute/zarr `encodeShardSync`, its frames
+   * `framing`), after the writes and fills before it, the chunks `knownFill` left out unread;
+   * `undefined` when it holds only the fill value.
    */
   encode(
     marker: number,
@@ -60,12 +60,14 @@ export interface PlaneWriters {
     extent: ShardExtent,
     level: number,
     knownFill: readonly number[],
+    framing: ZstdFraming,
   ): Promise<Uint8Array | undefined>;
   /**
    * Marker `marker`'s shard buffer `child`, as the store holds it (after its `encode`, which pads
    * its edge chunks), averaged 2x2 into one quadrant of `parent`, a shard buffer of the level
-   * above (`downsampleMarkerIntoQuadrant`; the chunks `knownFill` lists read as the fill value);
-   * with `clear`, `parent` is set to the fill value first. Ordered with the marker's other calls.
+   * above (`downsampleMarkerIntoQuadrant`). Every pixel of the quadrant is set: where the child
+   * has no chunk (past its valid size, or one `knownFill` lists) to the fill value
+   * (`quadrantGaps`). Ordered with the marker's other calls.
    */
   downsample(marker: number, child: Uint16Array, parent: Uint16Array, into: Downsample): Promise<void>;
   close(): Promise<void>;
@@ -79,7 +81,6 @@ export interface Downsample {
   validHeight: number;
   validWidth: number;
   knownFill: readonly number[];
-  clear: boolean;
 }
 
 /** Output planes of several positions in one buffer, each written into one shard. */

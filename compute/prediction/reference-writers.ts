@@ -5,6 +5,7 @@ import {
   downsampleMarkerIntoQuadrant,
   outputSamplesOf,
   type PlaneSums,
+  quadrantGaps,
   toStored,
 } from './kernels';
 import type { PixelRect } from './plan';
@@ -44,11 +45,12 @@ export function referenceWriters(options: PlaneWritersOptions): PlaneWriters {
       });
       return result;
     },
-    async encode(_marker, shard, extent, level, knownFill) {
-      return encodeShardSync(g, shard, extent, level, knownFill);
+    async encode(_marker, shard, extent, level, knownFill, framing) {
+      return encodeShardSync(g, shard, extent, level, knownFill, framing);
     },
     async downsample(_marker, child, parent, into) {
-      if (into.clear) parent.fill(g.fillValue);
+      for (const gap of quadrantGaps(g, into, into.knownFill))
+        fillRect(g, parent, { x0: 0, y0: 0 }, gap, g.fillValue);
       downsampleMarkerIntoQuadrant(child, parent, g, into, into.knownFill);
     },
     async close() {},
@@ -74,7 +76,7 @@ function elementOf(g: ShardGeometry, x: number, y: number): number {
 function fillRect(
   g: ShardGeometry,
   shard: Uint16Array,
-  clip: PixelRect,
+  clip: Pick<PixelRect, 'x0' | 'y0'>,
   rect: PixelRect,
   value: number,
 ): void {

@@ -1,4 +1,4 @@
-import type { ShardExtent, ShardGeometry } from '../zarr';
+import type { ShardExtent, ShardGeometry, ZstdFraming } from '../zarr';
 import type { PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
 import { InputKernel, PlaneMemory, planeWasmFound } from './plane-kernel';
@@ -51,6 +51,7 @@ export type WriterRequest =
       extent: ShardExtent;
       level: number;
       knownFill: number[];
+      framing: ZstdFraming;
     }
   | { kind: 'downsample'; id: number; child: Uint16Array; parent: Uint16Array; into: Downsample };
 
@@ -166,7 +167,7 @@ export function wasmWriters(options: PlaneWritersOptions): PlaneWriters {
       });
       return result;
     },
-    async encode(marker, shard, extent, level, knownFill) {
+    async encode(marker, shard, extent, level, knownFill, framing) {
       if (!(shard instanceof Uint16Array)) throw new TypeError('plane writers encode uint16 shards');
       const reply = await ask(marker % count, {
         kind: 'encode',
@@ -174,6 +175,7 @@ export function wasmWriters(options: PlaneWritersOptions): PlaneWriters {
         extent: { ...extent },
         level,
         knownFill: [...knownFill],
+        framing,
       });
       if (reply.kind !== 'encoded') throw new Error(`plane writer answered ${reply.kind} to an encode`);
       return reply.bytes;

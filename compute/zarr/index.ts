@@ -7,4 +7,10 @@ export { type ArraySpec, encodeJson, type GroupMetadata, groupMetadata, parseJso
 export { resumePoint, type ShardTaskProgress } from './progress';
 export { PromiseCache } from './promise-cache';
 export { RegionReader } from './region-reader';
-export { encodeShardSync, type ShardEncoder, type ShardExtent, type ShardGeometry } from './shard';
+export {
+  encodeShardSync,
+  type ShardEncoder,
+  type ShardExtent,
+  type ShardGeometry,
+  type ZstdFraming,
+} from './shard';

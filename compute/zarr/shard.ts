@@ -95,11 +95,20 @@ export async function encodeShard(
 }
 
 /**
+ * How a chunk's zstd frame is laid out. `sized`: written by one zstd call that knows the chunk's
+ * size, which the frame header then states. `streamed`: the frame a zstd stream writes
+ * (`encodeShard`), which states no size. Both decode to the same values; a store's bytes stay
+ * what they were only where each keeps the frames it was written with.
+ */
+export type ZstdFraming = 'sized' | 'streamed';
+
+/**
  * `encodeShard` on the calling thread, for a worker thread that owns the buffer: one zstd call a
  * chunk costs about a quarter less CPU than a stream on libuv's threads (512 KiB uint16 chunks
  * of predicted markers, 290 against 390 µs), and nothing lands on the main thread's event loop.
  * The inner chunks `knownFill` (indices) are the caller's to vouch for: left out, never read, so
- * their part of the buffer need not have been set.
+ * their part of the buffer need not have been set. With `framing` `streamed`, the bytes are
+ * `encodeShard`'s.
  */
 export function encodeShardSync(
   g: ShardGeometry,
@@ -107,6 +116,7 @@ export function encodeShardSync(
   extent: ShardExtent,
   level: number,
   knownFill: readonly number[] = [],
+  framing: ZstdFraming = 'sized',
 ): Uint8Array | undefined {
   const leftOut = new Set(knownFill);
   const chunks = Array.from({ length: chunkCount(g) }, (_, k) => {
@@ -114,7 +124,9 @@ export function encodeShardSync(
     const chunk = chunkToStore(g, data, extent, k);
     if (!chunk) return undefined;
     const bytes = bytesOf(chunk);
-    return [zstdCompressSync(bytes, compressOptions(bytes, level))];
+    return framing === 'sized'
+      ? [zstdCompressSync(bytes, compressOptions(bytes, level))]
+      : compressAsStreamed(bytes, level);
   });
   return assembleStored(g, chunks);
 }
@@ -180,6 +192,47 @@ function compress(bytes: Uint8Array, level: number): Promise<Uint8Array[]> {
     stream.on('end', () => resolve(parts));
     stream.end(bytes);
   });
+}
+
+/**
+ * The frame `compress` writes, in one call on the calling thread at about half a stream's CPU. A
+ * zstd stream compresses each block as it fills and what is left when it ends: one call with
+ * `ZSTD_e_flush` compresses the same blocks, none marked last, and leaves the frame open. It is
+ * closed here as the stream closes it: by an empty last block after a whole number of blocks,
+ * else by marking the last block last (RFC 8878 3.1.1.2). Every window here holds a whole block
+ * (the smallest, at the fast levels, is 128 KiB), so blocks are zstd's largest.
+ */
+function compressAsStreamed(bytes: Uint8Array, level: number): Uint8Array[] {
+  const open = zstdCompressSync(bytes, {
+    ...compressOptions(bytes, level),
+    finishFlush: constants.ZSTD_e_flush,
+  });
+  if (bytes.byteLength % ZSTD_BLOCK_BYTES === 0) return [open, EMPTY_LAST_BLOCK];
+  open[lastBlockHeader(open)]! |= 1;
+  return [open];
+}
+
+const ZSTD_BLOCK_BYTES = 128 * 1024;
+/** A block header (3 bytes, little-endian): last, raw, 0 bytes. */
+const EMPTY_LAST_BLOCK = Uint8Array.of(1, 0, 0);
+
+/** Where the last block's header starts in a zstd frame with no checksum (RFC 8878 3.1.1). */
+function lastBlockHeader(frame: Uint8Array): number {
+  const descriptor = frame[4]!;
+  const singleSegment = (descriptor >> 5) & 1;
+  const sizeBytes = [singleSegment, 2, 4, 8][descriptor >> 6]!;
+  const dictionaryBytes = [0, 1, 2, 4][descriptor & 3]!;
+  let at = 5 + (1 - singleSegment) + dictionaryBytes + sizeBytes;
+  let last = -1;
+  while (at < frame.byteLength) {
+    const header = frame[at]! | (frame[at + 1]! << 8) | (frame[at + 2]! << 16);
+    const type = (header >> 1) & 3;
+    last = at;
+    // An RLE block (type 1) holds one byte, repeated as many times as its size says.
+    at += 3 + (type === 1 ? 1 : header >>> 3);
+  }
+  if (last < 0 || at !== frame.byteLength) throw new Error('a zstd frame that does not end on a block');
+  return last;
 }
 
 /** Sets the elements of `chunk` past `validY` rows or `validX` columns to the fill value. */

@@ -156,14 +156,6 @@ function pairSums(upper: usize, lower: usize): v128 {
   );
 }
 
-/**
- * Sets `count` uint16 values from `at` on to `value`: a whole shard, as bulk memory, where
- * JavaScript's `fill` on shared memory stores value by value.
- */
-export function fillShard(at: usize, count: i32, value: u16): void {
-  fillValues(at, count, value);
-}
-
 /** Copies `width` uint16 values to shard pixels `(x, y)` on, chunk by chunk. */
 function copyIntoShard(values: usize, width: i32, shard: usize, x: i32, y: i32): void {
   let i = 0;

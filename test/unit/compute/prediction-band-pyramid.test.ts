@@ -51,8 +51,11 @@ test.each<PlaneKernelKind>(['typescript', 'webassembly'])(
     const extent = { height: 200, width: 130 };
     const knownFill = [1, 4];
     const children = [0, 1].map(() => Uint16Array.from({ length: 16 * g.chunkLength }, random));
-    // The definition: each child encoded, read back, averaged into a parent set to the fill value.
-    const expected = new Uint16Array(16 * g.chunkLength);
+    // The parent holds an earlier shard's values (9). The definition: each child encoded, read
+    // back, averaged into its quadrant set to the fill value; the left quadrants (chunk columns 0
+    // and 1), where no child goes, keep what they held.
+    const expected = new Uint16Array(16 * g.chunkLength).fill(9);
+    for (let k = 0; k < 16; k++) if (k % 4 >= 2) expected.fill(0, k * g.chunkLength, (k + 1) * g.chunkLength);
     for (const [q, child] of children.entries()) {
       const stored = new Uint16Array(child.length);
       await decodeShard(g, encodeShardSync(g, child.slice(), extent, 0, knownFill), stored);
@@ -81,19 +84,18 @@ test.each<PlaneKernelKind>(['typescript', 'webassembly'])(
         await Promise.all(
           shards.map(async (shard, m) => {
             shard.set(values);
-            await writers.encode(m, shard, extent, 0, knownFill);
+            await writers.encode(m, shard, extent, 0, knownFill, 'sized');
             await writers.downsample(m, shard, parents[m]!, {
               y: q,
               x: 1,
               validHeight: extent.height,
               validWidth: extent.width,
               knownFill,
-              clear: q === 0,
             });
           }),
         );
       }
-      expect(expected.some((v) => v !== 0)).toBe(true);
+      expect(expected.some((v) => v !== 0 && v !== 9)).toBe(true);
       for (const parent of parents)
         expect(
           Buffer.compare(

@@ -544,7 +544,7 @@ describe('stored values', () => {
         });
         await writers.fill(clip, [{ x0: 100, y0: 280, x1: 200, y1: 306 }], shards, 7);
         const encoded = await Promise.all(
-          shards.map((shard, m) => writers.encode(m, shard, { height: 256, width: 256 }, 0, [])),
+          shards.map((shard, m) => writers.encode(m, shard, { height: 256, width: 256 }, 0, [], 'sized')),
         );
         const input = writers.inputBuffer(3 * side * side);
         writers.fillInput(

@@ -18,6 +18,7 @@ import {
   type TypedArray,
   writeMaskArray,
 } from '../../../compute/zarr';
+import { encodeShard } from '../../../compute/zarr/shard';
 import { runPythonJson } from '../../support/python';
 import { readWithZarrita } from '../../support/zarrita';
 
@@ -203,6 +204,78 @@ describe('ShardedArray', () => {
       const read = await array.readRegion(bySync, whole);
       expect([...read].filter((v) => v !== 9).length).toBe(2 * 8 * 45);
     }
+  });
+
+  it("writes encodeShard's streamed frames on the calling thread, byte for byte (framing streamed)", async () => {
+    let seed = 11;
+    const random = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return Math.floor((seed / 2 ** 31) * 65_536);
+    };
+    const contents: [string, (i: number, n: number) => number][] = [
+      ['noise', () => random()],
+      ['smooth', (i) => 3000 + Math.round(2000 * Math.sin(i / 300)) + (random() % 20)],
+      // Whole blocks of one value: zstd writes RLE blocks.
+      ['one value', () => 1234],
+      ['periodic', (i) => i % 97],
+      ['fill, then noise', (i, n) => (i < n / 2 ? 0 : random() % 300)],
+    ];
+    // Chunks of whole 128 KiB zstd blocks (one, four), of less than one, and of blocks and a rest.
+    const chunks: [DataType, number, number][] = [
+      ['uint16', 512, 512],
+      ['uint16', 256, 256],
+      ['uint16', 300, 200],
+      ['uint16', 512, 300],
+      ['uint8', 512, 512],
+      ['uint8', 100, 70],
+    ];
+    let compared = 0;
+    for (const [dataType, chunkHeight, chunkWidth] of chunks) {
+      const g = {
+        dataType,
+        fillValue: 0,
+        channels: 1,
+        chunkHeight,
+        chunkWidth,
+        chunksY: 1,
+        chunksX: 2,
+        chunkLength: chunkHeight * chunkWidth,
+      };
+      const extent = { height: chunkHeight, width: 2 * chunkWidth };
+      for (const [name, value] of contents) {
+        const n = 2 * g.chunkLength;
+        const data = dataType === 'uint8' ? new Uint8Array(n) : new Uint16Array(n);
+        for (let i = 0; i < n; i++) data[i] = value(i, n) % (dataType === 'uint8' ? 256 : 65_536);
+        for (const level of [-2, 1, 3]) {
+          const streamed = await encodeShard(g, data.slice(), extent, level);
+          const sync = encodeShardSync(g, data.slice(), extent, level, [], 'streamed');
+          expect({
+            chunk: [dataType, chunkHeight, chunkWidth],
+            name,
+            level,
+            same: Buffer.compare(sync!, streamed!),
+          }).toEqual({ chunk: [dataType, chunkHeight, chunkWidth], name, level, same: 0 });
+          compared++;
+        }
+      }
+    }
+    expect(compared).toBe(90);
+    // The sized frames are another layout: they state each chunk's size.
+    const data = new Uint16Array(2 * 512 * 512).map((_, i) => i % 97);
+    const g = {
+      dataType: 'uint16' as const,
+      fillValue: 0,
+      channels: 1,
+      chunkHeight: 512,
+      chunkWidth: 512,
+      chunksY: 1,
+      chunksX: 2,
+      chunkLength: 512 * 512,
+    };
+    const extent = { height: 512, width: 1024 };
+    expect(
+      Buffer.compare(encodeShardSync(g, data, extent, 1)!, (await encodeShard(g, data, extent, 1))!),
+    ).not.toBe(0);
   });
 
   it('leaves out the chunks the caller vouches hold the fill value (knownFill) without reading them', async () => {
