@@ -202,6 +202,7 @@ async function measure(dir: string): Promise<void> {
   const he = await openHePyramid(folderStore(path.join(dir, 'he')));
   const storeRoot = path.join(dir, 'prediction');
   await rm(storeRoot, { recursive: true, force: true });
+  await outlastDeletions();
   // Warm the session outside the timed part, as a long-lived worker has it warm.
   const plan = new TilePlan({
     grid: patchGrid,
@@ -444,6 +445,18 @@ async function bandedJob(
   };
 }
 
+/**
+ * Waits until files deleted before this phase (this one's last stores, the last run's scratch)
+ * no longer tax creating files. Where ext4 runs without a journal (this project's VM), creating
+ * a file skips each recently deleted inode, reading its inode block: 700 files cost 515 ms of
+ * CPU right after 3,000 were deleted, 80 ms once the deletions were flushed (`sync`) and 5 s old.
+ * The job writes more files than the path (its pyramid levels), so the tax fell on it most.
+ */
+async function outlastDeletions(): Promise<void> {
+  await run('sync');
+  await new Promise((resolve) => setTimeout(resolve, 6000));
+}
+
 /** `bareAround`: per round, its bare time (by default the mean of the bare runs on either side). */
 function report(
   side: number,
@@ -505,9 +518,7 @@ async function main(): Promise<void> {
     throw new RangeError(`--rounds ${values.rounds}: 1 or more`);
   if (values.measure) return measure(values.measure);
   for (const side of values.sizes.split(',').map(Number)) await benchSize(side);
-  // Once, at the end: where ext4 runs without a journal (this project's VM), creating a file
-  // skips each inode deleted in the last minutes, one lookup apiece, so deleting a size's store
-  // right before the next one's measured phase made its files cost the path up to 0.6 s more.
+  // Once, at the end: deletions tax the files created after them (`outlastDeletions`).
   if (!values.keep) await rm(scratch, { recursive: true, force: true });
 }
 
