@@ -449,7 +449,7 @@ async function bandedJob(
  * Waits until files deleted before this phase (this one's last stores, the last run's scratch)
  * no longer tax creating files. Where ext4 runs without a journal (this project's VM), creating
  * a file skips each recently deleted inode, reading its inode block: 700 files cost 515 ms of
- * CPU right after 3,000 were deleted, 80 ms once the deletions were flushed (`sync`) and 5 s old.
+ * CPU right after 3,000 were deleted, 80 ms once they were flushed (`sync`) and 6 s old.
  * The job writes more files than the path (its pyramid levels), so the tax fell on it most.
  */
 async function outlastDeletions(): Promise<void> {

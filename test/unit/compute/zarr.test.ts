@@ -230,17 +230,19 @@ describe('ShardedArray', () => {
       ['uint8', 100, 70],
     ];
     let compared = 0;
+    // A shard of two chunks side by side.
+    const twoChunks = (dataType: DataType, chunkHeight: number, chunkWidth: number) => ({
+      dataType,
+      fillValue: 0,
+      channels: 1,
+      chunkHeight,
+      chunkWidth,
+      chunksY: 1,
+      chunksX: 2,
+      chunkLength: chunkHeight * chunkWidth,
+    });
     for (const [dataType, chunkHeight, chunkWidth] of chunks) {
-      const g = {
-        dataType,
-        fillValue: 0,
-        channels: 1,
-        chunkHeight,
-        chunkWidth,
-        chunksY: 1,
-        chunksX: 2,
-        chunkLength: chunkHeight * chunkWidth,
-      };
+      const g = twoChunks(dataType, chunkHeight, chunkWidth);
       const extent = { height: chunkHeight, width: 2 * chunkWidth };
       for (const [name, value] of contents) {
         const n = 2 * g.chunkLength;
@@ -262,16 +264,7 @@ describe('ShardedArray', () => {
     expect(compared).toBe(90);
     // The sized frames are another layout: they state each chunk's size.
     const data = new Uint16Array(2 * 512 * 512).map((_, i) => i % 97);
-    const g = {
-      dataType: 'uint16' as const,
-      fillValue: 0,
-      channels: 1,
-      chunkHeight: 512,
-      chunkWidth: 512,
-      chunksY: 1,
-      chunksX: 2,
-      chunkLength: 512 * 512,
-    };
+    const g = twoChunks('uint16', 512, 512);
     const extent = { height: 512, width: 1024 };
     expect(
       Buffer.compare(encodeShardSync(g, data, extent, 1)!, (await encodeShard(g, data, extent, 1))!),
