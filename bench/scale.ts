@@ -27,8 +27,9 @@ import { putChunk } from './upload-protocol';
  * worker of another checkout's build (today's main) in the same run. A step's time is its
  * workflow's, from start to close on the Temporal server. The speed-up of N workers is set
  * against the ideal min(N, cores) and the target 0.8 of it; with --rounds R each setup runs R
- * times, the order alternating, and the medians are compared.
- *   npm run bench:scale [-- --size 50000 --workers 1,2 --reference ../sps-main --rounds 1
+ * times, the order alternating, and the medians are compared. A job's bands and pyramid regions
+ * run up to max(4, N) at once (`fanOut`).
+ *   npm run bench:scale [-- --size 50000|WxH --workers 1,2 --reference ../sps-main --rounds 1
  *     --steps ingest,predict --profile --auto-segment --storage fs|s3 --logs DIR --cpu-prof DIR]
  *
  * --steps ingest measures ingest alone; --profile prints each ingest activity's queue wait and
@@ -57,12 +58,19 @@ const { values } = parseArgs({
     'cpu-prof': { type: 'string' },
   },
 });
+/** `--size W` (a square) or `WxH`: a tall slide has many bands of shard rows and few pixels. */
+function sizeOf(text: string): [number, number] {
+  const sides = text.split('x').map(Number);
+  if (sides.length > 2 || !sides.every((side) => Number.isSafeInteger(side) && side > 0))
+    throw new RangeError(`--size is W or WxH in pixels, not ${text}`);
+  return sides as [number, number];
+}
 const steps = new Set(values.steps.split(',').map((step) => step.trim()));
 if (!steps.has('ingest') || [...steps].some((step) => step !== 'ingest' && step !== 'predict'))
   throw new Error(
     `--steps is ingest or ingest,predict (prediction needs an ingested slide), not ${values.steps}`,
   );
-const size = Number(values.size);
+const [width, height = width] = sizeOf(values.size);
 const workerCounts = values.workers.split(',').map(Number);
 const MiB = 1024 * 1024;
 const CHUNK_BYTES = 256 * MiB;
@@ -86,6 +94,17 @@ interface Result extends Setup {
   predictionSeconds: number;
   /** The 1-minute load average before the upload and after the prediction: others' work beside it. */
   load: [number, number];
+}
+
+/**
+ * A job's activities at once (bands, pyramid regions), as an operator of N workers sets them: at
+ * least N, else the workers past the default 4 would have nothing of one job to take. Set in the
+ * bench's environment, they win.
+ */
+function fanOut(workers: number): Record<string, string> {
+  const atOnce = String(Math.max(4, workers));
+  const names = ['PREDICTION_BANDS_PER_JOB', 'PYRAMID_REGIONS_PER_JOB', 'SEGMENTATION_BANDS_PER_JOB'];
+  return Object.fromEntries(names.map((name) => [name, process.env[name] ?? atOnce]));
 }
 
 function startNode(script: string, env: Record<string, string>, nodeArgs: string[] = []): ChildProcess {
@@ -294,6 +313,7 @@ async function measure(
     ...context.storage,
     UPLOAD_MAX_BYTES: String(64 * 1024 * MiB),
     LOG_LEVEL: 'info',
+    ...fanOut(setup.workers),
   };
   const api = startNode(path.join(setup.dist, 'cli', 'api.js'), {
     ...env,
@@ -417,7 +437,7 @@ function report(rows: Row[], here: string): void {
       ? '-'
       : `${row[step].toFixed(1)}${row.rounds.length > 1 ? ` (${row.rounds.map((r) => r[step].toFixed(0)).join(', ')})` : ''}`;
   console.log(
-    `\nslide ${size} x ${size} px, markers: every one; ${cores} cores; medians of ${rows[0]!.rounds.length} round(s)`,
+    `\nslide ${width} x ${height} px, markers: every one; ${cores} cores; medians of ${rows[0]!.rounds.length} round(s)`,
   );
   console.log(
     `${pad('setup', 34)} ${pad('ingest s', 18)} ${pad('ingest cores', 13)} ${pad('predict s', 18)} ${pad('load', 14)} speed-up (ingest, predict) / ideal / target`,
@@ -455,16 +475,16 @@ function ratios(base: Row, row: Row, step: 'ingestSeconds' | 'predictionSeconds'
 
 async function main(): Promise<void> {
   const { url, apiKey } = await databaseWithTenant();
-  const slide = path.join(scratch, `scale-${size}.svs`);
+  const slide = path.join(scratch, `scale-${width}x${height}.svs`);
   const written = performance.now();
   await writeSyntheticSvs({
     source: path.join(__dirname, '..', '..', '..', 'shared', 'data', 'wsi', 'CMU-1-Small-Region.svs'),
     out: slide,
-    width: size,
-    height: size,
+    width,
+    height,
   });
   console.log(
-    `synthetic slide ${size} x ${size}: ${((await stat(slide)).size / MiB).toFixed(0)} MiB in ${((performance.now() - written) / 1000).toFixed(1)} s`,
+    `synthetic slide ${width} x ${height}: ${((await stat(slide)).size / MiB).toFixed(0)} MiB in ${((performance.now() - written) / 1000).toFixed(1)} s`,
   );
   const markers = markerCatalog().map((marker) => marker.name);
   const { storage, stopStorage } = await objectStorage();
