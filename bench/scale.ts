@@ -92,6 +92,8 @@ interface Result extends Setup {
    */
   ingestCpuSeconds: number;
   predictionSeconds: number;
+  /** CPU seconds of the worker processes during the prediction. */
+  predictionCpuSeconds: number;
   /** The 1-minute load average before the upload and after the prediction: others' work beside it. */
   load: [number, number];
 }
@@ -338,14 +340,15 @@ async function measure(
       console.log(`${setup.label}: ingest ${ingestSeconds.toFixed(1)} s`);
       printProfile(await activityHistory(context.client, workflowIds.ingest(sampleId)));
     }
-    const predictionSeconds = steps.has('predict')
+    const prediction = steps.has('predict')
       ? await predict(base, context.apiKey, sampleId, { ...context, setup, workers })
-      : Number.NaN;
+      : { seconds: Number.NaN, cpu: Number.NaN };
     const result: Result = {
       ...setup,
       ingestSeconds,
       ingestCpuSeconds,
-      predictionSeconds,
+      predictionSeconds: prediction.seconds,
+      predictionCpuSeconds: prediction.cpu,
       load: [loadBefore, loadavg()[0]!],
     };
     console.log(JSON.stringify(result));
@@ -377,7 +380,7 @@ async function predict(
   apiKey: string,
   sampleId: string,
   context: { markers: string[]; client: Client; setup: Setup; workers: ChildProcess[] },
-): Promise<number> {
+): Promise<{ seconds: number; cpu: number }> {
   const submitted = await fetch(`${base}/api/v1/predict`, {
     method: 'POST',
     headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
@@ -394,7 +397,7 @@ async function predict(
     await fetch(`${base}/api/v1/jobs/${jobId}`, { headers: { authorization: `Bearer ${apiKey}` } })
   ).json()) as { status: string };
   if (job.status !== 'completed') throw new Error(`the prediction ended ${job.status}`);
-  return seconds;
+  return { seconds, cpu };
 }
 
 async function databaseWithTenant(): Promise<{ url: string; apiKey: string }> {
@@ -455,12 +458,30 @@ function report(rows: Row[], here: string): void {
       `${pad(row.label, 34)} ${pad(seconds(row, 'ingestSeconds'), 18)} ${pad(busyCores, 13)} ${pad(seconds(row, 'predictionSeconds'), 18)} ${pad(`${Math.min(...load).toFixed(0)} to ${Math.max(...load).toFixed(0)}`, 14)} ${speedUp}`,
     );
   }
+  if (one) printCoreBound(one, cores);
   const reference = rows.find((r) => r.dist !== here);
   if (reference && one) {
     console.log(
       `single worker against the reference: ingest ${ratios(one, reference, 'ingestSeconds')}x, prediction ${ratios(one, reference, 'predictionSeconds')}x its time (below 1: faster)`,
     );
   }
+}
+
+/**
+ * The cores one worker keeps busy (its CPU seconds over the step's wall time), and so the most
+ * any number of workers can speed a step up on this machine: cores / busy cores.
+ */
+function printCoreBound(one: Row, cores: number): void {
+  const busy = (
+    cpu: 'ingestCpuSeconds' | 'predictionCpuSeconds',
+    step: 'ingestSeconds' | 'predictionSeconds',
+  ) => median(one.rounds.map((r) => r[cpu] / r[step]));
+  const ingest = busy('ingestCpuSeconds', 'ingestSeconds');
+  const prediction = busy('predictionCpuSeconds', 'predictionSeconds');
+  const bound = (busyCores: number) => (Number.isNaN(busyCores) ? '-' : (cores / busyCores).toFixed(1));
+  console.log(
+    `one worker keeps ${ingest.toFixed(2)} cores busy in ingest, ${prediction.toFixed(2)} in prediction: on ${cores} cores, workers can speed them up ${bound(ingest)}x and ${bound(prediction)}x at most`,
+  );
 }
 
 /**
