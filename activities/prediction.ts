@@ -1,7 +1,7 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import {
   type FinishProgress,
-  finishPredictionStore,
+  finishPrediction,
   mergeBandSummaries,
   openModelSession,
   type PredictionProgress,
@@ -263,9 +263,10 @@ export function createPredictionActivities(deps: {
         'conflict',
       );
     }
-    await finishPredictionStore({
+    await finishPrediction({
       sink,
       layout: merged.layout,
+      model: { spec: modelSpec(job.model ?? '') },
       statistics: merged.statistics,
       // The bands built the lower levels as they went; an operator's re-run rebuilds them all.
       fromLevel: input.rerun ? 1 : merged.pyramidFrom,

@@ -77,7 +77,7 @@ export class BandPyramid {
       const shard = plan.tiles.order[i]!;
       for (const [m, array] of this.arrays[0]!.entries())
         await array.readShard(this.sink, shard.y, shard.x, buffers[m]!, this.signal);
-      await this.add(shard, buffers, []);
+      await this.addStoredShard(0, shard.y, shard.x, buffers);
     }
   }
 
@@ -89,6 +89,11 @@ export class BandPyramid {
    */
   add(shard: ShardAddress, buffers: readonly Uint16Array[], knownFill: readonly number[]): Promise<void> {
     return this.addTo(0, shard.y, shard.x, buffers, knownFill);
+  }
+
+  /** Shard `(y, x)` of `level`, read back from the store into buffers of the writers, as `add` adds level 0's. */
+  addStoredShard(level: number, y: number, x: number, buffers: readonly Uint16Array[]): Promise<void> {
+    return this.addTo(level, y, x, buffers, []);
   }
 
   /** Throws if a shard of the levels built still waits for a child (the band ended early). */
@@ -149,4 +154,76 @@ export class BandPyramid {
     await this.addTo(level, y, x, buffers, []);
     this.pool.push(buffers);
   }
+}
+
+/** Shards of the level below read ahead of the writers: reads overlap the means and encodes. */
+const STORED_SHARDS_IN_FLIGHT = 3;
+
+export interface BuildStoredLevelsOptions {
+  layout: PredictionStoreLayout;
+  writers: PlaneWriters;
+  sink: KeyValueStore;
+  /** The lowest level to build, at least 1: the level below it is stored. */
+  fromLevel: number;
+  signal?: AbortSignal;
+  /** After each shard of the level below is added: how many, of all. */
+  onShard?: (done: number, total: number) => void;
+}
+
+/**
+ * Builds levels `fromLevel` and up of every marker from the stored shards of the level below
+ * (postprocessing's levels, those spanning several bands), on the plane writers: a `BandPyramid`
+ * fed those shards read back in Z-order, so that each parent is finished as soon as its last
+ * child is in and memory holds a few shards per level. Reads, means and encodes of several
+ * markers overlap, where `PyramidBuilder`, the reference, does one shard after another on the
+ * calling thread; the bytes are the same.
+ */
+export async function buildStoredLevels(options: BuildStoredLevelsOptions): Promise<void> {
+  const { layout, writers, sink, fromLevel, signal } = options;
+  const top = storeLevels(layout).length - 1;
+  if (fromLevel > top) return;
+  const pyramid = new BandPyramid(layout, writers, sink, top, signal);
+  const below = layout.markers.map((marker) => markerArray(layout, marker, fromLevel - 1));
+  const order = zOrder(below[0]!.shardsY, below[0]!.shardsX);
+  const free: Uint16Array[][] = [];
+  const inFlight = new Set<Promise<void>>();
+  let failure: { error: unknown } | undefined;
+  let done = 0;
+  for (const { y, x } of order) {
+    if (inFlight.size >= STORED_SHARDS_IN_FLIGHT) await Promise.race(inFlight);
+    if (failure) break;
+    signal?.throwIfAborted();
+    const buffers = free.pop() ?? writers.shardBuffers();
+    await Promise.all(below.map((array, m) => array.readShard(sink, y, x, buffers[m]!, signal)));
+    // Settled, never rejected: a failure is kept and thrown once the others in flight settle.
+    const added: Promise<void> = pyramid.addStoredShard(fromLevel - 1, y, x, buffers).then(
+      () => {
+        free.push(buffers);
+        options.onShard?.(++done, order.length);
+      },
+      (error: unknown) => {
+        failure ??= { error };
+      },
+    );
+    inFlight.add(added);
+    void added.then(() => inFlight.delete(added));
+  }
+  await Promise.all(inFlight);
+  if (failure) throw failure.error;
+  pyramid.finished();
+}
+
+/** Every cell of a `rows` x `cols` grid in Z-order (Morton): the four children of a parent in a row. */
+function zOrder(rows: number, cols: number): { y: number; x: number }[] {
+  const cells: { y: number; x: number; code: number }[] = [];
+  for (let y = 0; y < rows; y++) for (let x = 0; x < cols; x++) cells.push({ y, x, code: morton(y, x) });
+  return cells.sort((a, b) => a.code - b.code);
+}
+
+function morton(y: number, x: number): number {
+  let code = 0;
+  for (let bit = 0; 2 ** bit <= Math.max(y, x); bit++) {
+    code += (((y >> bit) & 1) * 2 + ((x >> bit) & 1)) * 4 ** bit;
+  }
+  return code;
 }

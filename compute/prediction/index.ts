@@ -17,6 +17,8 @@ export {
 } from './model';
 export { nearestLevel, type PatchGrid, type PixelRect, type ShardAddress, TilePlan } from './plan';
 export {
+  type FinishPredictionOptions,
+  finishPrediction,
   type PredictionProgress,
   type PredictMarkersOptions,
   type PredictMarkersResult,

@@ -1,16 +1,23 @@
 import { availableParallelism } from 'node:os';
 import type { KeyValueStore } from '../zarr';
-import { BandPyramid } from './band-pyramid';
+import { BandPyramid, buildStoredLevels } from './band-pyramid';
 import type { ChannelStatistics } from './kernels';
 import { runPipeline } from './pipeline';
-import { type PlaneKernelKind, startPlaneWriters } from './plane-writers';
+import { type PlaneKernelKind, type PlaneWriters, startPlaneWriters } from './plane-writers';
 import { type PlanOptions, type PredictionProgress, planPrediction } from './prediction-plan';
 
 export type { PredictionProgress };
 
 import type { ModelSession } from './model';
 import { PredictionSink } from './prediction-sink';
-import { HISTOGRAM_BINS, type PredictionStoreLayout, writePyramidMetadata } from './store';
+import {
+  type FinishPredictionStoreOptions,
+  finishPredictionStore,
+  HISTOGRAM_BINS,
+  markerArray,
+  type PredictionStoreLayout,
+  writePyramidMetadata,
+} from './store';
 
 export interface PredictMarkersOptions extends PlanOptions {
   model: ModelSession;
@@ -54,16 +61,7 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
   const plan = planPrediction(options);
   const { model, signal } = options;
   const sink = new PredictionSink(plan.layout, options.sink, signal);
-  const writers = startPlaneWriters({
-    kernel: options.kernel,
-    threads: options.writers ?? defaultWriters(),
-    markers: plan.layout.markers.length,
-    geometry: sink.geometry,
-    tile: model.spec.tileSize,
-    inputSide: model.spec.tileSize + 2 * model.spec.halo,
-    bins: HISTOGRAM_BINS,
-    range: plan.layout.outputRange,
-  });
+  const writers = writersFor(plan.layout, model, options);
   let progress: PredictionProgress;
   try {
     const levels = options.pyramidLevels ?? 0;
@@ -94,6 +92,57 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
     layout: plan.layout,
     progress,
   };
+}
+
+export interface FinishPredictionOptions extends Omit<FinishPredictionStoreOptions, 'buildLevels'> {
+  /** Only its spec is read: the plane writers' buffers are sized by its tile. */
+  model: Pick<ModelSession, 'spec'>;
+  writers?: number;
+  kernel?: PlaneKernelKind;
+}
+
+/**
+ * The job's postprocessing: `finishPredictionStore`, its levels built on plane writers
+ * (`buildStoredLevels`): the reads, means and encodes of the markers overlap. A retry builds the
+ * levels again, the same bytes.
+ */
+export async function finishPrediction(options: FinishPredictionOptions): Promise<void> {
+  const { layout, sink, signal } = options;
+  const writers = writersFor(layout, options.model, options);
+  try {
+    await finishPredictionStore({
+      ...options,
+      buildLevels: (fromLevel) =>
+        buildStoredLevels({
+          layout,
+          writers,
+          sink,
+          fromLevel,
+          signal,
+          onShard: (done, total) =>
+            options.onProgress?.({ version: 1, layout: `levels/${fromLevel}`, done, total }),
+        }),
+    });
+  } finally {
+    await writers.close();
+  }
+}
+
+function writersFor(
+  layout: PredictionStoreLayout,
+  model: Pick<ModelSession, 'spec'>,
+  options: { writers?: number; kernel?: PlaneKernelKind },
+): PlaneWriters {
+  return startPlaneWriters({
+    kernel: options.kernel,
+    threads: options.writers ?? defaultWriters(),
+    markers: layout.markers.length,
+    geometry: markerArray(layout, layout.markers[0]!, 0).geometry,
+    tile: model.spec.tileSize,
+    inputSide: model.spec.tileSize + 2 * model.spec.halo,
+    bins: HISTOGRAM_BINS,
+    range: layout.outputRange,
+  });
 }
 
 /**

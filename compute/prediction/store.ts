@@ -105,43 +105,32 @@ export interface FinishPredictionStoreOptions {
    */
   fromLevel?: number;
   signal?: AbortSignal;
+  /**
+   * Builds levels `fromLevel` and up from the stored level below, all at once
+   * (`finishPrediction`'s, on plane writers). Without it, `PyramidBuilder` builds them shard by
+   * shard, the reference, resumable from `resume`.
+   */
+  buildLevels?: (fromLevel: number) => Promise<void>;
   resume?: FinishProgress | null;
   onProgress?: (progress: FinishProgress) => void;
 }
 
 /**
- * Postprocessing: the pyramid levels of every marker (2x2 means of the level below, each level
- * read back shard by shard, so memory holds five shards whatever the slide), an index-only shard
- * wherever one held only background and was left out, then each
- * marker's image group, the `markers` group, and last the root group, whose presence marks a
- * finished store.
- * Resumable: a shard depends only on stored shards below it, so a rerun from the token writes
+ * Postprocessing: the pyramid levels of every marker (2x2 means of the level below, read back
+ * from the store, so memory does not grow with the slide), an index-only shard wherever one held
+ * only background and was left out, then each marker's image group, the `markers` group, and
+ * last the root group, whose presence marks a finished store.
+ * A shard depends only on stored shards below it, so a rerun (from the token, by default) writes
  * the same bytes.
  */
-export async function finishPredictionStore(options: FinishPredictionStoreOptions): Promise<FinishProgress> {
+export async function finishPredictionStore(options: FinishPredictionStoreOptions): Promise<void> {
   const { sink, layout, signal } = options;
   for (const marker of layout.markers) checkMarkerName(marker);
   const levels = storeLevels(layout);
   const fromLevel = Math.max(1, options.fromLevel ?? 1);
-  const tasks: { level: number; marker: string; y: number; x: number }[] = [];
-  for (let level = fromLevel; level < levels.length; level++) {
-    for (const marker of layout.markers) {
-      const array = markerArray(layout, marker, level);
-      for (let y = 0; y < array.shardsY; y++)
-        for (let x = 0; x < array.shardsX; x++) tasks.push({ level, marker, y, x });
-    }
-  }
-  const key = `finish/1/${layoutKey(layout)}/from${fromLevel}`;
-  const resume = options.resume;
-  const from = resumePoint(resume, key, tasks.length);
   await writePyramidMetadata(sink, layout, signal);
-  const builder = new PyramidBuilder(sink, layout, signal);
-  for (let i = from; i < tasks.length; i++) {
-    signal?.throwIfAborted();
-    const task = tasks[i]!;
-    await builder.build(task.marker, task.level, task.y, task.x);
-    options.onProgress?.({ version: 1, layout: key, done: i + 1, total: tasks.length });
-  }
+  if (options.buildLevels) await options.buildLevels(fromLevel);
+  else await buildLevelsOneByOne(options, fromLevel);
   // Strand's client fetches every shard key of the grid and stops at the first missing one. The
   // markers' lookups and writes at once: each is a round trip to the store, and they are many.
   for (let level = 0; level < levels.length; level++) {
@@ -161,7 +150,28 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
   await sink.put('zarr.json', encodeJson(groupMetadata(rootAttributes(layout, levels, options.statistics))), {
     signal,
   });
-  return { version: 1, layout: key, done: tasks.length, total: tasks.length };
+}
+
+/** Levels `fromLevel` and up with `PyramidBuilder`, one shard after another; resumable. */
+async function buildLevelsOneByOne(options: FinishPredictionStoreOptions, fromLevel: number): Promise<void> {
+  const { sink, layout, signal } = options;
+  const tasks: { level: number; marker: string; y: number; x: number }[] = [];
+  for (let level = fromLevel; level < storeLevels(layout).length; level++) {
+    for (const marker of layout.markers) {
+      const array = markerArray(layout, marker, level);
+      for (let y = 0; y < array.shardsY; y++)
+        for (let x = 0; x < array.shardsX; x++) tasks.push({ level, marker, y, x });
+    }
+  }
+  const key = `finish/1/${layoutKey(layout)}/from${fromLevel}`;
+  const from = resumePoint(options.resume, key, tasks.length);
+  const builder = new PyramidBuilder(sink, layout, signal);
+  for (let i = from; i < tasks.length; i++) {
+    signal?.throwIfAborted();
+    const task = tasks[i]!;
+    await builder.build(task.marker, task.level, task.y, task.x);
+    options.onProgress?.({ version: 1, layout: key, done: i + 1, total: tasks.length });
+  }
 }
 
 /** The array metadata of every level above 0 (the same bytes whoever writes them). */

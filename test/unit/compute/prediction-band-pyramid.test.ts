@@ -2,6 +2,7 @@
 import type { SlideImage } from '../../../compute/image';
 import {
   closeModelSessions,
+  finishPrediction,
   finishPredictionStore,
   type ModelSession,
   mergeBandSummaries,
@@ -21,7 +22,8 @@ import { differingKeys, smallRegionPrediction } from './prediction-fixture';
  * writers' 2x2 means of a shard as it is made equal those of the shard read back from the store
  * (both writers, the TypeScript reference and the WebAssembly threads), and bands of four shard
  * rows, which build levels 1 and 2 that way, finish into the bytes of one run finished from the
- * store.
+ * store. Postprocessing's levels built on the writers from the stored level below
+ * (`finishPrediction`) are those `PyramidBuilder` builds.
  */
 
 // The model threads this file's predictions opened; left running, they hold Jest's worker at exit.
@@ -186,3 +188,72 @@ test('the one band of a slide builds every level; a summary kept without its lev
   await summaries.put('0.json', new TextEncoder().encode(JSON.stringify(kept)));
   expect((await mergeBandSummaries({ ...single, summaries }))?.pyramidFrom).toBe(2);
 }, 300_000);
+
+describe('postprocessing on the plane writers', () => {
+  let whole: ReturnType<typeof memoryStore>;
+  let finished: Awaited<ReturnType<typeof predictMarkers>>;
+
+  beforeAll(async () => {
+    whole = memoryStore();
+    finished = await predictMarkers({ ...options(), sink: whole });
+    await finishPredictionStore({ sink: whole, layout: finished.layout, statistics: finished.statistics });
+  }, 120_000);
+
+  /** The reference store's keys of the levels below `level` (and none of its groups). */
+  const levelsBelow = (level: number) =>
+    memoryStore(
+      new Map(
+        [...whole.map].filter(([key]) => {
+          const found = /^markers\/[^/]+\/(\d+)\//.exec(key);
+          return found !== null && Number(found[1]) < level;
+        }),
+      ),
+    );
+
+  test.each<[PlaneKernelKind, number]>([
+    ['typescript', 1],
+    ['webassembly', 1],
+    ['webassembly', 2],
+    ['webassembly', 3],
+  ])(
+    'the %s writers build levels %i and up into the bytes of PyramidBuilder',
+    async (kernel, fromLevel) => {
+      const store = levelsBelow(fromLevel);
+      const progress: number[] = [];
+      await finishPrediction({
+        sink: store,
+        layout: finished.layout,
+        statistics: finished.statistics,
+        fromLevel,
+        model: session,
+        kernel,
+        writers: 2,
+        onProgress: ({ done }) => progress.push(done),
+      });
+      // Some shards of the levels below hold only background: stored index-only, read as fill.
+      expect([...store.map.keys()].sort()).toEqual([...whole.map.keys()].sort());
+      expect(differingKeys(whole, store)).toEqual([]);
+      expect(progress.length).toBeGreaterThan(1);
+      expect(progress.at(-1)).toBe(progress.length);
+    },
+    120_000,
+  );
+
+  test('a store that fails a write fails the build once the shards in flight settle', async () => {
+    const store = levelsBelow(1);
+    const put = store.put.bind(store);
+    store.put = (key, bytes, opts) =>
+      key.startsWith('markers/CD3/2/c/')
+        ? Promise.reject(new Error(`no room for ${key}`))
+        : put(key, bytes, opts);
+    await expect(
+      finishPrediction({
+        sink: store,
+        layout: finished.layout,
+        statistics: finished.statistics,
+        model: session,
+      }),
+    ).rejects.toThrow(/no room for markers\/CD3\/2\/c\//);
+    expect(store.map.has('zarr.json')).toBe(false);
+  }, 120_000);
+});
