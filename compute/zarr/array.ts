@@ -15,6 +15,9 @@ import {
   type ShardGeometry,
 } from './shard';
 
+/** Shard keys `storeMissingShards` looks up at once, per array. */
+const MISSING_SHARD_LOOKUPS = 16;
+
 /** A shard of a level under a shard of the level above (`ShardedArray.childShards`). */
 export interface ChildShard {
   shardY: number;
@@ -145,14 +148,19 @@ export class ShardedArray<D extends DataType = DataType> {
    * reading a missing key as fill. Answers how many it stored.
    */
   async storeMissingShards(sink: KeyValueStore, signal?: AbortSignal): Promise<number> {
+    const keys: string[] = [];
+    for (let y = 0; y < this.shardsY; y++)
+      for (let x = 0; x < this.shardsX; x++) keys.push(this.shardKey(y, x));
     let stored = 0;
-    for (let y = 0; y < this.shardsY; y++) {
-      for (let x = 0; x < this.shardsX; x++) {
-        const key = this.shardKey(y, x);
-        if (await sink.getRange(key, { offset: 0, length: 1 }, { signal })) continue;
-        await sink.put(key, emptyShard(this.geometry), { signal });
-        stored++;
-      }
+    // Each lookup is a round trip to the store (a request to S3): several at once.
+    for (let first = 0; first < keys.length; first += MISSING_SHARD_LOOKUPS) {
+      await Promise.all(
+        keys.slice(first, first + MISSING_SHARD_LOOKUPS).map(async (key) => {
+          if (await sink.getRange(key, { offset: 0, length: 1 }, { signal })) return;
+          await sink.put(key, emptyShard(this.geometry), { signal });
+          stored++;
+        }),
+      );
     }
     return stored;
   }

@@ -110,6 +110,35 @@ describe('ShardedArray', () => {
     expect([...(await array.readRegion(sink, inner))]).toEqual(expected([2, 70, 45], inner));
   });
 
+  it('stores an index-only shard for each key left out, and only for those', async () => {
+    const sink = memoryStore();
+    // 7 x 7 shards: more keys than one round of lookups.
+    const array = new ShardedArray('m', spec('uint16', { shape: [1, 200, 200] }));
+    const shard = array.allocateShard().fill(3);
+    const written = new Set<string>();
+    for (let y = 0; y < 7; y++)
+      for (let x = 0; x < 7; x++)
+        if ((y * 7 + x) % 3 === 0) {
+          await array.writeShard(sink, y, x, shard);
+          written.add(array.shardKey(y, x));
+        }
+    const before = new Map(sink.map);
+    expect(await array.storeMissingShards(sink)).toBe(49 - written.size);
+    for (let y = 0; y < 7; y++) {
+      for (let x = 0; x < 7; x++) {
+        const key = array.shardKey(y, x);
+        if (written.has(key)) expect(sink.map.get(key)).toBe(before.get(key));
+        else expect(sink.map.get(key)!.byteLength).toBeLessThan(200);
+        const read = array.allocateShard();
+        await array.readShard(sink, y, x, read);
+        // The shard's first pixel lies inside the array, at every edge too.
+        expect(read[0]).toBe(written.has(key) ? 3 : 0);
+        if (!written.has(key)) expect(read.every((v) => v === 0)).toBe(true);
+      }
+    }
+    expect(await array.storeMissingShards(sink)).toBe(0);
+  });
+
   it('keeps float32 and uint32 values exactly', async () => {
     for (const dataType of ['float32', 'uint32'] as const) {
       const sink = memoryStore();
