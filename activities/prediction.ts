@@ -1,6 +1,5 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import {
-  type FinishProgress,
   finishPrediction,
   mergeBandSummaries,
   openModelSession,
@@ -271,7 +270,6 @@ export function createPredictionActivities(deps: {
       // The bands built the lower levels as they went; an operator's re-run rebuilds them all.
       fromLevel: input.rerun ? 1 : merged.pyramidFrom,
       signal: context.cancellationSignal,
-      resume: context.info.heartbeatDetails as FinishProgress | undefined,
       onProgress: (progress) => heartbeat(progress),
     });
     return { active: true };

@@ -213,7 +213,7 @@ export async function buildStoredLevels(options: BuildStoredLevelsOptions): Prom
   pyramid.finished();
 }
 
-/** Every cell of a `rows` x `cols` grid in Z-order (Morton): the four children of a parent in a row. */
+/** Every cell of a `rows` x `cols` grid in Z-order (Morton): the four under each parent one after another. */
 function zOrder(rows: number, cols: number): { y: number; x: number }[] {
   const cells: { y: number; x: number; code: number }[] = [];
   for (let y = 0; y < rows; y++) for (let x = 0; x < cols; x++) cells.push({ y, x, code: morton(y, x) });

@@ -94,7 +94,8 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
   };
 }
 
-export interface FinishPredictionOptions extends Omit<FinishPredictionStoreOptions, 'buildLevels'> {
+export interface FinishPredictionOptions
+  extends Omit<FinishPredictionStoreOptions, 'buildLevels' | 'resume'> {
   /** Only its spec is read: the plane writers' buffers are sized by its tile. */
   model: Pick<ModelSession, 'spec'>;
   writers?: number;
@@ -103,8 +104,8 @@ export interface FinishPredictionOptions extends Omit<FinishPredictionStoreOptio
 
 /**
  * The job's postprocessing: `finishPredictionStore`, its levels built on plane writers
- * (`buildStoredLevels`): the reads, means and encodes of the markers overlap. A retry builds the
- * levels again, the same bytes.
+ * (`buildStoredLevels`): the reads, means and encodes of the markers overlap. Progress is
+ * reported for heartbeats; a retry builds the levels again, the same bytes, in seconds.
  */
 export async function finishPrediction(options: FinishPredictionOptions): Promise<void> {
   const { layout, sink, signal } = options;
