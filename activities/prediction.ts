@@ -269,6 +269,7 @@ export function createPredictionActivities(deps: {
       statistics: merged.statistics,
       // The bands built the lower levels as they went; an operator's re-run rebuilds them all.
       fromLevel: input.rerun ? 1 : merged.pyramidFrom,
+      everyShardStored: merged.everyShardStored,
       signal: context.cancellationSignal,
       onProgress: (progress) => heartbeat(progress),
     });

@@ -12,10 +12,12 @@ import { cpuSeconds, median } from './cpu';
 /**
  * A prediction job's postprocessing (`finishPredictionStore`: the pyramid levels that span
  * several bands, index-only shards for every key left out, the groups) on a store whose lower
- * levels the bands wrote, with the levels built by `PyramidBuilder` (the reference, one shard
- * after another on the main thread) and on plane writers (`finishPrediction`, what the job runs),
- * in turn on the same store, the order alternating by round. Prints the wall and CPU seconds of
- * each, their ratio, and checks that both wrote the same bytes.
+ * levels the bands wrote, two ways in turn on the same store, the order alternating by round:
+ * `reference`, the levels built by `PyramidBuilder` (one shard after another on the main thread)
+ * and every key of every level looked up, as before bands stored every key; `writers`, what the
+ * job runs now (`finishPrediction`: the levels on plane writers, no lookups, since the bands
+ * stored every key). Prints the wall and CPU seconds of each, their ratio, how long the lookups
+ * take, and checks that both wrote the same bytes.
  *   npm run bench:pyramid-levels [-- --size 50000|WxH --markers 14 --rounds 3 --writers N]
  *
  * The level below the first built is written with smooth values and noise, as predicted planes
@@ -105,6 +107,7 @@ async function finish(way: Way, sink: KeyValueStore): Promise<{ wall: number; cp
   else
     await finishPrediction({
       ...options,
+      everyShardStored: true,
       model: { spec },
       ...(values.writers ? { writers: Number(values.writers) } : {}),
     });
@@ -139,7 +142,7 @@ async function main(): Promise<void> {
       layout.markers.map((marker) => markerArray(layout, marker, level).storeMissingShards(sink)),
     );
   console.log(
-    `of which the lookups for missing shards (every key of every level, each found): ${((performance.now() - lookups) / 1000).toFixed(2)} s`,
+    `the reference's lookups for missing shards (every key of every level, each found): ${((performance.now() - lookups) / 1000).toFixed(2)} s`,
   );
   const wall = (way: Way) => median(times[way].map((t) => t.wall));
   const cpu = (way: Way) => median(times[way].map((t) => t.cpu));

@@ -3,7 +3,7 @@ import { bandPyramidLevels, levelsInsideRows } from './band-pyramid';
 import { type ChannelStatistics, emptyStatistics, mergeStatistics } from './kernels';
 import { type PredictMarkersOptions, predictMarkers } from './predict';
 import { type PlanOptions, planPrediction } from './prediction-plan';
-import { HISTOGRAM_BINS, type PredictionStoreLayout } from './store';
+import { HISTOGRAM_BINS, markerArray, type PredictionStoreLayout } from './store';
 
 /**
  * A prediction made band by band (`TilePlan.bandRange`), each band on any worker: a band writes
@@ -29,6 +29,11 @@ interface StoredSummary extends BandSummary {
    * before a band could build them all, which built those of its rows alone.
    */
   pyramidLevels?: number;
+  /**
+   * Every shard key of the band's levels is stored, background index-only; absent from a summary
+   * kept before bands did so, whose store postprocessing then looks every key up in.
+   */
+  everyShardStored?: boolean;
 }
 
 /** Bands of the plan `options` describe: `predictBand` takes 0 to this, less one. */
@@ -57,13 +62,18 @@ export async function predictBand(options: PredictBandOptions): Promise<BandSumm
     : await readSummary(options.summaries, options.band, key, options.signal);
   if (kept) return { tiles: kept.tiles, failedTiles: kept.failedTiles, statistics: kept.statistics };
   const pyramidLevels = bandPyramidLevels(plan.layout, plan.tiles);
+  // The shards an earlier attempt stored, which a build from before `markerArray` stored
+  // background index-only may have left out; the levels above are built again from them.
+  const earlier = plan.tiles.order.slice(plan.first, plan.start.shardsDone);
+  for (const marker of plan.layout.markers)
+    await markerArray(plan.layout, marker, 0).storeMissingShards(options.sink, options.signal, earlier);
   const result = await predictMarkers({ ...options, pyramidLevels });
   const summary: BandSummary = {
     tiles: result.tiles,
     failedTiles: result.failedTiles,
     statistics: result.statistics,
   };
-  const stored: StoredSummary = { version: 1, key, pyramidLevels, ...summary };
+  const stored: StoredSummary = { version: 1, key, pyramidLevels, everyShardStored: true, ...summary };
   await options.summaries.put(summaryKey(options.band), new TextEncoder().encode(JSON.stringify(stored)), {
     signal: options.signal,
   });
@@ -71,13 +81,16 @@ export async function predictBand(options: PredictBandOptions): Promise<BandSumm
 }
 
 /**
- * Every band's summary merged, in band order, with the store's layout and the lowest pyramid
- * level the bands left to build; undefined if a band has none for this plan (it was never
- * predicted, or predicted for another).
+ * Every band's summary merged, in band order, with the store's layout, the lowest pyramid
+ * level the bands left to build and whether every band stored every shard key of its levels;
+ * undefined if a band has none for this plan (it was never predicted, or predicted for another).
  */
 export async function mergeBandSummaries(
   options: PlanOptions & { summaries: KeyValueStore; signal?: AbortSignal },
-): Promise<(BandSummary & { layout: PredictionStoreLayout; pyramidFrom: number }) | undefined> {
+): Promise<
+  | (BandSummary & { layout: PredictionStoreLayout; pyramidFrom: number; everyShardStored: boolean })
+  | undefined
+> {
   const whole = planPrediction({ ...options, band: undefined, resume: null });
   const merged: BandSummary = {
     tiles: 0,
@@ -86,11 +99,13 @@ export async function mergeBandSummaries(
   };
   // The levels every band built.
   let built = bandPyramidLevels(whole.layout, whole.tiles);
+  let everyShardStored = true;
   for (let band = 0; band < whole.tiles.bands; band++) {
     const key = planPrediction({ ...options, band, resume: null }).key;
     const summary = await readSummary(options.summaries, band, key, options.signal);
     if (!summary) return undefined;
     built = Math.min(built, summary.pyramidLevels ?? levelsInsideRows(whole.layout, whole.tiles.bandShards));
+    everyShardStored &&= summary.everyShardStored === true;
     merged.tiles += summary.tiles;
     merged.failedTiles += summary.failedTiles;
     for (const marker of whole.layout.markers) {
@@ -98,7 +113,7 @@ export async function mergeBandSummaries(
     }
   }
   // The levels the bands built are done; postprocessing builds from the next.
-  return { ...merged, layout: whole.layout, pyramidFrom: built + 1 };
+  return { ...merged, layout: whole.layout, pyramidFrom: built + 1, everyShardStored };
 }
 
 function summaryKey(band: number): string {
@@ -110,7 +125,7 @@ async function readSummary(
   band: number,
   key: string,
   signal?: AbortSignal,
-): Promise<(BandSummary & Pick<StoredSummary, 'pyramidLevels'>) | undefined> {
+): Promise<(BandSummary & Pick<StoredSummary, 'pyramidLevels' | 'everyShardStored'>) | undefined> {
   const bytes = await summaries.get(summaryKey(band), { signal });
   if (!bytes) return undefined;
   const stored = parseJson(bytes, summaryKey(band)) as Partial<StoredSummary>;
@@ -120,5 +135,6 @@ async function readSummary(
     failedTiles: stored.failedTiles!,
     statistics: stored.statistics!,
     pyramidLevels: stored.pyramidLevels,
+    everyShardStored: stored.everyShardStored,
   };
 }

@@ -80,15 +80,21 @@ export function markerArray(
 ): ShardedArray<'uint16'> {
   const size = storeLevels(layout)[level];
   if (!size) throw new RangeError(`no level ${level}`);
-  return new ShardedArray(`markers/${marker}/${level}`, {
-    dataType: 'uint16',
-    shape: [1, size.heightPx, size.widthPx],
-    shardShape: [layout.shardSize, layout.shardSize],
-    chunkShape: [layout.chunkSize, layout.chunkSize],
-    fillValue: PREDICTION_FILL_VALUE,
-    dimensionNames: ['c', 'y', 'x'],
-    compressionLevel: PREDICTION_ZSTD_LEVEL,
-  });
+  // Every shard key is stored as it is written, background too: Strand's client fetches every
+  // key of the grid and stops at the first missing one.
+  return new ShardedArray(
+    `markers/${marker}/${level}`,
+    {
+      dataType: 'uint16',
+      shape: [1, size.heightPx, size.widthPx],
+      shardShape: [layout.shardSize, layout.shardSize],
+      chunkShape: [layout.chunkSize, layout.chunkSize],
+      fillValue: PREDICTION_FILL_VALUE,
+      dimensionNames: ['c', 'y', 'x'],
+      compressionLevel: PREDICTION_ZSTD_LEVEL,
+    },
+    'index-only',
+  );
 }
 
 /** Progress of `finishPredictionStore` and its resume token: shards of levels 1 and up, in order (level, marker, row, column). */
@@ -105,6 +111,14 @@ export interface FinishPredictionStoreOptions {
    */
   fromLevel?: number;
   signal?: AbortSignal;
+  /**
+   * The levels below `fromLevel` hold every shard key: they were written by this code, which
+   * stores background shards index-only (`markerArray`), as bands record in their summaries.
+   * Then no key is looked up: the levels built here are written whole. Without it, every key
+   * of every level is looked up and an index-only shard stored where one is missing (a store
+   * from before, a band resumed from one).
+   */
+  everyShardStored?: boolean;
   /**
    * Builds levels `fromLevel` and up from the stored level below, all at once
    * (`finishPrediction`'s, on plane writers). Without it, `PyramidBuilder` builds them shard by
@@ -131,9 +145,8 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
   await writePyramidMetadata(sink, layout, signal);
   if (options.buildLevels) await options.buildLevels(fromLevel);
   else await buildLevelsOneByOne(options, fromLevel);
-  // Strand's client fetches every shard key of the grid and stops at the first missing one. The
-  // markers' lookups and writes at once: each is a round trip to the store, and they are many.
-  for (let level = 0; level < levels.length; level++) {
+  // The markers' lookups at once: each is a round trip to the store, and they are many.
+  for (let level = 0; level < levels.length && !options.everyShardStored; level++) {
     await Promise.all(
       layout.markers.map((marker) => markerArray(layout, marker, level).storeMissingShards(sink, signal)),
     );

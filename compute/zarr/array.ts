@@ -18,6 +18,13 @@ import {
 /** Shard keys `storeMissingShards` looks up at once, per array. */
 const MISSING_SHARD_LOOKUPS = 16;
 
+/**
+ * What `writeShard` does with a shard that holds only the fill value: leave it out (Zarr reads a
+ * missing shard as fill), or store an index-only shard, for clients that fetch every shard key
+ * of the grid instead of reading a missing key as fill.
+ */
+export type EmptyShards = 'omit' | 'index-only';
+
 /** A shard of a level under a shard of the level above (`ShardedArray.childShards`). */
 export interface ChildShard {
   shardY: number;
@@ -50,6 +57,7 @@ export class ShardedArray<D extends DataType = DataType> {
   constructor(
     readonly path: string,
     readonly spec: ArraySpec<D>,
+    private readonly emptyShards: EmptyShards = 'omit',
   ) {
     checkSpec(spec);
     const [channels, height, width] = spec.shape;
@@ -120,8 +128,8 @@ export class ShardedArray<D extends DataType = DataType> {
   /**
    * Encodes and stores one shard from a chunk-major buffer. The buffer must not change until
    * this settles (chunks are compressed from views of it). A shard that holds only the fill
-   * value is not stored; the answer says whether it was. `encode` may run the encoding where the
-   * buffer lives (a worker thread).
+   * value is left out or stored index-only (`EmptyShards`); the answer says whether it held
+   * anything else. `encode` may run the encoding where the buffer lives (a worker thread).
    */
   async writeShard(
     sink: KeyValueStore,
@@ -137,7 +145,10 @@ export class ShardedArray<D extends DataType = DataType> {
       this.shardExtent(shardY, shardX),
       this.spec.compressionLevel,
     );
-    if (bytes === undefined) return false;
+    if (bytes === undefined) {
+      if (this.emptyShards === 'index-only') await this.storeIndexOnlyShard(sink, shardY, shardX, signal);
+      return false;
+    }
     await sink.put(this.shardKey(shardY, shardX), bytes, { signal });
     return true;
   }
@@ -145,24 +156,40 @@ export class ShardedArray<D extends DataType = DataType> {
   /**
    * Stores an index-only shard (every chunk missing: the fill value, a few hundred bytes) in place
    * of each shard that was left out, for clients that fetch every shard key of the grid instead of
-   * reading a missing key as fill. Answers how many it stored.
+   * reading a missing key as fill: of every shard, or of `shards`. Answers how many it stored.
    */
-  async storeMissingShards(sink: KeyValueStore, signal?: AbortSignal): Promise<number> {
-    const keys: string[] = [];
-    for (let y = 0; y < this.shardsY; y++)
-      for (let x = 0; x < this.shardsX; x++) keys.push(this.shardKey(y, x));
+  async storeMissingShards(
+    sink: KeyValueStore,
+    signal?: AbortSignal,
+    shards: readonly { y: number; x: number }[] = this.everyShard(),
+  ): Promise<number> {
     let stored = 0;
     // Each lookup is a round trip to the store (a request to S3): several at once.
-    for (let first = 0; first < keys.length; first += MISSING_SHARD_LOOKUPS) {
+    for (let first = 0; first < shards.length; first += MISSING_SHARD_LOOKUPS) {
       await Promise.all(
-        keys.slice(first, first + MISSING_SHARD_LOOKUPS).map(async (key) => {
-          if (await sink.getRange(key, { offset: 0, length: 1 }, { signal })) return;
-          await sink.put(key, emptyShard(this.geometry), { signal });
+        shards.slice(first, first + MISSING_SHARD_LOOKUPS).map(async ({ y, x }) => {
+          if (await sink.getRange(this.shardKey(y, x), { offset: 0, length: 1 }, { signal })) return;
+          await this.storeIndexOnlyShard(sink, y, x, signal);
           stored++;
         }),
       );
     }
     return stored;
+  }
+
+  private everyShard(): { y: number; x: number }[] {
+    const shards: { y: number; x: number }[] = [];
+    for (let y = 0; y < this.shardsY; y++) for (let x = 0; x < this.shardsX; x++) shards.push({ y, x });
+    return shards;
+  }
+
+  private storeIndexOnlyShard(
+    sink: KeyValueStore,
+    y: number,
+    x: number,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    return sink.put(this.shardKey(y, x), emptyShard(this.geometry), { signal });
   }
 
   /** Reads one shard into a chunk-major buffer; a shard never stored reads as the fill value. */

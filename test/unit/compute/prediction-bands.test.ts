@@ -97,21 +97,62 @@ test('bands made apart, in any order, one resumed, finish into the same bytes as
   expect(merged!.statistics).toEqual(reference.statistics);
   // Bands of 2 shard rows built level 1 as they went; postprocessing builds the rest.
   expect(merged!.pyramidFrom).toBe(2);
-  // Each level-1 shard over a stored level-0 shard (the others are background, left out).
-  const shards = (level: number) =>
-    [...banded.map.keys()]
-      .filter((key) => key.startsWith(`markers/DAPI/${level}/c/`))
-      .map((key) => key.split('/').slice(-2).map(Number));
-  const parents = new Set(shards(0).map(([y, x]) => `${Math.floor(y! / 2)},${Math.floor(x! / 2)}`));
-  expect(new Set(shards(1).map(([y, x]) => `${y},${x}`))).toEqual(parents);
+  // Every shard key of levels 0 and 1 is stored, background index-only: postprocessing need not
+  // look any up, and the store is the one run's, which did.
+  const keys = (level: number) =>
+    [...banded.map.keys()].filter((key) => key.startsWith(`markers/DAPI/${level}/c/`)).length;
+  const levelZero = { y: Math.ceil(he.heightPx / 512), x: Math.ceil(he.widthPx / 512) };
+  expect([keys(0), keys(1)]).toEqual([
+    levelZero.y * levelZero.x,
+    Math.ceil(levelZero.y / 2) * Math.ceil(levelZero.x / 2),
+  ]);
+  expect(merged!.everyShardStored).toBe(true);
   await finishPredictionStore({
     sink: banded,
     layout: merged!.layout,
     statistics: merged!.statistics,
     fromLevel: merged!.pyramidFrom,
+    everyShardStored: true,
   });
   expectSameObjects(banded, whole);
 }, 300_000);
+
+test('a resumed band looks up the shards its earlier attempt stored, in case one was left out', async () => {
+  const sink = memoryStore();
+  const summaries = memoryStore();
+  const controller = new AbortController();
+  let token: PredictionProgress | undefined;
+  await expect(
+    predictBand({
+      ...options(),
+      band: 0,
+      sink,
+      summaries,
+      signal: controller.signal,
+      onProgress: (_done, _total, t) => {
+        token = t;
+        if (t.shardsDone > 1) controller.abort();
+      },
+    }),
+  ).rejects.toThrow();
+  // As a build from before left a background shard out: the band stores it index-only again.
+  const levelZero = (key: string) => /^markers\/\w+\/0\/c\//.test(key);
+  const earlier = [...sink.map.keys()].filter(levelZero);
+  expect(earlier.length).toBeGreaterThanOrEqual(token!.shardsDone * 3);
+  sink.map.delete(earlier[0]!);
+  const lookedUp: string[] = [];
+  const getRange = sink.getRange.bind(sink);
+  sink.getRange = (key, range, opts) => {
+    lookedUp.push(key);
+    return getRange(key, range, opts);
+  };
+  await predictBand({ ...options(), band: 0, sink, summaries, resume: token });
+  // The shards the token counts done, every marker's.
+  expect(lookedUp.filter(levelZero)).toHaveLength(token!.shardsDone * 3);
+  expect(lookedUp).toContain(earlier[0]);
+  expect(new Set(lookedUp.filter(levelZero)).size).toBe(token!.shardsDone * 3);
+  expect(sink.map.has(earlier[0]!)).toBe(true);
+}, 120_000);
 
 test('a band whose summary is stored is not made again; a missing band merges to nothing', async () => {
   const sink = memoryStore();

@@ -137,6 +137,26 @@ describe('ShardedArray', () => {
       }
     }
     expect(await array.storeMissingShards(sink)).toBe(0);
+    // Of some shards only.
+    const some = memoryStore();
+    expect(await array.storeMissingShards(some, undefined, [{ y: 6, x: 0 }])).toBe(1);
+    expect([...some.map.keys()]).toEqual([array.shardKey(6, 0)]);
+  });
+
+  it('leaves a background shard out, or stores it index-only', async () => {
+    const background = new ShardedArray('m', spec('uint16')).allocateShard();
+    for (const emptyShards of ['omit', 'index-only'] as const) {
+      const sink = memoryStore();
+      const array = new ShardedArray('m', spec('uint16'), emptyShards);
+      expect(await array.writeShard(sink, 1, 0, background)).toBe(false);
+      const stored = sink.map.get(array.shardKey(1, 0));
+      if (emptyShards === 'omit') expect(stored).toBeUndefined();
+      else {
+        const missing = memoryStore();
+        await array.storeMissingShards(missing, undefined, [{ y: 1, x: 0 }]);
+        expect(stored).toEqual(missing.map.get(array.shardKey(1, 0)));
+      }
+    }
   });
 
   it('keeps float32 and uint32 values exactly', async () => {
