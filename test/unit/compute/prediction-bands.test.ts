@@ -11,7 +11,7 @@ import {
   predictionBandCount,
   predictMarkers,
 } from '../../../compute/prediction';
-import { memoryStore } from '../../../compute/zarr';
+import { type KeyValueStore, memoryStore } from '../../../compute/zarr';
 import { smallRegionPrediction } from './prediction-fixture';
 
 type Objects = { readonly map: Map<string, Uint8Array> };
@@ -46,6 +46,31 @@ const options = () => ({
   bandShards: 2,
 });
 
+/** Band `band` started and stopped once `stop` holds for its token; answers that token. */
+async function interruptedBand(
+  band: number,
+  sink: KeyValueStore,
+  summaries: KeyValueStore,
+  stop: (token: PredictionProgress) => boolean,
+): Promise<PredictionProgress> {
+  const controller = new AbortController();
+  let token: PredictionProgress | undefined;
+  await expect(
+    predictBand({
+      ...options(),
+      band,
+      sink,
+      summaries,
+      signal: controller.signal,
+      onProgress: (_done, _total, t) => {
+        token = t;
+        if (stop(t)) controller.abort();
+      },
+    }),
+  ).rejects.toThrow();
+  return token!;
+}
+
 test('bands made apart, in any order, one resumed, finish into the same bytes as one run', async () => {
   const whole = memoryStore();
   const reference = await predictMarkers({ ...options(), sink: whole });
@@ -57,21 +82,7 @@ test('bands made apart, in any order, one resumed, finish into the same bytes as
   const summaries = memoryStore();
   // The middle band stops after its first shard and is resumed from its token.
   const middle = Math.floor(bands / 2);
-  const controller = new AbortController();
-  let token: PredictionProgress | undefined;
-  await expect(
-    predictBand({
-      ...options(),
-      band: middle,
-      sink: banded,
-      summaries,
-      signal: controller.signal,
-      onProgress: (_done, _total, t) => {
-        token = t;
-        if (t.shardsDone > 0) controller.abort();
-      },
-    }),
-  ).rejects.toThrow();
+  const token = await interruptedBand(middle, banded, summaries, (t) => t.shardsDone > 0);
   expect(await summaries.get(`${middle}.json`)).toBeUndefined();
   // The others last to first, two at a time; the middle one from its token among them.
   const order = Array.from({ length: bands }, (_, b) => bands - 1 - b);
@@ -120,25 +131,11 @@ test('bands made apart, in any order, one resumed, finish into the same bytes as
 test('a resumed band looks up the shards its earlier attempt stored, in case one was left out', async () => {
   const sink = memoryStore();
   const summaries = memoryStore();
-  const controller = new AbortController();
-  let token: PredictionProgress | undefined;
-  await expect(
-    predictBand({
-      ...options(),
-      band: 0,
-      sink,
-      summaries,
-      signal: controller.signal,
-      onProgress: (_done, _total, t) => {
-        token = t;
-        if (t.shardsDone > 1) controller.abort();
-      },
-    }),
-  ).rejects.toThrow();
+  const token = await interruptedBand(0, sink, summaries, (t) => t.shardsDone > 1);
   // As a build from before left a background shard out: the band stores it index-only again.
   const levelZero = (key: string) => /^markers\/\w+\/0\/c\//.test(key);
   const earlier = [...sink.map.keys()].filter(levelZero);
-  expect(earlier.length).toBeGreaterThanOrEqual(token!.shardsDone * 3);
+  expect(earlier.length).toBeGreaterThanOrEqual(token.shardsDone * 3);
   sink.map.delete(earlier[0]!);
   const lookedUp: string[] = [];
   const getRange = sink.getRange.bind(sink);
@@ -148,9 +145,9 @@ test('a resumed band looks up the shards its earlier attempt stored, in case one
   };
   await predictBand({ ...options(), band: 0, sink, summaries, resume: token });
   // The shards the token counts done, every marker's.
-  expect(lookedUp.filter(levelZero)).toHaveLength(token!.shardsDone * 3);
+  expect(lookedUp.filter(levelZero)).toHaveLength(token.shardsDone * 3);
   expect(lookedUp).toContain(earlier[0]);
-  expect(new Set(lookedUp.filter(levelZero)).size).toBe(token!.shardsDone * 3);
+  expect(new Set(lookedUp.filter(levelZero)).size).toBe(token.shardsDone * 3);
   expect(sink.map.has(earlier[0]!)).toBe(true);
 }, 120_000);
 
