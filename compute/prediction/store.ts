@@ -116,7 +116,7 @@ export interface FinishPredictionStoreOptions {
    * stores background shards index-only (`markerArray`), as bands record in their summaries.
    * Then no key is looked up: the levels built here are written whole. Without it, every key
    * of every level is looked up and an index-only shard stored where one is missing (a store
-   * from before, a band resumed from one).
+   * from before).
    */
   everyShardStored?: boolean;
   /**
@@ -131,9 +131,9 @@ export interface FinishPredictionStoreOptions {
 
 /**
  * Postprocessing: the pyramid levels of every marker (2x2 means of the level below, read back
- * from the store, so memory does not grow with the slide), an index-only shard wherever one held
- * only background and was left out, then each marker's image group, the `markers` group, and
- * last the root group, whose presence marks a finished store.
+ * from the store, so memory does not grow with the slide), an index-only shard for every key
+ * still missing (looked up unless `everyShardStored`), then each marker's image group, the
+ * `markers` group, and last the root group, whose presence marks a finished store.
  * A shard depends only on stored shards below it, so a rerun (from the token, by default) writes
  * the same bytes.
  */
