@@ -5,6 +5,7 @@ import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { SlideImage } from '../compute/image';
 import {
+  finishPrediction,
   finishPredictionStore,
   inputTileLength,
   type ModelSession,
@@ -431,11 +432,16 @@ async function bandedJob(
   const bandsEnded = performance.now();
   const merged = await mergeBandSummaries({ ...options, summaries });
   if (!merged) throw new Error('a band left no summary');
-  await finishPredictionStore({
+  // The job's postprocessing, as the activity runs it.
+  await finishPrediction({
     sink,
     layout: merged.layout,
     statistics: merged.statistics,
     fromLevel: merged.pyramidFrom,
+    everyShardStored: merged.everyShardStored,
+    model,
+    writers: options.writers,
+    kernel: options.kernel,
   });
   const ended = performance.now();
   return {

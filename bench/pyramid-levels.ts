@@ -8,6 +8,7 @@ import { markerArray, storeLevels } from '../compute/prediction/store';
 import { folderStore, type KeyValueStore } from '../compute/zarr';
 import { modelSpec } from '../models/registry';
 import { cpuSeconds, median } from './cpu';
+import { slideSize } from './synthetic-svs';
 
 /**
  * A prediction job's postprocessing (`finishPredictionStore`: the pyramid levels that span
@@ -32,7 +33,7 @@ const { values } = parseArgs({
     writers: { type: 'string' },
   },
 });
-const [width, height = width] = values.size.split('x').map(Number) as [number, number];
+const [width, height] = slideSize(values.size);
 const spec = modelSpec('v0.7');
 const layout: PredictionStoreLayout = {
   markers: spec.channels.slice(0, Number(values.markers)),

@@ -17,7 +17,7 @@ import { workflowIds } from '../schemas/temporal';
 import { startMinioBucket } from '../test/support/minio-bucket';
 import { waitReady } from './api-process';
 import { median, processCpuSeconds } from './cpu';
-import { writeSyntheticSvs } from './synthetic-svs';
+import { slideSize, writeSyntheticSvs } from './synthetic-svs';
 import { putChunk } from './upload-protocol';
 
 /**
@@ -58,19 +58,12 @@ const { values } = parseArgs({
     'cpu-prof': { type: 'string' },
   },
 });
-/** `--size W` (a square) or `WxH`: a tall slide has many bands of shard rows and few pixels. */
-function sizeOf(text: string): [number, number] {
-  const sides = text.split('x').map(Number);
-  if (sides.length > 2 || !sides.every((side) => Number.isSafeInteger(side) && side > 0))
-    throw new RangeError(`--size is W or WxH in pixels, not ${text}`);
-  return sides as [number, number];
-}
 const steps = new Set(values.steps.split(',').map((step) => step.trim()));
 if (!steps.has('ingest') || [...steps].some((step) => step !== 'ingest' && step !== 'predict'))
   throw new Error(
     `--steps is ingest or ingest,predict (prediction needs an ingested slide), not ${values.steps}`,
   );
-const [width, height = width] = sizeOf(values.size);
+const [width, height] = slideSize(values.size);
 const workerCounts = values.workers.split(',').map(Number);
 const MiB = 1024 * 1024;
 const CHUNK_BYTES = 256 * MiB;

@@ -18,6 +18,14 @@ import {
   TiffIfd,
 } from '../compute/tiff';
 
+/** `--size W` (a square) or `WxH` in pixels: a tall slide has many bands of shard rows and few pixels. */
+export function slideSize(text: string): [width: number, height: number] {
+  const sides = text.split('x').map(Number);
+  if (sides.length > 2 || !sides.every((side) => Number.isSafeInteger(side) && side > 0))
+    throw new RangeError(`--size is W or WxH in pixels, not ${text}`);
+  return [sides[0]!, sides[1] ?? sides[0]!];
+}
+
 /**
  * A large Aperio SVS for benchmarks, made without ever holding it: level 0 repeats the full
  * JPEG tiles of a small real SVS byte for byte (with its JPEGTables), and each lower level

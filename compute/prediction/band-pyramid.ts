@@ -91,7 +91,7 @@ export class BandPyramid {
     return this.addTo(0, shard.y, shard.x, buffers, knownFill);
   }
 
-  /** Shard `(y, x)` of `level`, read back from the store into buffers of the writers, as `add` adds level 0's. */
+  /** Shard `(y, x)` of `level`, read back from the store into writers' buffers, added as `add` adds. */
   addStoredShard(level: number, y: number, x: number, buffers: readonly Uint16Array[]): Promise<void> {
     return this.addTo(level, y, x, buffers, []);
   }

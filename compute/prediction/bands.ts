@@ -65,8 +65,11 @@ export async function predictBand(options: PredictBandOptions): Promise<BandSumm
   // The shards an earlier attempt stored, which a build from before `markerArray` stored
   // background index-only may have left out; the levels above are built again from them.
   const earlier = plan.tiles.order.slice(plan.first, plan.start.shardsDone);
-  for (const marker of plan.layout.markers)
-    await markerArray(plan.layout, marker, 0).storeMissingShards(options.sink, options.signal, earlier);
+  await Promise.all(
+    plan.layout.markers.map((marker) =>
+      markerArray(plan.layout, marker, 0).storeMissingShards(options.sink, options.signal, earlier),
+    ),
+  );
   const result = await predictMarkers({ ...options, pyramidLevels });
   const summary: BandSummary = {
     tiles: result.tiles,

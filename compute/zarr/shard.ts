@@ -196,8 +196,9 @@ function compress(bytes: Uint8Array, level: number): Promise<Uint8Array[]> {
 
 /**
  * The frame `compress` writes, in one call on the calling thread, without a stream's objects and
- * its hop to libuv's threads. A zstd stream compresses each block as it fills and what is left when it ends: one call with
- * `ZSTD_e_flush` compresses the same blocks, none marked last, and leaves the frame open. It is
+ * its hop to libuv's threads. A zstd stream compresses each block as it fills and what is left
+ * when it ends: one call with `ZSTD_e_flush` compresses the same blocks, none marked last, and
+ * leaves the frame open. It is
  * closed here as the stream closes it: by an empty last block after a whole number of blocks,
  * else by marking the last block last (RFC 8878 3.1.1.2). Every window here holds a whole block
  * (the smallest, at the fast levels, is 128 KiB), so blocks are zstd's largest.
