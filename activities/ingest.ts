@@ -206,7 +206,11 @@ export function createIngestActivities(deps: {
     const size = { widthPx: base.widthPx, heightPx: base.heightPx };
     const sink = prefixedStore(store, objectKeys.hePyramid(sample.organizationId, sample.id));
     await writeHePyramidArrays({ ...size, sink });
-    const stages = planHePyramid(size.widthPx, size.heightPx, { bandLevels: PYRAMID_BAND_LEVELS });
+    const stages = planHePyramid(size.widthPx, size.heightPx, {
+      bandLevels: PYRAMID_BAND_LEVELS,
+      // A stage of fewer rows than run at once is cut into column ranges: none of them idles.
+      regionsPerStage: regionsInFlight,
+    });
     return { ...size, stages, regionsInFlight };
   }
 

@@ -6,6 +6,9 @@ import { reasonOf } from './failures';
 import { computeActivities } from './proxies';
 import { type RegionTask, runRegions } from './regions';
 
+type PyramidRegion = Parameters<Activities['buildHePyramidRegion']>[0]['region'];
+type ColumnRange = NonNullable<PyramidRegion['columns']>;
+
 /** Ingest's io steps stream whole uploads (assembly), hence their long timeout and heartbeat. */
 const io = proxyActivities<Activities>({
   startToCloseTimeout: '2 hours',
@@ -82,22 +85,39 @@ async function buildPyramidByRegions(sampleId: string): Promise<void> {
   await compute.finishHePyramid({ sampleId, widthPx, heightPx });
 }
 
-/** Every region of every stage, each after the regions of the stage below that it reads. */
+/**
+ * Every region of every stage, each after the regions of the stage below that it reads: those
+ * of the rows and columns under its own (a stage's columns span `2 ** (topLevel - leafLevel)`
+ * of the stage below's each).
+ */
 function pyramidRegionTasks(stages: NonNullable<PyramidRegionPlan['stages']>) {
-  const tasks: (RegionTask & { region: { leafLevel: number; topLevel: number; row: number } })[] = [];
-  let below: { first: number; rows: number } | undefined;
-  for (const { leafLevel, topLevel, rows } of stages) {
+  const tasks: (RegionTask & { region: PyramidRegion })[] = [];
+  let below: { first: number; regions: PyramidRegion[] } | undefined;
+  for (const { leafLevel, topLevel, rows, columns } of stages) {
     const first = tasks.length;
     const span = 2 ** (topLevel - leafLevel);
+    const regions: PyramidRegion[] = [];
     for (let row = 0; row < rows; row++) {
-      const after: number[] = [];
-      if (below)
-        for (let r = row * span; r < Math.min((row + 1) * span, below.rows); r++) after.push(below.first + r);
-      tasks.push({ after, region: { leafLevel, topLevel, row } });
+      for (const range of columns ?? [undefined]) {
+        const region = { leafLevel, topLevel, row, ...(range && { columns: range }) };
+        const after = (below?.regions ?? []).flatMap((source, k) =>
+          reads(region, source, span) ? [below!.first + k] : [],
+        );
+        tasks.push({ after, region });
+        regions.push(region);
+      }
     }
-    below = { first, rows };
+    below = { first, regions };
   }
   return tasks;
+}
+
+/** Whether `region` reads what `source`, a region of the stage below, writes. */
+function reads(region: PyramidRegion, source: PyramidRegion, span: number): boolean {
+  const overlaps = (a: ColumnRange | undefined, b: ColumnRange | undefined) =>
+    a === undefined || b === undefined || (a.first < b.end && b.first < a.end);
+  const under = region.columns && { first: region.columns.first * span, end: region.columns.end * span };
+  return Math.floor(source.row / span) === region.row && overlaps(under, source.columns);
 }
 
 /**

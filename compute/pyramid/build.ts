@@ -111,13 +111,17 @@ export async function writeHePyramidGroup(options: {
   await options.sink.put('zarr.json', encodeJson(groupMetadata(attributes)), { signal: options.signal });
 }
 
-/** The regions of a pyramid, stage by stage, in bands of `2 ** bandLevels` level-0 shard rows. */
+/**
+ * The regions of a pyramid, stage by stage, in bands of `2 ** bandLevels` level-0 shard rows,
+ * a band cut into column ranges where a stage has fewer rows than `regionsPerStage` (default 1).
+ */
 export function planHePyramid(
   widthPx: number,
   heightPx: number,
-  options: PyramidLayoutOptions & { bandLevels: number },
+  options: PyramidLayoutOptions & { bandLevels: number; regionsPerStage?: number },
 ): PyramidStage[] {
-  return pyramidStages(widthPx, heightPx, layoutOf(options).shardSize, options.bandLevels);
+  const { shardSize } = layoutOf(options);
+  return pyramidStages(widthPx, heightPx, shardSize, options.bandLevels, options.regionsPerStage);
 }
 
 export interface BuildHePyramidRegionOptions extends PyramidLayoutOptions {
@@ -150,8 +154,7 @@ export async function buildHePyramidRegion(options: BuildHePyramidRegionOptions)
   const tree = new ShardTree(levels, shardSize);
   checkRegion(tree, options.region, options.image);
   const arrays = levels.map((level) => levelArray(level, shardSize, chunkSize));
-  const { leafLevel, topLevel, row } = options.region;
-  const layout = `he/1/${options.widthPx}x${options.heightPx}/${shardSize}/${chunkSize}/zstd${HE_ZSTD_LEVEL}/${leafLevel}-${topLevel}-${row}`;
+  const layout = `he/1/${options.widthPx}x${options.heightPx}/${shardSize}/${chunkSize}/zstd${HE_ZSTD_LEVEL}/${regionName(options.region)}`;
   const build = new Build(options, tree, arrays, layout);
   await build.run();
   return build.progress();
@@ -189,15 +192,29 @@ function checkSizes(size: { widthPx: number; heightPx: number }, shardSize: numb
   }
 }
 
+/** A region's name in its resume token: a token of another region is not its own. */
+function regionName({ leafLevel, topLevel, row, columns }: PyramidRegion): string {
+  const name = `${leafLevel}-${topLevel}-${row}`;
+  return columns ? `${name}-${columns.first}-${columns.end}` : name;
+}
+
 function checkRegion(tree: ShardTree, region: PyramidRegion, image: SlideImage | undefined): void {
-  const { leafLevel, topLevel, row } = region;
+  const { leafLevel, topLevel, row, columns } = region;
   const levelsOk =
     Number.isSafeInteger(leafLevel) &&
     Number.isSafeInteger(topLevel) &&
     leafLevel >= 0 &&
     topLevel <= tree.rootLevel &&
     (leafLevel < topLevel || topLevel === 0);
-  if (!levelsOk || !Number.isSafeInteger(row) || row < 0 || row >= tree.coverY(topLevel)) {
+  const rowOk = Number.isSafeInteger(row) && row >= 0 && row < tree.coverY(topLevel);
+  const columnsOk =
+    columns === undefined ||
+    (Number.isSafeInteger(columns.first) &&
+      Number.isSafeInteger(columns.end) &&
+      columns.first >= 0 &&
+      columns.first < columns.end &&
+      columns.end <= tree.coverX(topLevel));
+  if (!levelsOk || !rowOk || !columnsOk) {
     throw new RangeError(
       `no region ${JSON.stringify(region)} in a pyramid rooted at level ${tree.rootLevel}`,
     );
@@ -280,8 +297,9 @@ class Build {
     private readonly arrays: ShardedArray<'uint8'>[],
     private readonly layout: string,
   ) {
-    const { leafLevel, topLevel, row } = options.region;
-    this.roots = Array.from({ length: tree.coverX(topLevel) }, (_, x) => ({ level: topLevel, y: row, x }));
+    const { leafLevel, topLevel, row, columns } = options.region;
+    const { first, end } = columns ?? { first: 0, end: tree.coverX(topLevel) };
+    this.roots = Array.from({ length: end - first }, (_, k) => ({ level: topLevel, y: row, x: first + k }));
     this.floor = leafLevel === 0 ? 0 : leafLevel + 1;
     this.total = this.roots.reduce((n, root) => n + tree.subtreeSize(root, this.floor), 0);
     this.from = resumeFrom(options.resume, layout, this.total);

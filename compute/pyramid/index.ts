@@ -11,5 +11,11 @@ export {
   writeHePyramidArrays,
   writeHePyramidGroup,
 } from './build';
-export { type PyramidLevel, type PyramidRegion, type PyramidStage, pyramidLevels } from './plan';
+export {
+  type ColumnRange,
+  type PyramidLevel,
+  type PyramidRegion,
+  type PyramidStage,
+  pyramidLevels,
+} from './plan';
 export { openHePyramid, readPyramidLevel } from './read';

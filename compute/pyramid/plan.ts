@@ -130,22 +130,34 @@ export class ShardTree {
   }
 }
 
+/** Columns `first` up to `end` (not included) of a level's covering grid. */
+export interface ColumnRange {
+  first: number;
+  end: number;
+}
+
 /**
  * One activity's share of a pyramid: the subtrees under row `row` of `topLevel` in the covering
- * grid, every column. Level `leafLevel` is their source: the slide when 0 (and level 0 is
- * written), else shards an earlier region stored (read back, not written again).
+ * grid, in the columns of `columns` (every column when absent). Level `leafLevel` is their
+ * source: the slide when 0 (and level 0 is written), else shards an earlier region stored (read
+ * back, not written again).
  */
 export interface PyramidRegion {
   leafLevel: number;
   topLevel: number;
   row: number;
+  columns?: ColumnRange;
 }
 
-/** Regions `row` 0 to `rows - 1` of one step up the pyramid. */
+/**
+ * Regions `row` 0 to `rows - 1` of one step up the pyramid, each row cut into the column ranges
+ * of `columns` when there are too few rows to spread over workers (whole rows when absent).
+ */
 export interface PyramidStage {
   leafLevel: number;
   topLevel: number;
   rows: number;
+  columns?: ColumnRange[];
 }
 
 /**
@@ -153,19 +165,25 @@ export interface PyramidStage {
  * rows from the slide and builds `bandLevels` levels above them; each next stage reads the
  * rows the one before wrote and builds `bandLevels` more, until the last level. Region `r` of
  * a stage reads regions `r * 2 ** bandLevels` up to the next multiple of the stage before,
- * so it can start once those are done. A stage that would be a single region builds every
- * level left, up to the root: one region could not be spread over workers anyway, and a chain
- * of them would pay an activity and a read-back of its leaf level each. A `bandLevels` at
- * least the root's level is one region.
+ * so it can start once those are done. A stage of fewer rows than `regionsPerStage` cuts its
+ * rows into column ranges, as many as make up the count (at most one column each), so that
+ * many workers have a share of a short or wide slide. A stage that would be a single region
+ * builds every level left, up to the root: one region could not be spread over workers anyway,
+ * and a chain of them would pay an activity and a read-back of its leaf level each. A
+ * `bandLevels` at least the root's level is one region.
  */
 export function pyramidStages(
   widthPx: number,
   heightPx: number,
   shardSize: number,
   bandLevels: number,
+  regionsPerStage = 1,
 ): PyramidStage[] {
   if (!Number.isSafeInteger(bandLevels) || bandLevels < 1) {
     throw new RangeError(`a band spans at least one level, not ${bandLevels}`);
+  }
+  if (!Number.isSafeInteger(regionsPerStage) || regionsPerStage < 1) {
+    throw new RangeError(`at least one region a stage, not ${regionsPerStage}`);
   }
   const tree = new ShardTree(pyramidLevels(widthPx, heightPx), shardSize);
   const last = tree.levels.length - 1;
@@ -173,9 +191,27 @@ export function pyramidStages(
   let leafLevel = 0;
   do {
     const band = Math.min(leafLevel + bandLevels, tree.rootLevel);
-    const topLevel = tree.coverY(band) === 1 ? tree.rootLevel : band;
-    stages.push({ leafLevel, topLevel, rows: tree.coverY(topLevel) });
-    leafLevel = topLevel;
+    const rows = tree.coverY(band);
+    const groups = Math.min(tree.coverX(band), Math.ceil(regionsPerStage / rows));
+    if (rows * groups === 1) {
+      stages.push({ leafLevel, topLevel: tree.rootLevel, rows: 1 });
+      return stages;
+    }
+    stages.push({
+      leafLevel,
+      topLevel: band,
+      rows,
+      ...(groups > 1 && { columns: columnRanges(tree.coverX(band), groups) }),
+    });
+    leafLevel = band;
   } while (leafLevel < last);
   return stages;
+}
+
+/** `count` contiguous ranges of `columns` columns, their sizes differing by one at most. */
+function columnRanges(columns: number, count: number): ColumnRange[] {
+  return Array.from({ length: count }, (_, k) => ({
+    first: Math.floor((k * columns) / count),
+    end: Math.floor(((k + 1) * columns) / count),
+  }));
 }

@@ -40,16 +40,24 @@ afterAll(async () => {
 /** Every region of the plan, stage by stage, each stage's regions in `order`. */
 async function byRegions(
   bandLevels: number,
-  order: (rows: number[]) => number[],
+  order: <T>(regions: T[]) => T[],
   build: (region: PyramidRegion, map: Map<string, Uint8Array>) => Promise<unknown> = (region, map) =>
     buildHePyramidRegion({ ...size(), ...layout, image: slide, sink: memoryStore(map), region }),
+  regionsPerStage?: number,
 ) {
   const map = new Map<string, Uint8Array>();
   const levels = await writeHePyramidArrays({ ...size(), ...layout, sink: memoryStore(map) });
-  const stages = planHePyramid(slide.widthPx, slide.heightPx, { ...layout, bandLevels });
-  for (const stage of stages) {
-    const rows = order(Array.from({ length: stage.rows }, (_, row) => row));
-    for (const row of rows) await build({ leafLevel: stage.leafLevel, topLevel: stage.topLevel, row }, map);
+  const stages = planHePyramid(slide.widthPx, slide.heightPx, { ...layout, bandLevels, regionsPerStage });
+  for (const { leafLevel, topLevel, rows, columns } of stages) {
+    const regions = Array.from({ length: rows }, (_, row) =>
+      (columns ?? [undefined]).map((range) => ({
+        leafLevel,
+        topLevel,
+        row,
+        ...(range && { columns: range }),
+      })),
+    ).flat();
+    for (const region of order(regions)) await build(region, map);
   }
   await writeHePyramidGroup({ sink: memoryStore(map), name: 'H&E', levels, mpp: 0.499 });
   return { map, stages };
@@ -66,46 +74,79 @@ function expectSameStore(map: Map<string, Uint8Array>): void {
 }
 
 it.each([1, 2, 3])('bands of 2^%i shard rows build the same bytes as one call', async (bandLevels) => {
-  const { map, stages } = await byRegions(bandLevels, (rows) => rows);
+  const { map, stages } = await byRegions(bandLevels, (regions) => regions);
   expect(stages[0]!.rows).toBeGreaterThan(1);
   expectSameStore(map);
 });
 
 it("a stage's regions in reverse order build the same bytes", async () => {
-  const { map, stages } = await byRegions(1, (rows) => rows.reverse());
+  const { map, stages } = await byRegions(1, (regions) => regions.reverse());
   expect(stages.length).toBeGreaterThan(2);
   expectSameStore(map);
 });
 
-it('a region interrupted after some shards resumes from its token and writes the same bytes', async () => {
-  let interruptions = 0;
-  const { map } = await byRegions(
+it("rows cut into column ranges build the same bytes, each shard once, a stage's regions in reverse order", async () => {
+  const writes = new Map<string, number>();
+  const { map, stages } = await byRegions(
     1,
-    (rows) => rows,
-    async (region, target) => {
-      const controller = new AbortController();
-      let token: PyramidProgress | undefined;
-      const options = { ...size(), ...layout, image: slide, sink: memoryStore(target), region };
-      const first = buildHePyramidRegion({
-        ...options,
-        signal: controller.signal,
-        onProgress: (progress) => {
-          token = progress;
-          if (progress.done >= 1 && progress.done < progress.total) controller.abort();
+    (regions) => regions.reverse(),
+    (region, target) => {
+      const store = memoryStore(target);
+      const counted = {
+        ...store,
+        put: (key: string, bytes: Uint8Array) => {
+          writes.set(key, (writes.get(key) ?? 0) + 1);
+          return store.put(key, bytes);
         },
-      });
-      try {
-        await first;
-      } catch {
-        interruptions += 1;
-      }
-      const finished = await buildHePyramidRegion({ ...options, resume: token });
-      expect(finished.done).toBe(finished.total);
+      };
+      return buildHePyramidRegion({ ...size(), ...layout, image: slide, sink: counted, region });
     },
+    20,
   );
-  expect(interruptions).toBeGreaterThan(0);
+  expect(stages[0]!.rows * stages[0]!.columns!.length).toBeGreaterThanOrEqual(20);
+  expect(stages.every((stage) => stage.columns !== undefined)).toBe(true);
   expectSameStore(map);
+  // Every shard of the store, and each by one region only.
+  expect(writes.size).toBe([...map.keys()].filter((key) => !key.endsWith('zarr.json')).length);
+  expect(Math.max(...writes.values())).toBe(1);
 });
+
+it.each([
+  ['whole rows', undefined],
+  ['column ranges', 20],
+])(
+  'a region of %s interrupted after some shards resumes from its token and writes the same bytes',
+  async (_name, regionsPerStage) => {
+    let interruptions = 0;
+    const { map } = await byRegions(
+      1,
+      (regions) => regions,
+      async (region, target) => {
+        const controller = new AbortController();
+        let token: PyramidProgress | undefined;
+        const options = { ...size(), ...layout, image: slide, sink: memoryStore(target), region };
+        const first = buildHePyramidRegion({
+          ...options,
+          signal: controller.signal,
+          onProgress: (progress) => {
+            token = progress;
+            if (progress.done >= 1 && progress.done < progress.total) controller.abort();
+          },
+        });
+        try {
+          await first;
+        } catch {
+          interruptions += 1;
+        }
+        const finished = await buildHePyramidRegion({ ...options, resume: token });
+        expect(finished.done).toBe(finished.total);
+      },
+      regionsPerStage,
+    );
+    expect(interruptions).toBeGreaterThan(0);
+    expectSameStore(map);
+  },
+);
 
 it('refuses a region outside the plan, and a slide region without the slide', async () => {
   const sink = memoryStore();
@@ -114,6 +155,18 @@ it('refuses a region outside the plan, and a slide region without the slide', as
   await expect(
     buildHePyramidRegion({ ...size(), ...layout, image: slide, sink, region: outside }),
   ).rejects.toThrow(RangeError);
+  // Columns of level 1's covering grid: level-0 shard columns halved, rounded up.
+  const columns = Math.ceil(Math.ceil(slide.widthPx / layout.shardSize) / 2);
+  for (const range of [
+    { first: 0, end: columns + 1 },
+    { first: 1, end: 1 },
+    { first: -1, end: 1 },
+  ]) {
+    const region = { leafLevel: 0, topLevel: 1, row: 0, columns: range };
+    await expect(buildHePyramidRegion({ ...size(), ...layout, image: slide, sink, region })).rejects.toThrow(
+      RangeError,
+    );
+  }
   const noSlide = { leafLevel: 0, topLevel: 1, row: 0 };
   await expect(buildHePyramidRegion({ ...size(), ...layout, sink, region: noSlide })).rejects.toThrow(
     RangeError,
@@ -123,4 +176,28 @@ it('refuses a region outside the plan, and a slide region without the slide', as
 it('plans one region when a band spans the whole tree', () => {
   const stages = planHePyramid(slide.widthPx, slide.heightPx, { ...layout, bandLevels: 30 });
   expect(stages).toEqual([{ leafLevel: 0, topLevel: expect.any(Number), rows: 1 }]);
+});
+
+it('cuts the rows of a short, wide slide into column ranges, a stage a level', () => {
+  const wide = { bandLevels: 1, shardSize: 4096, chunkSize: 512 };
+  // 25 x 2 level-0 shards: one region built every level before.
+  expect(planHePyramid(100_000, 5_000, wide)).toEqual([{ leafLevel: 0, topLevel: 5, rows: 1 }]);
+  const range = (first: number, end: number) => ({ first, end });
+  expect(planHePyramid(100_000, 5_000, { ...wide, regionsPerStage: 8 })).toEqual([
+    {
+      leafLevel: 0,
+      topLevel: 1,
+      rows: 1,
+      columns: [0, 1, 3, 4, 6, 8, 9, 11].map((first, k) => range(first, [1, 3, 4, 6, 8, 9, 11, 13][k]!)),
+    },
+    { leafLevel: 1, topLevel: 2, rows: 1, columns: [0, 1, 2, 3, 4, 5, 6].map((x) => range(x, x + 1)) },
+    { leafLevel: 2, topLevel: 3, rows: 1, columns: [0, 1, 2, 3].map((x) => range(x, x + 1)) },
+    { leafLevel: 3, topLevel: 4, rows: 1, columns: [range(0, 1), range(1, 2)] },
+  ]);
+  // Rows enough for the count: whole rows, as before.
+  expect(planHePyramid(100_000, 100_000, { ...wide, regionsPerStage: 8 })[0]).toEqual({
+    leafLevel: 0,
+    topLevel: 1,
+    rows: 13,
+  });
 });
