@@ -7,12 +7,12 @@ import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
-import { createSql } from '../db';
+import { createSql, type Sql } from '../db';
 import { migrate } from '../db/migrate';
-import { createObjectStore, type ObjectStoreConfig } from '../storage';
+import { createObjectStore, type ObjectStore, type ObjectStoreConfig } from '../storage';
 import { startMinioBucket } from '../test/support/minio-bucket';
 import { waitReady } from './api-process';
-import { processCpuSeconds } from './cpu';
+import { median, processCpuSeconds } from './cpu';
 import { generated, putChunk } from './upload-protocol';
 
 /**
@@ -23,8 +23,10 @@ import { generated, putChunk } from './upload-protocol';
  * the same disk, in the same run; the same write with one fsync at its end is printed beside
  * it, as the upload syncs every chunk. How long the client waits for each intermediate chunk's
  * 308 after sending its last byte (the time the upload spends storing what is left of a
- * chunk, idle on the client's side) is printed too. Run with
- * `npm run bench:upload [-- --size-mib 2048 --chunk-mib 64 --backends fs,s3]`.
+ * chunk, idle on the client's side) is printed too. This machine's disk drifts by more than
+ * the margin measured, so each of `--rounds` uploads is set against the reference written
+ * right beside it (which goes first alternates), and the medians are printed. Run with
+ * `npm run bench:upload [-- --size-mib 2048 --chunk-mib 64 --backends fs,s3 --rounds 3]`.
  */
 const MiB = 1024 * 1024;
 const { values } = parseArgs({
@@ -32,10 +34,12 @@ const { values } = parseArgs({
     'size-mib': { type: 'string', default: '2048' },
     'chunk-mib': { type: 'string', default: '64' },
     backends: { type: 'string', default: 'fs,s3' },
+    rounds: { type: 'string', default: '3' },
   },
 });
 const sizeMib = Number(values['size-mib']);
 const chunkMib = Number(values['chunk-mib']);
+const rounds = Number(values.rounds);
 const scratch = process.env.SPS_TEST_SCRATCH!;
 const adminUrl = process.env.TEST_DATABASE_URL!;
 const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS!;
@@ -67,6 +71,65 @@ async function referenceSeconds(bytes: number, durable: boolean): Promise<number
   return seconds;
 }
 
+/** One upload of `bytes` through the API at `baseUrl`, timed until it is complete. */
+interface UploadRun {
+  /** From the first byte sent to the last. */
+  seconds: number;
+  completeAfterLastByteSeconds: number;
+  /** Per intermediate chunk, ms from its last byte sent to its 308. */
+  answerWaits: number[];
+  apiCpuSeconds: number;
+}
+
+async function upload(
+  target: { baseUrl: string; apiKey: string; api: ChildProcess; sql: Sql; store: ObjectStore },
+  filename: string,
+  bytes: number,
+): Promise<UploadRun> {
+  const created = await fetch(`${target.baseUrl}/api/v1/uploads`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${target.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ filename, fileSize: bytes, contentType: 'application/octet-stream' }),
+  });
+  const { id, uploadUrl, storagePath } = (await created.json()) as {
+    id: string;
+    uploadUrl: string;
+    storagePath: string;
+  };
+  const apiCpuBefore = processCpuSeconds(target.api.pid!);
+  const started = performance.now();
+  let lastByteSentAt = 0;
+  const answerWaits: number[] = [];
+  for (let offset = 0; offset < bytes; offset += chunkMib * MiB) {
+    const length = Math.min(chunkMib * MiB, bytes - offset);
+    const onSent = () => {
+      lastByteSentAt = performance.now();
+    };
+    const status = await putChunk(uploadUrl, offset, length, bytes, generated(length), onSent);
+    if (status !== (offset + length === bytes ? 200 : 308))
+      throw new Error(`chunk at ${offset}: HTTP ${status}`);
+    if (status === 308) answerWaits.push(performance.now() - lastByteSentAt);
+  }
+  // Complete: the object whole at its key and the hash of its bytes recorded.
+  for (;;) {
+    const [row] = await target.sql`SELECT content_sha256_checked FROM samples WHERE id = ${id}`;
+    const info = await target.store.stat(storagePath);
+    if (row?.content_sha256_checked && info?.sizeBytes === bytes) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const completedAt = performance.now();
+  const apiCpuSeconds = processCpuSeconds(target.api.pid!) - apiCpuBefore;
+  // The next round's writes should not share the disk with this one's pages.
+  await target.store.delete(storagePath);
+  return {
+    seconds: (lastByteSentAt - started) / 1000,
+    completeAfterLastByteSeconds: (completedAt - lastByteSentAt) / 1000,
+    answerWaits,
+    apiCpuSeconds,
+  };
+}
+
+/** `rounds` uploads of `bytes` to `backend`, each beside its own plain and durable reference. */
 async function run(backend: Backend, label: string, bytes: number, sqlUrl: string, apiKey: string) {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
@@ -86,58 +149,29 @@ async function run(backend: Backend, label: string, bytes: number, sqlUrl: strin
   const store = createObjectStore(backend.store);
   try {
     await waitReady(baseUrl);
-    const reference = await referenceSeconds(bytes, false);
-    const durableReference = await referenceSeconds(bytes, true);
-    const created = await fetch(`${baseUrl}/api/v1/uploads`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        filename: `${backend.name}-${label}.bin`,
-        fileSize: bytes,
-        contentType: 'application/octet-stream',
-      }),
-    });
-    const upload = (await created.json()) as { id: string; uploadUrl: string; storagePath: string };
-    const apiCpuBefore = processCpuSeconds(api.pid!);
-    const started = performance.now();
-    let lastByteSentAt = 0;
-    const answerWaits: number[] = [];
-    for (let offset = 0; offset < bytes; offset += chunkMib * MiB) {
-      const length = Math.min(chunkMib * MiB, bytes - offset);
-      const onSent = () => {
-        lastByteSentAt = performance.now();
-      };
-      const status = await putChunk(upload.uploadUrl, offset, length, bytes, generated(length), onSent);
-      if (status !== (offset + length === bytes ? 200 : 308))
-        throw new Error(`chunk at ${offset}: HTTP ${status}`);
-      if (status === 308) answerWaits.push(performance.now() - lastByteSentAt);
+    const measured: { upload: UploadRun; reference: number; durableReference: number }[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const filename = `${backend.name}-${label}-${round}.bin`;
+      // Which goes first alternates, so that neither always meets the disk the other left.
+      const first = round % 2 === 0 ? await referenceSeconds(bytes, false) : undefined;
+      const uploaded = await upload({ baseUrl, apiKey, api, sql, store }, filename, bytes);
+      const reference = first ?? (await referenceSeconds(bytes, false));
+      measured.push({ upload: uploaded, reference, durableReference: await referenceSeconds(bytes, true) });
     }
-    answerWaits.sort((a, b) => a - b);
-    // Complete: the object whole at its key and the hash of its bytes recorded.
-    for (;;) {
-      const [row] = await sql`SELECT content_sha256_checked FROM samples WHERE id = ${upload.id}`;
-      const info = await store.stat(upload.storagePath);
-      if (row?.content_sha256_checked && info?.sizeBytes === bytes) break;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    const completedAt = performance.now();
-    const apiCpu = processCpuSeconds(api.pid!) - apiCpuBefore;
     const mib = bytes / MiB;
+    const waits = measured.flatMap((m) => m.upload.answerWaits);
     return {
       backend: backend.name,
       mib,
-      uploadMibPerSecond: mib / ((lastByteSentAt - started) / 1000),
-      referenceMibPerSecond: mib / reference,
-      ratio: reference / ((lastByteSentAt - started) / 1000),
-      durableReferenceMibPerSecond: mib / durableReference,
-      durableRatio: durableReference / ((lastByteSentAt - started) / 1000),
-      completeAfterLastByteSeconds: (completedAt - lastByteSentAt) / 1000,
-      answerWaitMs: {
-        median: answerWaits[answerWaits.length >> 1] ?? 0,
-        max: answerWaits[answerWaits.length - 1] ?? 0,
-      },
+      uploadMibPerSecond: median(measured.map((m) => mib / m.upload.seconds)),
+      referenceMibPerSecond: median(measured.map((m) => mib / m.reference)),
+      ratios: measured.map((m) => m.reference / m.upload.seconds),
+      durableReferenceMibPerSecond: median(measured.map((m) => mib / m.durableReference)),
+      durableRatios: measured.map((m) => m.durableReference / m.upload.seconds),
+      completeAfterLastByteSeconds: median(measured.map((m) => m.upload.completeAfterLastByteSeconds)),
+      answerWaitMs: { median: waits.length > 0 ? median(waits) : 0, max: Math.max(0, ...waits) },
       apiPeakRssMib: await peakRssMiB(api.pid!),
-      apiCpuSecondsPerGib: apiCpu / (mib / 1024),
+      apiCpuSecondsPerGib: median(measured.map((m) => m.upload.apiCpuSeconds / (mib / 1024))),
     };
   } finally {
     await sql.end();
@@ -166,7 +200,14 @@ async function backends(names: string[]): Promise<{ list: Backend[]; stop: () =>
   return { list, stop };
 }
 
+/** The median of `ratios`, then each, as `0.82 (1.16, 0.82, 0.70)`. */
+function rounded(ratios: number[]): string {
+  return `${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')})`;
+}
+
 async function main() {
+  if (!Number.isSafeInteger(rounds) || rounds < 1)
+    throw new RangeError(`--rounds ${values.rounds}: 1 or more`);
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe('CREATE DATABASE bench_upload');
   await admin.end();
@@ -192,7 +233,7 @@ async function main() {
     await stop();
   }
   console.log(
-    `\nbench/upload: resumable protocol over loopback, ${chunkMib} MiB chunks (reference: streamed write of the same bytes to the same disk; S3 is MinIO on that disk)`,
+    `\nbench/upload: resumable protocol over loopback, ${chunkMib} MiB chunks, medians of ${rounds} round(s) (reference: streamed write of the same bytes to the same disk, beside each upload; S3 is MinIO on that disk)`,
   );
   console.table(
     rows.map((row) => ({
@@ -200,9 +241,9 @@ async function main() {
       file: `${row.mib} MiB`,
       'upload MiB/s': row.uploadMibPerSecond.toFixed(1),
       'reference MiB/s': row.referenceMibPerSecond.toFixed(1),
-      'upload/reference': row.ratio.toFixed(2),
+      'upload/reference (rounds)': rounded(row.ratios),
       'reference+fsync MiB/s': row.durableReferenceMibPerSecond.toFixed(1),
-      'upload/reference+fsync': row.durableRatio.toFixed(2),
+      'upload/reference+fsync (rounds)': rounded(row.durableRatios),
       'last byte to complete s': row.completeAfterLastByteSeconds.toFixed(2),
       '308 after last byte ms (median/max)': `${row.answerWaitMs.median.toFixed(0)}/${row.answerWaitMs.max.toFixed(0)}`,
       'API peak RSS MiB': row.apiPeakRssMib.toFixed(0),
