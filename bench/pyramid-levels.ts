@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { finishPrediction, finishPredictionStore, type PredictionStoreLayout } from '../compute/prediction';
@@ -77,22 +77,28 @@ function fillSmooth(shard: Uint16Array, seed: number): void {
   }
 }
 
+/** The folders of the levels `fromLevel` and up, every marker's: what postprocessing writes. */
+function builtLevelFolders(): string[] {
+  return layout.markers.flatMap((marker) =>
+    Array.from({ length: storeLevels(layout).length - fromLevel }, (_, k) =>
+      path.join(root, 'markers', marker, String(fromLevel + k)),
+    ),
+  );
+}
+
 /** sha-256 of every stored file of the levels `fromLevel` and up, by key. */
 async function levelDigests(): Promise<Map<string, string>> {
   const digests = new Map<string, string>();
-  for (const marker of layout.markers) {
-    for (let level = fromLevel; level < storeLevels(layout).length; level++) {
-      const folder = path.join(root, 'markers', marker, String(level));
-      for (const entry of await readdir(folder, { recursive: true, withFileTypes: true })) {
-        if (!entry.isFile()) continue;
-        const file = path.join(entry.parentPath, entry.name);
-        digests.set(
-          path.relative(root, file),
-          createHash('sha256')
-            .update(await readFile(file))
-            .digest('hex'),
-        );
-      }
+  for (const folder of builtLevelFolders()) {
+    for (const entry of await readdir(folder, { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile()) continue;
+      const file = path.join(entry.parentPath, entry.name);
+      digests.set(
+        path.relative(root, file),
+        createHash('sha256')
+          .update(await readFile(file))
+          .digest('hex'),
+      );
     }
   }
   return digests;
@@ -100,7 +106,9 @@ async function levelDigests(): Promise<Map<string, string>> {
 
 type Way = 'reference' | 'writers';
 
+/** One way's postprocessing, timed, into levels emptied first: the bytes compared are its own. */
 async function finish(way: Way, sink: KeyValueStore): Promise<{ wall: number; cpu: number }> {
+  for (const folder of builtLevelFolders()) await rm(folder, { recursive: true, force: true });
   const options = { sink, layout, statistics: {}, fromLevel };
   const wall = performance.now();
   const cpu = cpuSeconds();

@@ -94,8 +94,7 @@ export async function predictMarkers(options: PredictMarkersOptions): Promise<Pr
   };
 }
 
-export interface FinishPredictionOptions
-  extends Omit<FinishPredictionStoreOptions, 'buildLevels' | 'resume'> {
+export interface FinishPredictionOptions extends Omit<FinishPredictionStoreOptions, 'buildLevels'> {
   /** Only its spec is read: the plane writers' buffers are sized by its tile. */
   model: Pick<ModelSession, 'spec'>;
   writers?: number;

@@ -6,7 +6,6 @@ import {
   type KeyValueStore,
   openArray,
   parseJson,
-  resumePoint,
   ShardedArray,
   type ShardTaskProgress,
 } from '../zarr';
@@ -97,7 +96,7 @@ export function markerArray(
   );
 }
 
-/** Progress of `finishPredictionStore` and its resume token: shards of levels 1 and up, in order (level, marker, row, column). */
+/** Progress of `finishPredictionStore`, for heartbeats: shards of the levels it builds, of all. */
 export type FinishProgress = ShardTaskProgress;
 
 export interface FinishPredictionStoreOptions {
@@ -122,10 +121,9 @@ export interface FinishPredictionStoreOptions {
   /**
    * Builds levels `fromLevel` and up from the stored level below, all at once
    * (`finishPrediction`'s, on plane writers). Without it, `PyramidBuilder` builds them shard by
-   * shard, the reference, resumable from `resume`.
+   * shard, the reference.
    */
   buildLevels?: (fromLevel: number) => Promise<void>;
-  resume?: FinishProgress | null;
   onProgress?: (progress: FinishProgress) => void;
 }
 
@@ -134,8 +132,7 @@ export interface FinishPredictionStoreOptions {
  * from the store, so memory does not grow with the slide), an index-only shard for every key
  * still missing (looked up unless `everyShardStored`), then each marker's image group, the
  * `markers` group, and last the root group, whose presence marks a finished store.
- * A shard depends only on stored shards below it, so a rerun (from the token, by default) writes
- * the same bytes.
+ * A shard depends only on stored shards below it, so a rerun writes the same bytes.
  */
 export async function finishPredictionStore(options: FinishPredictionStoreOptions): Promise<void> {
   const { sink, layout, signal } = options;
@@ -165,7 +162,7 @@ export async function finishPredictionStore(options: FinishPredictionStoreOption
   });
 }
 
-/** Levels `fromLevel` and up with `PyramidBuilder`, one shard after another; resumable. */
+/** Levels `fromLevel` and up with `PyramidBuilder`, one shard after another. */
 async function buildLevelsOneByOne(options: FinishPredictionStoreOptions, fromLevel: number): Promise<void> {
   const { sink, layout, signal } = options;
   const tasks: { level: number; marker: string; y: number; x: number }[] = [];
@@ -177,9 +174,8 @@ async function buildLevelsOneByOne(options: FinishPredictionStoreOptions, fromLe
     }
   }
   const key = `finish/1/${layoutKey(layout)}/from${fromLevel}`;
-  const from = resumePoint(options.resume, key, tasks.length);
   const builder = new PyramidBuilder(sink, layout, signal);
-  for (let i = from; i < tasks.length; i++) {
+  for (let i = 0; i < tasks.length; i++) {
     signal?.throwIfAborted();
     const task = tasks[i]!;
     await builder.build(task.marker, task.level, task.y, task.x);
