@@ -1,6 +1,6 @@
-import type { KeyValueStore, ShardedArray } from '../zarr';
+import type { KeyValueStore, ShardExtent, ShardedArray } from '../zarr';
 import type { ShardAddress, TilePlan } from './plan';
-import type { PlaneWriters } from './plane-writers';
+import type { ParentQuadrant, PlaneWriters } from './plane-writers';
 import type { PredictionPlan } from './prediction-plan';
 import { markerArray, type PredictionStoreLayout, storeLevels } from './store';
 
@@ -25,6 +25,17 @@ export function levelsInsideRows(layout: PredictionStoreLayout, bandShards: numb
 }
 
 /**
+ * A shard taken into its parent (`BandPyramid.add`): per marker, its quadrant of the parent's
+ * buffer, to hand to the calls that average the shard's buffers into it (`PlaneWriters.encode`'s
+ * `average`, or `downsample`), asked right away; then `averaged`, with those calls, settles once
+ * they are done and every shard they completed is stored.
+ */
+export interface Averaging {
+  readonly quadrants: readonly ParentQuadrant[];
+  averaged(calls: Promise<unknown>): Promise<void>;
+}
+
+/**
  * A shard of a level above 0 being filled: one buffer per marker, and its children still to come.
  * The buffers come holding an earlier shard's pixels, and each child sets every pixel of its
  * quadrant. A quadrant with no child lies past the level's edge, which is neither stored nor
@@ -37,13 +48,13 @@ interface OpenParent {
 
 /**
  * Builds a band's levels 1 to `top` from the shard buffers the pipeline makes: each level-0
- * shard, once encoded (which pads its edge chunks as stored), is averaged into its quadrant of
- * the level-1 shard above it on the plane writer that owns the marker; a shard whose children are
- * all in is encoded, stored and averaged into the level above in turn. Nothing is read back from
- * the store or decoded, and the means run off the main thread, yet the bytes are those
- * `finishPredictionStore` builds from the stored shards (`PyramidBuilder`): the same means of the
- * same values, encoded the same way. Memory holds the shards being filled: half a band's rows of
- * level 1, a quarter of level 2, and so on, per marker.
+ * shard is averaged into its quadrant of the level-1 shard above it on the plane writer that owns
+ * the marker, chunk by chunk as its encode (which pads the edge chunks as stored) passes them; a
+ * shard whose children are all in is encoded, stored and averaged into the level above in turn.
+ * Nothing is read back from the store or decoded, and the means run off the main thread, yet the
+ * bytes are those `finishPredictionStore` builds from the stored shards (`PyramidBuilder`): the
+ * same means of the same values, encoded the same way. Memory holds the shards being filled: half
+ * a band's rows of level 1, a quarter of level 2, and so on, per marker.
  */
 export class BandPyramid {
   private readonly open = new Map<string, OpenParent>();
@@ -82,18 +93,23 @@ export class BandPyramid {
   }
 
   /**
-   * Level-0 shard `shard`'s buffers (one per marker), their encodes already asked of the writers;
-   * `knownFill` are the inner chunks left out of it unread. The writers are asked synchronously,
-   * so they take these calls after the encodes; settles once the buffers are read and every
-   * shard this completed is stored.
+   * Level-0 shard `shard` taken into the level above: its encodes, asked right away, average it
+   * into its parent (`Averaging`).
    */
-  add(shard: ShardAddress, buffers: readonly Uint16Array[], knownFill: readonly number[]): Promise<void> {
-    return this.addTo(0, shard.y, shard.x, buffers, knownFill);
+  add(shard: ShardAddress): Averaging | undefined {
+    return this.childOf(0, shard.y, shard.x);
   }
 
-  /** Shard `(y, x)` of `level`, read back from the store into writers' buffers, added as `add` adds. */
+  /** Shard `(y, x)` of `level`, read back from the store into writers' buffers, averaged into its parent. */
   addStoredShard(level: number, y: number, x: number, buffers: readonly Uint16Array[]): Promise<void> {
-    return this.addTo(level, y, x, buffers, []);
+    const child = this.childOf(level, y, x);
+    if (!child) return Promise.resolve();
+    const into = { validHeight: child.extent.height, validWidth: child.extent.width, knownFill: [] };
+    const averaged = buffers.map((buffer, m) => {
+      const { parent, ...quadrant } = child.quadrants[m]!;
+      return this.writers.downsample(m, buffer, parent, { ...quadrant, ...into });
+    });
+    return child.averaged(Promise.all(averaged));
   }
 
   /** Throws if a shard of the levels built still waits for a child (the band ended early). */
@@ -102,14 +118,12 @@ export class BandPyramid {
       throw new Error(`pyramid shards left unfinished: ${[...this.open.keys()].join(' ')}`);
   }
 
-  private addTo(
-    level: number,
-    y: number,
-    x: number,
-    buffers: readonly Uint16Array[],
-    knownFill: readonly number[],
-  ): Promise<void> {
-    if (level >= this.top) return Promise.resolve();
+  /**
+   * Shard `(y, x)` of `level` counted into its parent, whose buffers are opened by its first
+   * child; `undefined` at the top level.
+   */
+  private childOf(level: number, y: number, x: number): (Averaging & { extent: ShardExtent }) | undefined {
+    if (level >= this.top) return undefined;
     const py = Math.floor(y / 2);
     const px = Math.floor(x / 2);
     const key = `${level + 1}/${py},${px}`;
@@ -124,34 +138,34 @@ export class BandPyramid {
     }
     const child = children.find((c) => c.shardY === y && c.shardX === x);
     if (!child) throw new Error(`shard ${y},${x} of level ${level} is not under ${key}`);
-    const into = {
-      y: child.y,
-      x: child.x,
-      validHeight: child.extent.height,
-      validWidth: child.extent.width,
-      knownFill,
-    };
     const target = parent.buffers;
-    const averaged = Promise.all(buffers.map((b, m) => this.writers.downsample(m, b, target[m]!, into)));
     parent.missing--;
-    if (parent.missing > 0) return averaged.then(() => {});
-    this.open.delete(key);
-    // Every child is averaged in once the last one is: a marker's calls run in order.
-    return averaged.then(() => this.complete(level + 1, py, px, target));
+    const last = parent.missing === 0;
+    if (last) this.open.delete(key);
+    return {
+      quadrants: target.map((buffer) => ({ parent: buffer, y: child.y, x: child.x })),
+      extent: child.extent,
+      // Every child is averaged in once the last one is: a marker's calls run in order.
+      averaged: (calls) =>
+        last ? calls.then(() => this.complete(level + 1, py, px, target)) : calls.then(() => {}),
+    };
   }
 
-  /** Stores a finished shard of `level` and adds it to the level above; then its buffers are free. */
+  /**
+   * Stores a finished shard of `level`, its encodes averaging it into the level above; then its
+   * buffers are free.
+   */
   private async complete(level: number, y: number, x: number, buffers: Uint16Array[]): Promise<void> {
+    const child = this.childOf(level, y, x);
     // In the frames `PyramidBuilder` writes (`encodeShard`'s), on the writer that owns the marker.
-    await Promise.all(
+    const stored = Promise.all(
       this.arrays[level]!.map((array, m) =>
         array.writeShard(this.sink, y, x, buffers[m]!, this.signal, (_, shard, extent, zstdLevel) =>
-          this.writers.encode(m, shard, extent, zstdLevel, [], 'streamed'),
+          this.writers.encode(m, shard, extent, zstdLevel, [], 'streamed', child?.quadrants[m]),
         ),
       ),
     );
-    // After the encode, which pads the edge chunks as stored.
-    await this.addTo(level, y, x, buffers, []);
+    await (child ? child.averaged(stored) : stored);
     this.pool.push(buffers);
   }
 }

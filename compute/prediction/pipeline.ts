@@ -98,15 +98,14 @@ export async function runPipeline(input: PipelineInput): Promise<PredictionProgr
       // One shard is stored while the next is made: its buffers stay out of the pool till then.
       await storing;
       storing = (async () => {
+        const parent = input.pyramid?.add(work.shard);
         const stored = sink.storeShard(
           work.shard,
           made.buffers,
           (m) => (_, shard, extent, level) =>
-            writers.encode(m, shard, extent, level, made.untouched, 'sized'),
+            writers.encode(m, shard, extent, level, made.untouched, 'sized', parent?.quadrants[m]),
         );
-        // Asked of the writers right after the encodes, which pad the buffers as stored.
-        const averaged = input.pyramid?.add(work.shard, made.buffers, made.untouched);
-        await Promise.all([stored, averaged]);
+        await (parent ? parent.averaged(stored) : stored);
         maker.free(made.buffers);
         book.shardStored(work.index, made);
       })();

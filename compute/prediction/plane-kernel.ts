@@ -392,31 +392,37 @@ export class PlaneKernel {
     knownFill: readonly number[],
   ): void {
     const g = this.geometry;
-    const childAt = this.address(child);
-    const parentAt = this.address(parent);
+    for (let ky = 0; ky < g.chunksY && ky * g.chunkHeight < quadrant.validHeight; ky++) {
+      for (let kx = 0; kx < g.chunksX && kx * g.chunkWidth < quadrant.validWidth; kx++) {
+        const k = ky * g.chunksX + kx;
+        if (!knownFill.includes(k)) this.downsampleChunk(child, parent, quadrant, k);
+      }
+    }
+  }
+
+  /** Inner chunk `k` of `child` averaged 2x2 into its place in quadrant `(y, x)` of `parent`. */
+  downsampleChunk(
+    child: Uint16Array,
+    parent: Uint16Array,
+    quadrant: { y: number; x: number },
+    k: number,
+  ): void {
+    const g = this.geometry;
     const length = g.chunksY * g.chunksX * g.chunkLength;
     if (child.length < length || parent.length < length) throw new RangeError('a shard buffer too short');
     // Whole 2x2 blocks in every chunk, as the definition requires.
     if (g.chunkHeight % 2 !== 0 || g.chunkWidth % 2 !== 0) throw new RangeError('odd chunk sides');
     const halfH = g.chunkHeight >> 1;
     const halfW = g.chunkWidth >> 1;
-    const top = quadrant.y * g.chunksY * halfH;
-    const left = quadrant.x * g.chunksX * halfW;
-    for (let ky = 0; ky < g.chunksY && ky * g.chunkHeight < quadrant.validHeight; ky++) {
-      for (let kx = 0; kx < g.chunksX && kx * g.chunkWidth < quadrant.validWidth; kx++) {
-        if (knownFill.includes(ky * g.chunksX + kx)) continue;
-        const py = top + ky * halfH;
-        const px = left + kx * halfW;
-        const pcy = Math.floor(py / g.chunkHeight);
-        const pcx = Math.floor(px / g.chunkWidth);
-        const from = (ky * g.chunksX + kx) * g.chunkLength;
-        const to =
-          (pcy * g.chunksX + pcx) * g.chunkLength +
-          (py - pcy * g.chunkHeight) * g.chunkWidth +
-          (px - pcx * g.chunkWidth);
-        this.exports.downsampleChunk(childAt + from * 2, parentAt + to * 2);
-      }
-    }
+    const py = (quadrant.y * g.chunksY + Math.floor(k / g.chunksX)) * halfH;
+    const px = (quadrant.x * g.chunksX + (k % g.chunksX)) * halfW;
+    const pcy = Math.floor(py / g.chunkHeight);
+    const pcx = Math.floor(px / g.chunkWidth);
+    const to =
+      (pcy * g.chunksX + pcx) * g.chunkLength +
+      (py - pcy * g.chunkHeight) * g.chunkWidth +
+      (px - pcx * g.chunkWidth);
+    this.exports.downsampleChunk(this.address(child) + k * g.chunkLength * 2, this.address(parent) + to * 2);
   }
 
   /** Where `view` (a shard buffer or plane) starts in this kernel's memory. */

@@ -15,8 +15,16 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
   const { id } = request;
   switch (request.kind) {
     case 'encode': {
-      const { shard, extent, level, knownFill, framing } = request;
-      const bytes = encodeShardSync(geometry, shard, extent, level, knownFill, framing);
+      const { shard, extent, level, knownFill, framing, average } = request;
+      let afterChunk: ((k: number) => void) | undefined;
+      if (average) {
+        const into = { y: average.y, x: average.x, validHeight: extent.height, validWidth: extent.width };
+        for (const gap of quadrantGaps(geometry, into, knownFill))
+          kernel.fillRect(average.parent, 0, 0, gap, geometry.fillValue);
+        // The chunks the encode visits are those the means average: inside the extent, not left out.
+        afterChunk = (k) => kernel.downsampleChunk(shard, average.parent, into, k);
+      }
+      const bytes = encodeShardSync(geometry, shard, extent, level, knownFill, framing, afterChunk);
       return [
         { kind: 'encoded', id, bytes },
         bytes && bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : [],

@@ -52,7 +52,10 @@ export interface PlaneWriters {
   /**
    * Marker `marker`'s shard buffer encoded (compute/zarr `encodeShardSync`, its frames
    * `framing`), after the writes and fills before it, the chunks `knownFill` left out unread;
-   * `undefined` when it holds only the fill value.
+   * `undefined` when it holds only the fill value. With `average`, the buffer is also averaged
+   * into its parent as `downsample` does it (valid as far as `extent`, less `knownFill`), each
+   * chunk right after its encode, while it is still in cache: the same pixels as an encode and
+   * then a `downsample`, for half the memory traffic.
    */
   encode(
     marker: number,
@@ -61,6 +64,7 @@ export interface PlaneWriters {
     level: number,
     knownFill: readonly number[],
     framing: ZstdFraming,
+    average?: ParentQuadrant,
   ): Promise<Uint8Array | undefined>;
   /**
    * Marker `marker`'s shard buffer `child`, as the store holds it (after its `encode`, which pads
@@ -71,6 +75,13 @@ export interface PlaneWriters {
    */
   downsample(marker: number, child: Uint16Array, parent: Uint16Array, into: Downsample): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A child shard's quadrant (0 or 1 each) in its parent's buffer (`ShardedArray.childShards`). */
+export interface ParentQuadrant {
+  parent: Uint16Array;
+  y: number;
+  x: number;
 }
 
 /** Where a child shard goes in its parent (`ShardedArray.childShards`), and what it leaves out. */

@@ -9,7 +9,7 @@ import {
   toStored,
 } from './kernels';
 import type { PixelRect } from './plan';
-import type { PlaneWriteResult, PlaneWriters, PlaneWritersOptions } from './plane-writers';
+import type { Downsample, PlaneWriteResult, PlaneWriters, PlaneWritersOptions } from './plane-writers';
 
 /**
  * The plane writers in plain TypeScript on the calling thread: each value computed as the
@@ -19,6 +19,11 @@ import type { PlaneWriteResult, PlaneWriters, PlaneWritersOptions } from './plan
 export function referenceWriters(options: PlaneWritersOptions): PlaneWriters {
   const { geometry: g, tile, bins, range, markers } = options;
   const samplesOf = outputSamplesOf(tile);
+  const downsample = (child: Uint16Array, parent: Uint16Array, into: Downsample) => {
+    for (const gap of quadrantGaps(g, into, into.knownFill))
+      fillRect(g, parent, { x0: 0, y0: 0 }, gap, g.fillValue);
+    downsampleMarkerIntoQuadrant(child, parent, g, into, into.knownFill);
+  };
   return {
     inputBuffer: (length) => new Float32Array(length),
     planeBuffer: (length) => new Float32Array(length),
@@ -45,13 +50,23 @@ export function referenceWriters(options: PlaneWritersOptions): PlaneWriters {
       });
       return result;
     },
-    async encode(_marker, shard, extent, level, knownFill, framing) {
-      return encodeShardSync(g, shard, extent, level, knownFill, framing);
+    async encode(_marker, shard, extent, level, knownFill, framing, average) {
+      const bytes = encodeShardSync(g, shard, extent, level, knownFill, framing);
+      if (average) {
+        if (!(shard instanceof Uint16Array)) throw new TypeError('plane writers average uint16 shards');
+        const { y, x } = average;
+        downsample(shard, average.parent, {
+          y,
+          x,
+          validHeight: extent.height,
+          validWidth: extent.width,
+          knownFill,
+        });
+      }
+      return bytes;
     },
     async downsample(_marker, child, parent, into) {
-      for (const gap of quadrantGaps(g, into, into.knownFill))
-        fillRect(g, parent, { x0: 0, y0: 0 }, gap, g.fillValue);
-      downsampleMarkerIntoQuadrant(child, parent, g, into, into.knownFill);
+      downsample(child, parent, into);
     },
     async close() {},
   };

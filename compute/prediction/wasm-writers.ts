@@ -2,7 +2,13 @@ import type { ShardExtent, ShardGeometry, ZstdFraming } from '../zarr';
 import type { PlaneSums } from './kernels';
 import type { PixelRect } from './plan';
 import { InputKernel, PlaneMemory, planeWasmFound } from './plane-kernel';
-import type { Downsample, PlaneWriteResult, PlaneWriters, PlaneWritersOptions } from './plane-writers';
+import type {
+  Downsample,
+  ParentQuadrant,
+  PlaneWriteResult,
+  PlaneWriters,
+  PlaneWritersOptions,
+} from './plane-writers';
 import { startWorker } from './worker-entry';
 
 /**
@@ -52,6 +58,7 @@ export type WriterRequest =
       level: number;
       knownFill: number[];
       framing: ZstdFraming;
+      average: ParentQuadrant | undefined;
     }
   | { kind: 'downsample'; id: number; child: Uint16Array; parent: Uint16Array; into: Downsample };
 
@@ -167,7 +174,7 @@ export function wasmWriters(options: PlaneWritersOptions): PlaneWriters {
       });
       return result;
     },
-    async encode(marker, shard, extent, level, knownFill, framing) {
+    async encode(marker, shard, extent, level, knownFill, framing, average) {
       if (!(shard instanceof Uint16Array)) throw new TypeError('plane writers encode uint16 shards');
       const reply = await ask(marker % count, {
         kind: 'encode',
@@ -176,6 +183,7 @@ export function wasmWriters(options: PlaneWritersOptions): PlaneWriters {
         level,
         knownFill: [...knownFill],
         framing,
+        average: average && { ...average },
       });
       if (reply.kind !== 'encoded') throw new Error(`plane writer answered ${reply.kind} to an encode`);
       return reply.bytes;

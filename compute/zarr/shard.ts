@@ -108,7 +108,9 @@ export type ZstdFraming = 'sized' | 'streamed';
  * of predicted markers, 290 against 390 µs), and nothing lands on the main thread's event loop.
  * The inner chunks `knownFill` (indices) are the caller's to vouch for: left out, never read, so
  * their part of the buffer need not have been set. With `framing` `streamed`, the bytes are
- * `encodeShard`'s.
+ * `encodeShard`'s. `afterChunk(k)` runs once inner chunk `k` (not left out, not wholly past
+ * `extent`) is in the buffer as stored, padded, and encoded: work on the chunk there finds it
+ * still in cache.
  */
 export function encodeShardSync(
   g: ShardGeometry,
@@ -117,18 +119,30 @@ export function encodeShardSync(
   level: number,
   knownFill: readonly number[] = [],
   framing: ZstdFraming = 'sized',
+  afterChunk?: (k: number) => void,
 ): Uint8Array | undefined {
   const leftOut = new Set(knownFill);
   const chunks = Array.from({ length: chunkCount(g) }, (_, k) => {
-    if (leftOut.has(k)) return undefined;
+    if (leftOut.has(k) || !chunkInside(g, extent, k)) return undefined;
     const chunk = chunkToStore(g, data, extent, k);
-    if (!chunk) return undefined;
-    const bytes = bytesOf(chunk);
-    return framing === 'sized'
-      ? [zstdCompressSync(bytes, compressOptions(bytes, level))]
-      : compressAsStreamed(bytes, level);
+    const pieces = chunk && compressChunk(bytesOf(chunk), level, framing);
+    afterChunk?.(k);
+    return pieces;
   });
   return assembleStored(g, chunks);
+}
+
+function compressChunk(bytes: Uint8Array, level: number, framing: ZstdFraming): Uint8Array[] {
+  return framing === 'sized'
+    ? [zstdCompressSync(bytes, compressOptions(bytes, level))]
+    : compressAsStreamed(bytes, level);
+}
+
+/** Whether inner chunk `k` holds any pixel inside `extent`. */
+function chunkInside(g: ShardGeometry, extent: ShardExtent, k: number): boolean {
+  return (
+    Math.floor(k / g.chunksX) * g.chunkHeight < extent.height && (k % g.chunksX) * g.chunkWidth < extent.width
+  );
 }
 
 /**

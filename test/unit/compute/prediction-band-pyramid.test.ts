@@ -40,9 +40,16 @@ const g: ShardGeometry = {
   chunkLength: 64 * 64,
 };
 
-test.each<PlaneKernelKind>(['typescript', 'webassembly'])(
-  'the %s writers average a shard as the store holds it into its parent',
-  async (kernel) => {
+const averagings = [
+  ['typescript', 'a downsample after the encode'],
+  ['webassembly', 'a downsample after the encode'],
+  ['typescript', 'the encode itself, chunk by chunk'],
+  ['webassembly', 'the encode itself, chunk by chunk'],
+] as const satisfies readonly (readonly [PlaneKernelKind, string])[];
+
+test.each(averagings)(
+  'the %s writers average a shard as the store holds it into its parent, by %s',
+  async (kernel, way) => {
     let seed = 5;
     const random = () => {
       seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
@@ -83,13 +90,19 @@ test.each<PlaneKernelKind>(['typescript', 'webassembly'])(
       const parents = writers.shardBuffers();
       for (const parent of parents) parent.fill(9);
       for (const [q, values] of children.entries()) {
+        const encoded = encodeShardSync(g, values.slice(), extent, 0, knownFill);
         await Promise.all(
           shards.map(async (shard, m) => {
             shard.set(values);
-            await writers.encode(m, shard, extent, 0, knownFill, 'sized');
+            const quadrant = { y: q, x: 1 };
+            const average =
+              way === 'the encode itself, chunk by chunk' ? { parent: parents[m]!, ...quadrant } : undefined;
+            const bytes = await writers.encode(m, shard, extent, 0, knownFill, 'sized', average);
+            // The same bytes either way.
+            expect(Buffer.compare(bytes!, encoded!)).toBe(0);
+            if (average) return;
             await writers.downsample(m, shard, parents[m]!, {
-              y: q,
-              x: 1,
+              ...quadrant,
               validHeight: extent.height,
               validWidth: extent.width,
               knownFill,
