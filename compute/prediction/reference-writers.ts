@@ -51,18 +51,11 @@ export function referenceWriters(options: PlaneWritersOptions): PlaneWriters {
       return result;
     },
     async encode(_marker, shard, extent, level, knownFill, framing, average) {
+      if (!average) return encodeShardSync(g, shard, extent, level, knownFill, framing);
+      if (!(shard instanceof Uint16Array)) throw new TypeError('plane writers average uint16 shards');
       const bytes = encodeShardSync(g, shard, extent, level, knownFill, framing);
-      if (average) {
-        if (!(shard instanceof Uint16Array)) throw new TypeError('plane writers average uint16 shards');
-        const { y, x } = average;
-        downsample(shard, average.parent, {
-          y,
-          x,
-          validHeight: extent.height,
-          validWidth: extent.width,
-          knownFill,
-        });
-      }
+      const into = { y: average.y, x: average.x, validHeight: extent.height, validWidth: extent.width };
+      downsample(shard, average.parent, { ...into, knownFill });
       return bytes;
     },
     async downsample(_marker, child, parent, into) {
