@@ -190,6 +190,23 @@ export function downsampleMarkerIntoQuadrant(
 }
 
 /**
+ * Whether `downsampleMarkerIntoQuadrant` averages the child's inner chunk `k`: one inside the
+ * valid height and width that `knownFill` does not list.
+ */
+export function averagedChunk(
+  g: ShardGeometry,
+  quadrant: { validHeight: number; validWidth: number },
+  knownFill: readonly number[],
+  k: number,
+): boolean {
+  return (
+    Math.floor(k / g.chunksX) * g.chunkHeight < quadrant.validHeight &&
+    (k % g.chunksX) * g.chunkWidth < quadrant.validWidth &&
+    !knownFill.includes(k)
+  );
+}
+
+/**
  * The pixels of quadrant `(y, x)` of a parent shard (from its top-left corner) that
  * `downsampleMarkerIntoQuadrant` leaves as they were: the halves of the child's chunks it skips.
  */
@@ -203,11 +220,7 @@ export function quadrantGaps(
   const gaps: PixelRect[] = [];
   for (let ky = 0; ky < g.chunksY; ky++) {
     for (let kx = 0; kx < g.chunksX; kx++) {
-      const averaged =
-        ky * g.chunkHeight < quadrant.validHeight &&
-        kx * g.chunkWidth < quadrant.validWidth &&
-        !knownFill.includes(ky * g.chunksX + kx);
-      if (averaged) continue;
+      if (averagedChunk(g, quadrant, knownFill, ky * g.chunksX + kx)) continue;
       const y0 = (quadrant.y * g.chunksY + ky) * halfH;
       const x0 = (quadrant.x * g.chunksX + kx) * halfW;
       gaps.push({ x0, y0, x1: x0 + halfW, y1: y0 + halfH });

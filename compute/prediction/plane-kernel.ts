@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RgbImage } from '../image';
 import type { ShardGeometry } from '../zarr';
-import { type AxisSamples, type PlaneSums, STORED_MAX } from './kernels';
+import { type AxisSamples, averagedChunk, type PlaneSums, STORED_MAX } from './kernels';
 import type { PixelRect } from './plan';
 
 /**
@@ -391,13 +391,10 @@ export class PlaneKernel {
     quadrant: { y: number; x: number; validHeight: number; validWidth: number },
     knownFill: readonly number[],
   ): void {
-    const g = this.geometry;
-    for (let ky = 0; ky < g.chunksY && ky * g.chunkHeight < quadrant.validHeight; ky++) {
-      for (let kx = 0; kx < g.chunksX && kx * g.chunkWidth < quadrant.validWidth; kx++) {
-        const k = ky * g.chunksX + kx;
-        if (!knownFill.includes(k)) this.downsampleChunk(child, parent, quadrant, k);
-      }
-    }
+    const chunks = this.geometry.chunksY * this.geometry.chunksX;
+    for (let k = 0; k < chunks; k++)
+      if (averagedChunk(this.geometry, quadrant, knownFill, k))
+        this.downsampleChunk(child, parent, quadrant, k);
   }
 
   /** Inner chunk `k` of `child` averaged 2x2 into its place in quadrant `(y, x)` of `parent`. */

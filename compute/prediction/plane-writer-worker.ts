@@ -1,7 +1,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { encodeShardSync } from '../zarr';
-import { outputSamplesOf, quadrantGaps } from './kernels';
+import { encodeShardSync, type ShardExtent } from '../zarr';
+import { averagedChunk, outputSamplesOf, quadrantGaps } from './kernels';
 import { PlaneKernel } from './plane-kernel';
+import type { ParentQuadrant } from './plane-writers';
 import type { WriterData, WriterReply, WriterRequest } from './wasm-writers';
 
 /** A plane writer thread of wasm-writers.ts: its kernel on the shared memory, and its markers. */
@@ -16,14 +17,7 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
   switch (request.kind) {
     case 'encode': {
       const { shard, extent, level, knownFill, framing, average } = request;
-      let afterChunk: ((k: number) => void) | undefined;
-      if (average) {
-        const into = { y: average.y, x: average.x, validHeight: extent.height, validWidth: extent.width };
-        for (const gap of quadrantGaps(geometry, into, knownFill))
-          kernel.fillRect(average.parent, 0, 0, gap, geometry.fillValue);
-        // The chunks the encode visits are those the means average: inside the extent, not left out.
-        afterChunk = (k) => kernel.downsampleChunk(shard, average.parent, into, k);
-      }
+      const afterChunk = average && averageInto(shard, average, extent, knownFill);
       const bytes = encodeShardSync(geometry, shard, extent, level, knownFill, framing, afterChunk);
       return [
         { kind: 'encoded', id, bytes },
@@ -78,6 +72,24 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
       return [{ kind: 'written', id, sums, histograms }, [sums.buffer, histograms.buffer]];
     }
   }
+}
+
+/**
+ * `shard`'s quadrant of its parent with its gaps set to the fill value, and the means of each
+ * chunk the encode passes (`afterChunk`) that the definition averages.
+ */
+function averageInto(
+  shard: Uint16Array,
+  { parent, y, x }: ParentQuadrant,
+  extent: ShardExtent,
+  knownFill: readonly number[],
+): (k: number) => void {
+  const into = { y, x, validHeight: extent.height, validWidth: extent.width };
+  for (const gap of quadrantGaps(geometry, into, knownFill))
+    kernel.fillRect(parent, 0, 0, gap, geometry.fillValue);
+  return (k) => {
+    if (averagedChunk(geometry, into, knownFill, k)) kernel.downsampleChunk(shard, parent, into, k);
+  };
 }
 
 port.on('message', (request: WriterRequest) => {
