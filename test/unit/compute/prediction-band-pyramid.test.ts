@@ -20,10 +20,11 @@ import { differingKeys, smallRegionPrediction } from './prediction-fixture';
 /**
  * A band's pyramid levels built from its shards' buffers on the plane writers' threads: the
  * writers' 2x2 means of a shard as it is made equal those of the shard read back from the store
- * (both writers, the TypeScript reference and the WebAssembly threads), and bands of four shard
- * rows, which build levels 1 and 2 that way, finish into the bytes of one run finished from the
- * store. Postprocessing's levels built on the writers from the stored level below
- * (`finishPrediction`) are those `PyramidBuilder` builds.
+ * (both writers, the TypeScript reference and the WebAssembly threads, the means after the
+ * encode or inside it, chunk by chunk), and bands of four shard rows, which build levels 1 and
+ * 2 that way, finish into the bytes of one run finished from the store. Postprocessing's levels
+ * built on the writers from the stored level below (`finishPrediction`) are those
+ * `PyramidBuilder` builds.
  */
 
 // The model threads this file's predictions opened; left running, they hold Jest's worker at exit.
