@@ -11,11 +11,5 @@ export {
   writeHePyramidArrays,
   writeHePyramidGroup,
 } from './build';
-export {
-  type ColumnRange,
-  type PyramidLevel,
-  type PyramidRegion,
-  type PyramidStage,
-  pyramidLevels,
-} from './plan';
+export { type PyramidLevel, type PyramidRegion, type PyramidStage, pyramidLevels } from './plan';
 export { openHePyramid, readPyramidLevel } from './read';

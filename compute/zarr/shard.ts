@@ -157,9 +157,9 @@ function chunkToStore(
   extent: ShardExtent,
   k: number,
 ): TypedArray | undefined {
+  if (!chunkInside(g, extent, k)) return undefined;
   const validY = Math.min(g.chunkHeight, extent.height - Math.floor(k / g.chunksX) * g.chunkHeight);
   const validX = Math.min(g.chunkWidth, extent.width - (k % g.chunksX) * g.chunkWidth);
-  if (validY <= 0 || validX <= 0) return undefined;
   const chunk = data.subarray(k * g.chunkLength, (k + 1) * g.chunkLength);
   if (validY < g.chunkHeight || validX < g.chunkWidth) padChunk(g, chunk, validY, validX);
   return holdsOnly(chunk, g.fillValue) ? undefined : chunk;
