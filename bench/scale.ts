@@ -6,12 +6,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import postgres from 'postgres';
-import { createOrganizationWithOwner } from '../cli/admin-commands';
 import { freePort } from '../cli/ports';
 import type { PyramidRegion } from '../compute/pyramid';
-import { createSql } from '../db';
-import { grantCredits } from '../db/credits';
-import { migrate } from '../db/migrate';
 import { markerCatalog } from '../models/registry';
 import { workflowIds } from '../schemas/temporal';
 import { startMinioBucket } from '../test/support/minio-bucket';
@@ -30,7 +26,8 @@ import { putChunk } from './upload-protocol';
  * times, the order alternating, and the medians are compared. A job's bands and pyramid regions
  * run up to max(4, N) at once (`fanOut`).
  *   npm run bench:scale [-- --size 50000|WxH --workers 1,2 --reference ../sps-main --rounds 1
- *     --steps ingest,predict --profile --auto-segment --storage fs|s3 --logs DIR --cpu-prof DIR]
+ *     --steps ingest,predict --profile --auto-segment --storage fs|s3 --logs DIR --cpu-prof DIR
+ *     --worker-cores K]
  *
  * --steps ingest measures ingest alone; --profile prints each ingest activity's queue wait and
  * run time from the history (pyramid regions by stage).
@@ -43,6 +40,9 @@ import { putChunk } from './upload-protocol';
  * band) and the CPU seconds its worker processes spent on it (all threads): where the time of a
  * band goes. `--logs DIR` keeps each worker's log; `--cpu-prof DIR` runs the workers with
  * `node --cpu-prof` into DIR (their main threads: the activities').
+ * `--worker-cores K` runs each worker process on K cores of its own (`taskset`), as N hosts of K
+ * cores would run them, the reference's too: one unpinned worker already keeps several cores
+ * busy, so unpinned workers on one machine can add only the cores it leaves idle.
  */
 const { values } = parseArgs({
   options: {
@@ -56,6 +56,7 @@ const { values } = parseArgs({
     storage: { type: 'string', default: 'fs' },
     logs: { type: 'string' },
     'cpu-prof': { type: 'string' },
+    'worker-cores': { type: 'string' },
   },
 });
 const steps = new Set(values.steps.split(',').map((step) => step.trim()));
@@ -65,6 +66,16 @@ if (!steps.has('ingest') || [...steps].some((step) => step !== 'ingest' && step 
   );
 const [width, height] = slideSize(values.size);
 const workerCounts = values.workers.split(',').map(Number);
+const workerCores = values['worker-cores'] === undefined ? undefined : Number(values['worker-cores']);
+if (workerCores !== undefined) {
+  if (!Number.isInteger(workerCores) || workerCores < 1)
+    throw new RangeError(`--worker-cores ${values['worker-cores']}: a whole number of cores`);
+  const most = Math.max(...workerCounts);
+  if (most * workerCores > availableParallelism())
+    throw new RangeError(
+      `--worker-cores ${workerCores} with ${most} workers needs ${most * workerCores} cores; this machine has ${availableParallelism()}`,
+    );
+}
 const MiB = 1024 * 1024;
 const CHUNK_BYTES = 256 * MiB;
 const scratch = process.env.SPS_TEST_SCRATCH!;
@@ -102,11 +113,25 @@ function fanOut(workers: number): Record<string, string> {
   return Object.fromEntries(names.map((name) => [name, process.env[name] ?? atOnce]));
 }
 
-function startNode(script: string, env: Record<string, string>, nodeArgs: string[] = []): ChildProcess {
-  return spawn(process.execPath, [...nodeArgs, script], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+/**
+ * Runs `script` in a Node process of its own; on `cores` (a `taskset` list such as `2-3`) when
+ * given. taskset executes Node in its own process, so the child's pid is Node's.
+ */
+function startNode(
+  script: string,
+  env: Record<string, string>,
+  nodeArgs: string[] = [],
+  cores?: string,
+): ChildProcess {
+  const command = [process.execPath, ...nodeArgs, script];
+  const [file, ...args] = cores === undefined ? command : ['taskset', '--cpu-list', cores, ...command];
+  return spawn(file!, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+/** The cores of worker `k` under `--worker-cores`: the k-th run of K cores. */
+function coresOfWorker(k: number): string | undefined {
+  if (workerCores === undefined) return undefined;
+  return `${k * workerCores}-${(k + 1) * workerCores - 1}`;
 }
 
 /** Resolves once the worker logged that it polls (its workflow bundle is made by then). */
@@ -318,8 +343,8 @@ async function measure(
   const cpuProf = values['cpu-prof']
     ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(values['cpu-prof'])}`]
     : [];
-  const workers = Array.from({ length: setup.workers }, () =>
-    startNode(path.join(setup.dist, 'cli', 'worker.js'), env, cpuProf),
+  const workers = Array.from({ length: setup.workers }, (_, k) =>
+    startNode(path.join(setup.dist, 'cli', 'worker.js'), env, cpuProf, coresOfWorker(k)),
   );
   if (values.logs) await keepLogs(workers, path.join(values.logs, `setup-${index}`));
   try {
@@ -393,13 +418,23 @@ async function predict(
   return { seconds, cpu };
 }
 
-async function databaseWithTenant(): Promise<{ url: string; apiKey: string }> {
+/**
+ * A database of its own for the build in `dist`, migrated and given a tenant by that build's own
+ * code: a reference from before a migration then runs on the schema it was written for.
+ */
+async function databaseWithTenant(name: string, dist: string): Promise<{ url: string; apiKey: string }> {
+  const built = <T>(module: string) => require(path.join(dist, module)) as T;
+  const { createSql } = built<typeof import('../db')>('db/index.js');
+  const { migrate } = built<typeof import('../db/migrate')>('db/migrate.js');
+  const { grantCredits } = built<typeof import('../db/credits')>('db/credits.js');
+  const { createOrganizationWithOwner } =
+    built<typeof import('../cli/admin-commands')>('cli/admin-commands.js');
   const adminUrl = process.env.TEST_DATABASE_URL!;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe('CREATE DATABASE bench_scale');
+  await admin.unsafe(`CREATE DATABASE ${name}`);
   await admin.end();
   const url = new URL(adminUrl);
-  url.pathname = '/bench_scale';
+  url.pathname = `/${name}`;
   const sql = createSql(url.toString(), { max: 2 });
   await migrate(sql);
   const tenant = await createOrganizationWithOwner(sql, { name: 'bench', email: 'scale@bench.org' });
@@ -426,20 +461,27 @@ function summarize(setup: Setup, rounds: Result[]): Row {
 
 function report(rows: Row[], here: string): void {
   const cores = availableParallelism();
+  // Under --worker-cores each worker is a host of that many cores: the most that can work at once.
+  const hosts = Math.floor(cores / (workerCores ?? 1));
   const one = rows.find((r) => r.dist === here && r.workers === 1);
   const pad = (text: string, width: number) => text.padEnd(width);
+  const labelWidth = Math.max(...rows.map((row) => row.label.length));
   const seconds = (row: Row, step: 'ingestSeconds' | 'predictionSeconds') =>
     Number.isNaN(row[step])
       ? '-'
       : `${row[step].toFixed(1)}${row.rounds.length > 1 ? ` (${row.rounds.map((r) => r[step].toFixed(0)).join(', ')})` : ''}`;
+  const pinning =
+    workerCores === undefined
+      ? `${cores} cores, the workers unpinned`
+      : `${cores} cores, each worker on ${workerCores} of its own`;
   console.log(
-    `\nslide ${width} x ${height} px, markers: every one; ${cores} cores; medians of ${rows[0]!.rounds.length} round(s)`,
+    `\nslide ${width} x ${height} px, markers: every one; ${pinning}; medians of ${rows[0]!.rounds.length} round(s)`,
   );
   console.log(
-    `${pad('setup', 34)} ${pad('ingest s', 18)} ${pad('ingest cores', 13)} ${pad('predict s', 18)} ${pad('load', 14)} speed-up (ingest, predict) / ideal / target`,
+    `${pad('setup', labelWidth)} ${pad('ingest s', 18)} ${pad('ingest cores', 13)} ${pad('predict s', 18)} ${pad('load', 14)} speed-up (ingest, predict) / ideal / target`,
   );
   for (const row of rows) {
-    const ideal = Math.min(row.workers, cores);
+    const ideal = Math.min(row.workers, hosts);
     const speedUp =
       one && row.dist === here
         ? `${ratios(one, row, 'ingestSeconds')}, ${ratios(one, row, 'predictionSeconds')} / ${ideal} / ${(0.8 * ideal).toFixed(1)}`
@@ -448,7 +490,7 @@ function report(rows: Row[], here: string): void {
     // CPU seconds of the workers over ingest's wall time, the median of the rounds.
     const busyCores = median(row.rounds.map((r) => r.ingestCpuSeconds / r.ingestSeconds)).toFixed(2);
     console.log(
-      `${pad(row.label, 34)} ${pad(seconds(row, 'ingestSeconds'), 18)} ${pad(busyCores, 13)} ${pad(seconds(row, 'predictionSeconds'), 18)} ${pad(`${Math.min(...load).toFixed(0)} to ${Math.max(...load).toFixed(0)}`, 14)} ${speedUp}`,
+      `${pad(row.label, labelWidth)} ${pad(seconds(row, 'ingestSeconds'), 18)} ${pad(busyCores, 13)} ${pad(seconds(row, 'predictionSeconds'), 18)} ${pad(`${Math.min(...load).toFixed(0)} to ${Math.max(...load).toFixed(0)}`, 14)} ${speedUp}`,
     );
   }
   if (one) printCoreBound(one, cores);
@@ -488,7 +530,6 @@ function ratios(base: Row, row: Row, step: 'ingestSeconds' | 'predictionSeconds'
 }
 
 async function main(): Promise<void> {
-  const { url, apiKey } = await databaseWithTenant();
   const slide = path.join(scratch, `scale-${width}x${height}.svs`);
   const written = performance.now();
   await writeSyntheticSvs({
@@ -519,12 +560,16 @@ async function main(): Promise<void> {
       workers,
     })),
   ];
+  const databases = new Map<string, { url: string; apiKey: string }>();
+  for (const dist of new Set(setups.map((setup) => setup.dist)))
+    databases.set(dist, await databaseWithTenant(`bench_scale_${databases.size}`, dist));
   // Rounds alternate the order of the setups, so that a drift of the load favours none.
   const rounds: Result[][] = setups.map(() => []);
   for (let round = 0; round < Number(values.rounds); round++) {
     const order = setups.map((_, index) => index);
     if (round % 2 === 1) order.reverse();
     for (const index of order) {
+      const { url, apiKey } = databases.get(setups[index]!.dist)!;
       const context = { databaseUrl: url, apiKey, slide, markers, client, storage };
       rounds[index]!.push(await measure(setups[index]!, round * setups.length + index, context));
     }
