@@ -115,7 +115,7 @@ function fanOut(workers: number): Record<string, string> {
 
 /**
  * Runs `script` in a Node process of its own; on `cores` (a `taskset` list such as `2-3`) when
- * given. taskset executes Node in its own process, so the child's pid is Node's.
+ * given. taskset replaces itself with Node (exec), so the child's pid is Node's.
  */
 function startNode(
   script: string,
