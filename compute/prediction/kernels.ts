@@ -1,4 +1,4 @@
-import type { ShardGeometry } from '../zarr';
+import { chunkInside, type ShardGeometry } from '../zarr';
 import type { PixelRect } from './plan';
 
 /**
@@ -199,11 +199,8 @@ export function averagedChunk(
   knownFill: readonly number[],
   k: number,
 ): boolean {
-  return (
-    Math.floor(k / g.chunksX) * g.chunkHeight < quadrant.validHeight &&
-    (k % g.chunksX) * g.chunkWidth < quadrant.validWidth &&
-    !knownFill.includes(k)
-  );
+  const extent = { height: quadrant.validHeight, width: quadrant.validWidth };
+  return chunkInside(g, extent, k) && !knownFill.includes(k);
 }
 
 /**

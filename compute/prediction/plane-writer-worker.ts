@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { encodeShardSync, type ShardExtent } from '../zarr';
-import { averagedChunk, outputSamplesOf, quadrantGaps } from './kernels';
+import { outputSamplesOf, quadrantGaps } from './kernels';
 import { PlaneKernel } from './plane-kernel';
 import type { ParentQuadrant } from './plane-writers';
 import type { WriterData, WriterReply, WriterRequest } from './wasm-writers';
@@ -76,7 +76,8 @@ function handle(request: WriterRequest): [WriterReply, ArrayBuffer[]] {
 
 /**
  * `shard`'s quadrant of its parent with its gaps set to the fill value, and the means of each
- * chunk the encode passes (`afterChunk`) that the definition averages.
+ * chunk the encode passes (`afterChunk`): those inside `extent` and not in `knownFill`, the
+ * chunks the definition averages (`averagedChunk`).
  */
 function averageInto(
   shard: Uint16Array,
@@ -87,9 +88,7 @@ function averageInto(
   const into = { y, x, validHeight: extent.height, validWidth: extent.width };
   for (const gap of quadrantGaps(geometry, into, knownFill))
     kernel.fillRect(parent, 0, 0, gap, geometry.fillValue);
-  return (k) => {
-    if (averagedChunk(geometry, into, knownFill, k)) kernel.downsampleChunk(shard, parent, into, k);
-  };
+  return (k) => kernel.downsampleChunk(shard, parent, into, k);
 }
 
 port.on('message', (request: WriterRequest) => {

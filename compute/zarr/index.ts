@@ -8,6 +8,7 @@ export { resumePoint, type ShardTaskProgress } from './progress';
 export { PromiseCache } from './promise-cache';
 export { RegionReader } from './region-reader';
 export {
+  chunkInside,
   encodeShardSync,
   type ShardEncoder,
   type ShardExtent,

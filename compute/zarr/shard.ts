@@ -139,7 +139,7 @@ function compressChunk(bytes: Uint8Array, level: number, framing: ZstdFraming): 
 }
 
 /** Whether inner chunk `k` holds any pixel inside `extent`. */
-function chunkInside(g: ShardGeometry, extent: ShardExtent, k: number): boolean {
+export function chunkInside(g: ShardGeometry, extent: ShardExtent, k: number): boolean {
   return (
     Math.floor(k / g.chunksX) * g.chunkHeight < extent.height && (k % g.chunksX) * g.chunkWidth < extent.width
   );
