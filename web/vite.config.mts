@@ -15,6 +15,10 @@ const pages: Record<string, { title: string; body?: string }> = {
     title: 'Signing in',
     body: '<p id="progress" role="status">Finishing the sign-in…</p>',
   },
+  'not-found': {
+    title: 'Page not found',
+    body: '<p>No page of this application is at this address. <a href="samples">Go to the samples</a>.</p>',
+  },
 };
 
 /** The one shell every page shares: its script is `src/<page>.ts`. */
@@ -62,7 +66,8 @@ function pageShells(): Plugin {
 
 /**
  * One HTML page per route (`appType: 'mpa'`): the API process maps `/samples`,
- * `/samples/{id}`, `/upload` and `/settings` to these files; nothing falls back to an index.
+ * `/samples/{id}`, `/upload` and `/settings` to these files; nothing falls back to an index. A
+ * browser at an address with no page gets `not-found.html`, as a 404.
  * `base: './'` lets the pages live under any APP_URL path (the server adds a `<base>`).
  */
 export default defineConfig({

@@ -103,6 +103,18 @@ export function webAppRoutes(settings: { appUrl: string; publicBaseUrl: string; 
     '/assets',
     express.static(path.join(settings.webRoot, 'assets'), { immutable: true, maxAge: '1y' }),
   );
+  // A person at an address with no page gets a page of the app, with its links; programs (who
+  // do not prefer HTML) go on to the contract's JSON error after this router.
+  app.use(async (req, res, next) => {
+    const browsing =
+      (req.method === 'GET' || req.method === 'HEAD') && req.accepts(['json', 'html']) === 'html';
+    if (!browsing) return next();
+    res
+      .status(404)
+      .type('html')
+      .set('cache-control', 'no-cache')
+      .send(await page('not-found.html'));
+  });
   const router = Router();
   router.use(prefix || '/', app);
   return router;

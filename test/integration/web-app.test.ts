@@ -207,6 +207,24 @@ test('an unknown sample id shows the service message, not a blank page', async (
   await shoot('sample-not-found');
 });
 
+test('an address with no page shows a page of the app to a browser, and the JSON error to programs', async () => {
+  const response = await page.goto(at('/samples/nothing/here'));
+  expect(response!.status()).toBe(404);
+  expect(response!.headers()['content-security-policy']).toContain("script-src 'self'");
+  await expect(page.getByRole('heading', { level: 1 }).textContent()).resolves.toBe('Page not found');
+  await page.locator('#account button').waitFor();
+  await shoot('not-found');
+  await page.getByRole('link', { name: 'Go to the samples' }).click();
+  await page.waitForURL(at('/samples'));
+
+  const program = await fetch(at('/samples/nothing/here'));
+  expect(program.status).toBe(404);
+  await expect(program.json()).resolves.toMatchObject({ error: 'not_found' });
+  const posted = await fetch(at('/no-such-page'), { method: 'POST', headers: { accept: 'text/html' } });
+  expect(posted.status).toBe(404);
+  expect(posted.headers.get('content-type')).toMatch(/json/);
+});
+
 test('on a narrow screen no page scrolls sideways', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   try {
