@@ -1,7 +1,7 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, open, readdir, readFile, rename, rm, stat, truncate } from 'node:fs/promises';
+import { mkdtemp, open, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -144,6 +144,24 @@ test('upload of several files at once, --wait until ready', async () => {
   sampleId = uploads.find((u: { filename: string }) => u.filename === 'OS-1-detail.ome.tif').id;
   expect(run.stderr).toContain('OS-1-detail.ome.tif: 100%');
 }, 300_000);
+
+test("a file that is no slide: upload --wait exits 9 with the service's reason, in the table and the JSON", async () => {
+  const junk = path.join(home, 'notes.svs');
+  await writeFile(junk, randomBytes(64 * 1024));
+  const table = await sps('upload', junk, '--no-auto-segment', '--wait');
+  expect(table.code).toBe(9);
+  expect(table.stdout).toMatch(/STATUS\s+REASON/);
+  expect(table.stdout).toMatch(/deid_failed\s+the file is not a whole-slide image this service reads/);
+  const run = await sps('upload', junk, '--no-auto-segment', '--wait', '--json');
+  expect(run.code).toBe(9);
+  expect(JSON.parse(run.stdout)).toEqual([
+    expect.objectContaining({
+      filename: 'notes.svs',
+      status: 'deid_failed',
+      statusMessage: expect.stringContaining('not a whole-slide image'),
+    }),
+  ]);
+}, 120_000);
 
 test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', async () => {
   const page = json(await sps('samples', 'ls', '--status', 'ready', '--q', 'OS-1', '--json'));

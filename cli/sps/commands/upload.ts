@@ -19,11 +19,14 @@ interface UploadFlags {
 
 const settled = new Set(['ready', 'upload_failed', 'deid_failed', 'preprocess_failed']);
 
-/** Polls the sample until ingest has settled (there is no sample stream). */
+/**
+ * Polls the upload until ingest has settled (there is no stream of it); the upload, not its
+ * sample, carries the `statusMessage` that says why a slide failed.
+ */
 function waitForIngest(client: SpsClient, id: string, signal: AbortSignal) {
   return poll(
-    () => client.samples.get(id, { signal }),
-    (sample) => settled.has(sample.status),
+    () => client.uploads.get(id, { signal }),
+    (upload) => settled.has(upload.status),
     signal,
   );
 }
@@ -66,9 +69,7 @@ export function registerUpload(program: Command, context: () => Context): void {
         });
         await state.forget(key);
         bar?.done('uploaded');
-        results.push(
-          flags.wait ? { ...upload, ...pick(await waitForIngest(client, upload.id, ctx.signal)) } : upload,
-        );
+        results.push(flags.wait ? await waitForIngest(client, upload.id, ctx.signal) : upload);
       };
       try {
         await Promise.all(
@@ -79,6 +80,8 @@ export function registerUpload(program: Command, context: () => Context): void {
       } finally {
         progress.stop();
       }
+      // The reason column only when a slide failed: the service's own words for it.
+      const failed = results.some((u) => u.statusMessage !== null);
       ctx.print(
         () =>
           formatTable(
@@ -87,14 +90,11 @@ export function registerUpload(program: Command, context: () => Context): void {
               file: u.filename,
               size: formatBytes(Number(u.fileSize)),
               status: u.status,
+              ...(failed ? { reason: u.statusMessage } : {}),
             })),
           ),
         results,
       );
       if (flags.wait && results.some((u) => u.status !== 'ready')) process.exitCode = exitCodes.workFailed;
     });
-}
-
-function pick(sample: { status: Upload['status']; widthPx: number | null; heightPx: number | null }) {
-  return { status: sample.status, widthPx: sample.widthPx, heightPx: sample.heightPx };
 }
