@@ -12,6 +12,13 @@ export const sampleStatuses = [
 ] as const;
 export const SampleStatus = z.enum(sampleStatuses).meta({ id: 'SampleStatus' });
 export type SampleStatus = z.infer<typeof SampleStatus>;
+/** Where ingest stops: ready, or one of its failures (the upload's `statusMessage` says why). */
+export const settledSampleStatuses: ReadonlySet<SampleStatus> = new Set([
+  'ready',
+  'upload_failed',
+  'deid_failed',
+  'preprocess_failed',
+]);
 
 export const jobStatuses = [
   'queued',

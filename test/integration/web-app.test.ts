@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -91,12 +92,35 @@ test('a slide dropped on the upload page goes up resumably and follows ingest to
     .locator('progress')
     .evaluate((element: { value: number; max: number }) => ({ value: element.value, max: element.max }));
   expect(bar.value).toBe(bar.max);
+  await expect(upload.locator('p[role="alert"]').isHidden()).resolves.toBe(true);
   await shoot('upload');
   const href = await upload.getByRole('link', { name: 'Open sample' }).getAttribute('href');
   sampleId = href!.split('/').pop()!;
   const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
   expect(detail.json).toMatchObject({ status: 'ready', filename: 'CMU-1-Small-Region.svs' });
 }, 240_000);
+
+test('a file that is no slide ends failed, and the upload and sample pages say why', async () => {
+  await page.goto(at('/upload'));
+  await page.setInputFiles('#files', {
+    name: 'notes.svs',
+    mimeType: 'application/octet-stream',
+    buffer: randomBytes(64 * 1024),
+  });
+  const upload = page.locator('li.upload', { hasText: 'notes.svs' });
+  await upload.locator('.badge-deid_failed').waitFor({ timeout: 60_000 });
+  const reason = upload.getByRole('alert');
+  await expect(reason.textContent()).resolves.toMatch(
+    /^the file is not a whole-slide image this service reads/,
+  );
+  await expect(reason.isVisible()).resolves.toBe(true);
+  await shoot('upload-failed');
+
+  await upload.getByRole('link', { name: 'Open sample' }).click();
+  const why = page.locator('dt', { hasText: 'Why it failed' }).locator('+ dd');
+  await expect(why.textContent()).resolves.toMatch(/^the file is not a whole-slide image this service reads/);
+  await shoot('sample-failed');
+});
 
 test('the list shows the sample, and a facet filter makes the page URL the API query', async () => {
   await page.goto(at('/samples'));

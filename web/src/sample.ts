@@ -1,4 +1,5 @@
 import './account';
+import { settledSampleStatuses } from '../../schemas/enums';
 import type { FieldDefinition } from '../../schemas/samples';
 import { type SpsClient, streamJob } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
@@ -16,9 +17,11 @@ function sampleId(): string {
   return decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 }
 
-function metadata(sample: Sample): HTMLElement {
+/** `failure`: the upload's `statusMessage`, why ingest stopped short of ready. */
+function metadata(sample: Sample, failure: string | null): HTMLElement {
   const entries: [string, Node | string][] = [
     ['Status', badge(sample.status)],
+    ...(failure === null ? [] : [['Why it failed', failure] as [string, string]]),
     ['Filename', sample.filename],
     ['Size', bytes(Number(sample.fileSize))],
     ['Dimensions', sample.widthPx && sample.heightPx ? `${sample.widthPx} × ${sample.heightPx} px` : '—'],
@@ -309,6 +312,11 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       sps.samples.get(id),
       sps.samples.fields().then((list) => list.fields),
     ]);
+    // The sample is its upload (the same id): only the upload says why ingest failed.
+    const failure =
+      settledSampleStatuses.has(sample.status) && sample.status !== 'ready'
+        ? (await sps.uploads.get(id)).statusMessage
+        : null;
     document.title = `${sample.name ?? sample.filename} · Slide Prediction Service`;
     main().querySelector('h1')!.textContent = sample.name ?? sample.filename;
     const details = h(
@@ -317,7 +325,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       h('h2', { id: 'details-title' }, 'Details'),
     );
     const paint = (current: Sample) =>
-      details.replaceChildren(h('h2', { id: 'details-title' }, 'Details'), metadata(current));
+      details.replaceChildren(h('h2', { id: 'details-title' }, 'Details'), metadata(current, failure));
     paint(sample);
     const jobs = h('section', { 'aria-labelledby': 'jobs-title' });
     const paintJobs = (current: Sample) =>

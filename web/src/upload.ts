@@ -1,10 +1,9 @@
 import './account';
+import { settledSampleStatuses } from '../../schemas/enums';
 import { blobSource, type SpsClient, UPLOAD_GRANULE, type UploadSession, uploadSource } from '../../sdk';
 import { badge, bytes, h, main, needKey, showError } from './dom';
 import { client } from './session';
 
-/** Statuses after which ingest moves no further. */
-const settled = new Set(['ready', 'upload_failed', 'deid_failed', 'preprocess_failed']);
 const POLL_MS = 3000;
 
 const MAX_CHUNK_BYTES = 64 * 1024 * 1024;
@@ -41,12 +40,20 @@ function rate(sent: number, startedAt: number, total: number): string {
   return ` · ${bytes(speed)}/s · ${Math.ceil(eta)} s left`;
 }
 
-async function follow(sps: SpsClient, uploadId: string, state: HTMLElement): Promise<void> {
+/** Follows ingest to where it stops; a failure's reason, in the service's words, goes to `reason`. */
+async function follow(
+  sps: SpsClient,
+  uploadId: string,
+  state: HTMLElement,
+  reason: HTMLElement,
+): Promise<void> {
   for (;;) {
     const upload = await sps.uploads.get(uploadId);
     state.replaceChildren(badge(upload.status));
-    if (settled.has(upload.status)) {
+    if (settledSampleStatuses.has(upload.status)) {
       state.append(' ', h('a', { href: `samples/${upload.id}` }, 'Open sample'));
+      reason.textContent = upload.statusMessage ?? '';
+      reason.hidden = upload.statusMessage === null;
       return;
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -75,7 +82,7 @@ async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegm
     });
     sessionStorage.removeItem(sessionKey(file));
     progress.value = file.size;
-    await follow(sps, upload.id, state);
+    await follow(sps, upload.id, state, error);
   } catch (err) {
     state.textContent = 'failed';
     showError(err, error);

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { settledSampleStatuses } from '../../../schemas/enums';
 import type { Upload } from '../../../schemas/uploads';
 import { type SpsClient, uploadSource } from '../../../sdk';
 import { fileSource } from '../../../sdk/node';
@@ -17,8 +18,6 @@ interface UploadFlags {
   parallel: string;
 }
 
-const settled = new Set(['ready', 'upload_failed', 'deid_failed', 'preprocess_failed']);
-
 /**
  * Polls the upload until ingest has settled (there is no stream of it); the upload, not its
  * sample, carries the `statusMessage` that says why a slide failed.
@@ -26,7 +25,7 @@ const settled = new Set(['ready', 'upload_failed', 'deid_failed', 'preprocess_fa
 function waitForIngest(client: SpsClient, id: string, signal: AbortSignal) {
   return poll(
     () => client.uploads.get(id, { signal }),
-    (upload) => settled.has(upload.status),
+    (upload) => settledSampleStatuses.has(upload.status),
     signal,
   );
 }
