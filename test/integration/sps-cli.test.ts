@@ -161,6 +161,10 @@ test("a file that is no slide: upload --wait exits 9 with the service's reason, 
       statusMessage: expect.stringContaining('not a whole-slide image'),
     }),
   ]);
+  const [{ id }] = JSON.parse(run.stdout);
+  const show = await sps('samples', 'show', id);
+  expect(show.code).toBe(0);
+  expect(show.stdout).toContain('\n\nWhy it failed: the file is not a whole-slide image this service reads');
 }, 120_000);
 
 test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', async () => {
