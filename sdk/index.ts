@@ -29,10 +29,12 @@ export { type JobEvent, type JobStreamOptions, streamJob, waitForJob } from './s
 export {
   type ByteSource,
   blobSource,
+  type IngestWaitOptions,
   UPLOAD_GRANULE,
   type UploadBody,
   type UploadOptions,
   type UploadProgress,
   type UploadSession,
   uploadSource,
+  waitForIngest,
 } from './upload';

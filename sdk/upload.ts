@@ -1,3 +1,4 @@
+import { settledSampleStatuses } from '../schemas/enums';
 import { UPLOAD_CHUNK_GRANULARITY, type Upload } from '../schemas/uploads';
 import type { SpsClient } from './client';
 import { validated } from './endpoint';
@@ -172,4 +173,29 @@ export async function uploadSource(
     report(outcome.done ? total : outcome.storedBytes);
   }
   return outcome.upload;
+}
+
+export interface IngestWaitOptions {
+  signal?: AbortSignal;
+  /** Between looks at the upload; 2000 by default. */
+  intervalMs?: number;
+  /** Each answer, as ingest moves (a status line). */
+  onUpload?: (upload: Upload) => void;
+}
+
+/**
+ * Polls the upload until ingest stops (there is no stream of it): `ready`, or a failure whose
+ * `statusMessage` says why, in the service's words.
+ */
+export async function waitForIngest(
+  client: SpsClient,
+  uploadId: string,
+  options: IngestWaitOptions = {},
+): Promise<Upload> {
+  for (;;) {
+    const upload = await client.uploads.get(uploadId, { signal: options.signal });
+    options.onUpload?.(upload);
+    if (settledSampleStatuses.has(upload.status)) return upload;
+    await sleep(options.intervalMs ?? 2000, options.signal);
+  }
 }

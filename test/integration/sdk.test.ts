@@ -1,15 +1,18 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { workflowIds } from '../../schemas/temporal';
 import {
+  blobSource,
   createClient,
   isSpsError,
   type JobEvent,
   type SpsClient,
   streamJob,
   uploadSource,
+  waitForIngest,
   waitForJob,
 } from '../../sdk';
 import { fileSource } from '../../sdk/node';
@@ -91,11 +94,28 @@ test('an upload interrupted after two chunks resumes from the server Range, then
   expect(sent.at(-1)).toBe(source.size);
   expect(upload).toMatchObject({ id: sessions[0]!.uploadId, fileSize: String(source.size) });
   sampleId = upload.id;
-  await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+  const seen: string[] = [];
+  const ready = await waitForIngest(client, sampleId, {
+    intervalMs: 250,
+    onUpload: (current) => seen.push(current.status),
+  });
+  expect(ready).toMatchObject({ id: sampleId, status: 'ready', statusMessage: null });
+  expect(seen.at(-1)).toBe('ready');
 
   expect((await client.uploads.complete(sampleId)).widthPx).toBeGreaterThan(0);
   expect((await client.uploads.list({ limit: 10 })).uploads.map((u) => u.id)).toContain(sampleId);
 }, 180_000);
+
+test('waitForIngest answers a file that is no slide as failed, with the reason', async () => {
+  const notes = blobSource(new Blob([randomBytes(64 * 1024)]), 'notes.svs');
+  const upload = await uploadSource(client, notes, { autoSegment: false });
+  const failed = await waitForIngest(client, upload.id, { intervalMs: 250 });
+  expect(failed).toMatchObject({
+    id: upload.id,
+    status: 'deid_failed',
+    statusMessage: expect.stringMatching(/^the file is not a whole-slide image this service reads/),
+  });
+}, 60_000);
 
 test('samples: list with facets, get, update, fields, markers, H&E file', async () => {
   // The worker shares this process: a CPU-bound activity can stall the loop for seconds.

@@ -1,6 +1,12 @@
 import './account';
-import { settledSampleStatuses } from '../../schemas/enums';
-import { blobSource, type SpsClient, UPLOAD_GRANULE, type UploadSession, uploadSource } from '../../sdk';
+import {
+  blobSource,
+  type SpsClient,
+  UPLOAD_GRANULE,
+  type UploadSession,
+  uploadSource,
+  waitForIngest,
+} from '../../sdk';
 import { badge, bytes, h, main, needKey, showError } from './dom';
 import { client } from './session';
 
@@ -47,17 +53,13 @@ async function follow(
   state: HTMLElement,
   reason: HTMLElement,
 ): Promise<void> {
-  for (;;) {
-    const upload = await sps.uploads.get(uploadId);
-    state.replaceChildren(badge(upload.status));
-    if (settledSampleStatuses.has(upload.status)) {
-      state.append(' ', h('a', { href: `samples/${upload.id}` }, 'Open sample'));
-      reason.textContent = upload.statusMessage ?? '';
-      reason.hidden = upload.statusMessage === null;
-      return;
-    }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
+  const upload = await waitForIngest(sps, uploadId, {
+    intervalMs: POLL_MS,
+    onUpload: (current) => state.replaceChildren(badge(current.status)),
+  });
+  state.append(' ', h('a', { href: `samples/${upload.id}` }, 'Open sample'));
+  reason.textContent = upload.statusMessage ?? '';
+  reason.hidden = upload.statusMessage === null;
 }
 
 async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegment: boolean): Promise<void> {

@@ -1,13 +1,11 @@
 import type { Command } from 'commander';
-import { settledSampleStatuses } from '../../../schemas/enums';
 import type { Upload } from '../../../schemas/uploads';
-import { type SpsClient, uploadSource } from '../../../sdk';
+import { uploadSource, waitForIngest } from '../../../sdk';
 import { fileSource } from '../../../sdk/node';
 import type { Context } from '../context';
 import { exitCodes } from '../exit-codes';
 import { formatBytes, formatTable } from '../output';
 import { fileKey, uploadState } from '../upload-state';
-import { poll } from '../wait';
 
 interface UploadFlags {
   wait?: boolean;
@@ -16,18 +14,6 @@ interface UploadFlags {
   autoSegment?: boolean;
   chunkMib: string;
   parallel: string;
-}
-
-/**
- * Polls the upload until ingest has settled (there is no stream of it); the upload, not its
- * sample, carries the `statusMessage` that says why a slide failed.
- */
-function waitForIngest(client: SpsClient, id: string, signal: AbortSignal) {
-  return poll(
-    () => client.uploads.get(id, { signal }),
-    (upload) => settledSampleStatuses.has(upload.status),
-    signal,
-  );
 }
 
 export function registerUpload(program: Command, context: () => Context): void {
@@ -68,7 +54,7 @@ export function registerUpload(program: Command, context: () => Context): void {
         });
         await state.forget(key);
         bar?.done('uploaded');
-        results.push(flags.wait ? await waitForIngest(client, upload.id, ctx.signal) : upload);
+        results.push(flags.wait ? await waitForIngest(client, upload.id, { signal: ctx.signal }) : upload);
       };
       try {
         await Promise.all(
