@@ -20,7 +20,7 @@ import {
 } from '../db/jobs';
 import { findSlide } from '../db/sample-slides';
 import { modelSpec } from '../models/registry';
-import type { JobStatus, SampleStatus } from '../schemas/enums';
+import { failedSampleStatuses, type JobStatus } from '../schemas/enums';
 import { isTerminalJobStatus, type TerminalJobStatus } from '../schemas/jobs';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
@@ -29,12 +29,6 @@ import { tilesReporter } from './tiles-report';
 
 /** Progress events are throttled to one a second (DECISIONS.md, Job lifecycle). */
 const PROGRESS_EVENT_INTERVAL_MS = 1000;
-
-const failedSampleStatuses: ReadonlySet<SampleStatus> = new Set([
-  'upload_failed',
-  'deid_failed',
-  'preprocess_failed',
-]);
 
 /** What a band (or every band, in a re-run) finished: positions, and those that failed. */
 export interface PredictionRun {

@@ -12,13 +12,14 @@ export const sampleStatuses = [
 ] as const;
 export const SampleStatus = z.enum(sampleStatuses).meta({ id: 'SampleStatus' });
 export type SampleStatus = z.infer<typeof SampleStatus>;
-/** Where ingest stops: ready, or one of its failures (the upload's `statusMessage` says why). */
-export const settledSampleStatuses: ReadonlySet<SampleStatus> = new Set([
-  'ready',
+/** Where ingest stopped short of ready; the upload's `statusMessage` says why. */
+export const failedSampleStatuses: ReadonlySet<SampleStatus> = new Set([
   'upload_failed',
   'deid_failed',
   'preprocess_failed',
 ]);
+/** Where ingest stops: ready, or one of its failures. */
+export const settledSampleStatuses: ReadonlySet<SampleStatus> = new Set(['ready', ...failedSampleStatuses]);
 
 export const jobStatuses = [
   'queued',

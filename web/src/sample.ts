@@ -1,5 +1,5 @@
 import './account';
-import { settledSampleStatuses } from '../../schemas/enums';
+import { failedSampleStatuses } from '../../schemas/enums';
 import type { FieldDefinition } from '../../schemas/samples';
 import { type SpsClient, streamJob } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
@@ -313,10 +313,9 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       sps.samples.fields().then((list) => list.fields),
     ]);
     // The sample is its upload (the same id): only the upload says why ingest failed.
-    const failure =
-      settledSampleStatuses.has(sample.status) && sample.status !== 'ready'
-        ? (await sps.uploads.get(id)).statusMessage
-        : null;
+    const failure = failedSampleStatuses.has(sample.status)
+      ? (await sps.uploads.get(id)).statusMessage
+      : null;
     document.title = `${sample.name ?? sample.filename} · Slide Prediction Service`;
     main().querySelector('h1')!.textContent = sample.name ?? sample.filename;
     const details = h(

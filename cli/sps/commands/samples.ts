@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { settledSampleStatuses } from '../../../schemas/enums';
+import { failedSampleStatuses } from '../../../schemas/enums';
 import { listStatuses, workflowFacets } from '../../../schemas/samples';
 import { UsageError } from '../config';
 import type { Context } from '../context';
@@ -131,10 +131,9 @@ export function registerSamples(program: Command, context: () => Context): void 
       const { client } = await ctx.connect();
       const sample = await client.samples.get(id, { signal: ctx.signal });
       // The sample is its upload (the same id): only the upload says why ingest failed.
-      const failure =
-        settledSampleStatuses.has(sample.status) && sample.status !== 'ready'
-          ? (await client.uploads.get(id, { signal: ctx.signal })).statusMessage
-          : null;
+      const failure = failedSampleStatuses.has(sample.status)
+        ? (await client.uploads.get(id, { signal: ctx.signal })).statusMessage
+        : null;
       ctx.print(() => {
         const { jobs, segmentation, fields, ...rest } = sample;
         const head = formatRecord({ ...rest, fields, segmentation: segmentation.status });
