@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient, type SpsClient } from '../../sdk';
+import { insertJob } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
@@ -225,6 +226,29 @@ test('jobs ls, show, watch, and cancel of a finished job (the contract code, exi
   expect(missing.code).toBe(5);
   expect(missing.stderr).toMatch(/^sps: not_found: /);
 }, 120_000);
+
+test("a failed job's row gives the service's reason, in jobs ls and samples show", async () => {
+  const failed = await insertJob(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    sampleId,
+    status: 'failed',
+    createdAt: new Date(Date.now() - 86_400_000),
+    errorMessage: 'every tile failed: the model could not be loaded',
+  });
+  for (const args of [
+    ['jobs', 'ls', '--sample', sampleId],
+    ['samples', 'show', sampleId],
+  ]) {
+    const run = await sps(...args);
+    expect(run.code).toBe(0);
+    const lines = run.stdout.split('\n');
+    expect(lines.find((line) => line.startsWith('JOB '))).toMatch(/\sREASON$/);
+    expect(lines.find((line) => line.startsWith(failed))).toMatch(
+      /\sfailed\s.*\severy tile failed: the model could not be loaded$/,
+    );
+    expect(lines.find((line) => line.startsWith(jobId))).toMatch(/\s-$/);
+  }
+});
 
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true });

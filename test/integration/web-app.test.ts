@@ -5,6 +5,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
 import { apiClient } from '../support/http';
 import { insertSampleWithResults, publish } from '../support/public-samples';
+import { insertJob } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
@@ -198,6 +199,25 @@ test('a trashed sample is listed in Trash and restored from there', async () => 
   await row.waitFor({ state: 'detached' });
   const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
   expect(detail.json.trashedAt).toBeNull();
+});
+
+test("a failed job's row in the job history gives the service's reason", async () => {
+  await insertJob(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    sampleId,
+    status: 'failed',
+    createdAt: new Date(Date.now() - 86_400_000),
+    errorMessage: 'every tile failed: the model could not be loaded',
+  });
+  await page.goto(at(`/samples/${sampleId}`));
+  const history = page.locator('#jobs');
+  await history.getByRole('columnheader', { name: 'Why it failed' }).waitFor();
+  const failedRow = history.locator('tbody tr', { has: page.locator('.badge-failed') });
+  await expect(failedRow.locator('td').last().textContent()).resolves.toBe(
+    'every tile failed: the model could not be loaded',
+  );
+  await expect(history.locator('tbody tr').first().locator('td').last().textContent()).resolves.toBe('—');
+  await shoot('job-history-failed');
 });
 
 test("a public sample's appUrl opens a page with its thumbnail", async () => {

@@ -31,11 +31,18 @@ export async function insertSample(
 
 export async function insertJob(
   sql: Sql,
-  input: { organizationId: string; sampleId: string; status?: string; markers?: string[]; createdAt?: Date },
+  input: {
+    organizationId: string;
+    sampleId: string;
+    status?: string;
+    markers?: string[];
+    createdAt?: Date;
+    errorMessage?: string;
+  },
 ): Promise<string> {
-  const [row] =
-    await sql`INSERT INTO jobs (organization_id, sample_id, status, markers, created_at, model, reserved_credits)
+  const [row] = await sql`INSERT INTO jobs (organization_id, sample_id, status, markers, created_at, model,
+      reserved_credits, error_message)
     VALUES (${input.organizationId}, ${input.sampleId}, ${input.status ?? 'queued'}, ${input.markers ?? ['CD3']},
-      ${input.createdAt ?? new Date()}, 'v0.7', 10) RETURNING id`;
+      ${input.createdAt ?? new Date()}, 'v0.7', 10, ${input.errorMessage ?? null}) RETURNING id`;
   return row!.id;
 }

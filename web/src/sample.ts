@@ -128,8 +128,10 @@ function editForm(
   return form;
 }
 
+/** The sample's jobs; a column of the service's `errorMessage` when one of them failed. */
 function jobHistory(sample: Sample): HTMLElement {
   if (sample.jobs.length === 0) return h('p', { id: 'jobs' }, 'No prediction jobs yet.');
+  const failed = sample.jobs.some((job) => job.errorMessage !== null);
   const table = h(
     'table',
     { id: 'jobs' },
@@ -140,9 +142,9 @@ function jobHistory(sample: Sample): HTMLElement {
       h(
         'tr',
         {},
-        ...['Status', 'Markers', 'Progress', 'Credits', 'Created', 'Completed'].map((label) =>
-          h('th', { scope: 'col' }, label),
-        ),
+        ...['Status', 'Markers', 'Progress', 'Credits', 'Created', 'Completed']
+          .concat(failed ? ['Why it failed'] : [])
+          .map((label) => h('th', { scope: 'col' }, label)),
       ),
     ),
     h(
@@ -158,6 +160,7 @@ function jobHistory(sample: Sample): HTMLElement {
           h('td', {}, job.reservedCredits === null ? '—' : String(job.reservedCredits)),
           h('td', {}, when(job.createdAt)),
           h('td', {}, when(job.completedAt)),
+          failed ? h('td', {}, job.errorMessage ?? '—') : null,
         ),
       ),
     ),

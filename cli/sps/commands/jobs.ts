@@ -34,16 +34,23 @@ function jobRecord(job: JobStatusBody) {
   return { ...job, progress: percent(job.progress), markers: job.markers.join(',') };
 }
 
-/** One row of a sample's job table (`sps jobs ls`, `sps samples show`). */
-export function jobRow(job: SampleJob) {
-  return {
-    job: job.id,
-    status: job.status,
-    progress: percent(job.progress),
-    markers: job.markers.join(','),
-    credits: job.reservedCredits,
-    created: job.createdAt?.slice(0, 19).replace('T', ' '),
-  };
+/**
+ * A sample's job table (`sps jobs ls`, `sps samples show`); a REASON column, the service's
+ * `errorMessage`, when a job failed.
+ */
+export function jobTable(jobs: SampleJob[]): string {
+  const failed = jobs.some((job) => job.errorMessage !== null);
+  return formatTable(
+    jobs.map((job) => ({
+      job: job.id,
+      status: job.status,
+      progress: percent(job.progress),
+      markers: job.markers.join(','),
+      credits: job.reservedCredits,
+      created: job.createdAt?.slice(0, 19).replace('T', ' '),
+      ...(failed ? { reason: job.errorMessage } : {}),
+    })),
+  );
 }
 
 export function registerJobs(program: Command, context: () => Context): void {
@@ -61,7 +68,7 @@ export function registerJobs(program: Command, context: () => Context): void {
       const sample = await client.samples.get(flags.sample, { signal: ctx.signal });
       ctx.print(
         () =>
-          formatTable(sample.jobs.map(jobRow)) +
+          jobTable(sample.jobs) +
           (sample.jobCount > sample.jobs.length
             ? `\n(${sample.jobCount - sample.jobs.length} older not shown)`
             : ''),

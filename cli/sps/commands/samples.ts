@@ -4,7 +4,7 @@ import { listStatuses, workflowFacets } from '../../../schemas/samples';
 import { UsageError } from '../config';
 import type { Context } from '../context';
 import { formatBytes, formatRecord, formatTable } from '../output';
-import { jobRow } from './jobs';
+import { jobTable } from './jobs';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -138,7 +138,7 @@ export function registerSamples(program: Command, context: () => Context): void 
         const { jobs, segmentation, fields, ...rest } = sample;
         const head = formatRecord({ ...rest, fields, segmentation: segmentation.status });
         const why = failure === null ? '' : `\n\nWhy it failed: ${failure}`;
-        return `${head}${why}\n\nJobs (${sample.jobCount}):\n${formatTable(jobs.map(jobRow))}`;
+        return `${head}${why}\n\nJobs (${sample.jobCount}):\n${jobTable(jobs)}`;
       }, sample);
     });
 
