@@ -5,6 +5,7 @@ import { mkdtemp, open, readdir, readFile, rename, rm, stat, truncate, writeFile
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { findSlide } from '../../db/sample-slides';
 import { createClient, type SpsClient } from '../../sdk';
 import { insertJob } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
@@ -24,6 +25,8 @@ let home: string;
  */
 let sampleId: string;
 let jobId: string;
+/** BRACS's crop, uploaded beside it; its H&E store is corrupted to make a segmentation fail. */
+let otherId: string;
 
 interface Run {
   code: number | null;
@@ -143,6 +146,7 @@ test('upload of several files at once, --wait until ready', async () => {
   ]);
   expect(uploads.map((u: { status: string }) => u.status)).toEqual(['ready', 'ready']);
   sampleId = uploads.find((u: { filename: string }) => u.filename === 'OS-1-detail.ome.tif').id;
+  otherId = uploads.find((u: { filename: string }) => u.filename === 'BRACS_1640_N_3_cropped.tiff').id;
   expect(run.stderr).toContain('OS-1-detail.ome.tif: 100%');
 }, 300_000);
 
@@ -289,3 +293,14 @@ test('segment --wait --download writes the mask store and the tables', async () 
     expect.arrayContaining(['provenance.json', 'features/instances.parquet', 'mask/zarr.json']),
   );
 }, 420_000);
+
+test("a segmentation that fails: segment --wait exits 9 with the service's reason", async () => {
+  // BRACS's crop states no pixel size, which segmentation needs.
+  expect((await sps('samples', 'edit', otherId, '--mpp', '0.25')).code).toBe(0);
+  const slide = await findSlide(stack.sql, otherId);
+  await stack.store.put(`${slide!.hePrefix}zarr.json`, new TextEncoder().encode('{"zarr_format": 3,'));
+  const run = await sps('segment', otherId, '--wait');
+  expect(run.code).toBe(9);
+  expect(run.stdout).toMatch(/^status: +failed$/m);
+  expect(run.stdout).toMatch(/^error: +zarr\.json is not JSON$/m);
+}, 180_000);

@@ -3,6 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
+import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
 import { apiClient } from '../support/http';
 import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
@@ -218,6 +219,23 @@ test("a failed job's row in the job history gives the service's reason", async (
   );
   await expect(history.locator('tbody tr').first().locator('td').last().textContent()).resolves.toBe('—');
   await shoot('job-history-failed');
+});
+
+test("a failed segmentation gives the service's reason beside its state", async () => {
+  const run = await insertQueuedSegmentationRun(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    sampleId,
+  });
+  await finishSegmentationRun(stack.sql, {
+    runId: run.id,
+    status: 'failed',
+    errorMessage: 'zarr.json is not JSON',
+  });
+  await page.goto(at(`/samples/${sampleId}`));
+  const state = page.locator('#segmentation-state');
+  await state.locator('.badge-failed').waitFor();
+  await expect(state.textContent()).resolves.toBe('Segmentation failed · zarr.json is not JSON');
+  await shoot('segmentation-failed');
 });
 
 test("a public sample's appUrl opens a page with its thumbnail", async () => {

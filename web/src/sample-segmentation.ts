@@ -14,6 +14,8 @@ function describe(state: State): (Node | string)[] {
     );
     if (state.layer.markers.length > 0) parts.push(` · marker tables: ${state.layer.markers.join(', ')}`);
   }
+  // Why the run failed, in the service's words.
+  if (state.job?.errorMessage) parts.push(` · ${state.job.errorMessage}`);
   return parts;
 }
 

@@ -193,6 +193,7 @@ export function registerResults(program: Command, context: () => Context): void 
           layer: state.layer?.id,
           cells: state.layer?.instanceCount,
           job: state.job?.id,
+          error: state.job?.errorMessage,
         });
       if (flags.download && state.layer) {
         const layerId = state.layer.id;
