@@ -30,6 +30,7 @@ export {
   type ByteSource,
   blobSource,
   type IngestWaitOptions,
+  ingestFailure,
   UPLOAD_GRANULE,
   type UploadBody,
   type UploadOptions,

@@ -1,4 +1,4 @@
-import { settledSampleStatuses } from '../schemas/enums';
+import { failedSampleStatuses, type SampleStatus, settledSampleStatuses } from '../schemas/enums';
 import { UPLOAD_CHUNK_GRANULARITY, type Upload } from '../schemas/uploads';
 import type { SpsClient } from './client';
 import { validated } from './endpoint';
@@ -198,4 +198,17 @@ export async function waitForIngest(
     if (settledSampleStatuses.has(upload.status)) return upload;
     await sleep(options.intervalMs ?? 2000, options.signal);
   }
+}
+
+/**
+ * Why the sample's ingest failed, in the service's words; `null` unless it did. The sample is
+ * its upload (the same id), and only the upload carries the `statusMessage`.
+ */
+export async function ingestFailure(
+  client: SpsClient,
+  sample: { id: string; status: SampleStatus },
+  options: { signal?: AbortSignal } = {},
+): Promise<string | null> {
+  if (!failedSampleStatuses.has(sample.status)) return null;
+  return (await client.uploads.get(sample.id, options)).statusMessage;
 }

@@ -7,6 +7,7 @@ import { workflowIds } from '../../schemas/temporal';
 import {
   blobSource,
   createClient,
+  ingestFailure,
   isSpsError,
   type JobEvent,
   type SpsClient,
@@ -115,6 +116,10 @@ test('waitForIngest answers a file that is no slide as failed, with the reason',
     status: 'deid_failed',
     statusMessage: expect.stringMatching(/^the file is not a whole-slide image this service reads/),
   });
+  await expect(ingestFailure(client, await client.samples.get(upload.id))).resolves.toBe(
+    failed.statusMessage,
+  );
+  await expect(ingestFailure(client, await client.samples.get(sampleId))).resolves.toBeNull();
 }, 60_000);
 
 test('samples: list with facets, get, update, fields, markers, H&E file', async () => {

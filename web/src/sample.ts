@@ -1,7 +1,6 @@
 import './account';
-import { failedSampleStatuses } from '../../schemas/enums';
 import type { FieldDefinition } from '../../schemas/samples';
-import { type SpsClient, streamJob } from '../../sdk';
+import { ingestFailure, type SpsClient, streamJob } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
 import { sampleExpiration } from './expiration';
 import { exportsSection } from './sample-exports';
@@ -315,10 +314,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       sps.samples.get(id),
       sps.samples.fields().then((list) => list.fields),
     ]);
-    // The sample is its upload (the same id): only the upload says why ingest failed.
-    const failure = failedSampleStatuses.has(sample.status)
-      ? (await sps.uploads.get(id)).statusMessage
-      : null;
+    const failure = await ingestFailure(sps, sample);
     document.title = `${sample.name ?? sample.filename} · Slide Prediction Service`;
     main().querySelector('h1')!.textContent = sample.name ?? sample.filename;
     const details = h(

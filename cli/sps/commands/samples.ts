@@ -1,6 +1,6 @@
 import { type Command, Option } from 'commander';
-import { failedSampleStatuses } from '../../../schemas/enums';
 import { listStatuses, workflowFacets } from '../../../schemas/samples';
+import { ingestFailure } from '../../../sdk';
 import { UsageError } from '../config';
 import type { Context } from '../context';
 import { formatBytes, formatRecord, formatTable } from '../output';
@@ -130,10 +130,7 @@ export function registerSamples(program: Command, context: () => Context): void 
       const ctx = context();
       const { client } = await ctx.connect();
       const sample = await client.samples.get(id, { signal: ctx.signal });
-      // The sample is its upload (the same id): only the upload says why ingest failed.
-      const failure = failedSampleStatuses.has(sample.status)
-        ? (await client.uploads.get(id, { signal: ctx.signal })).statusMessage
-        : null;
+      const failure = await ingestFailure(client, sample, { signal: ctx.signal });
       ctx.print(() => {
         const { jobs, segmentation, fields, ...rest } = sample;
         const head = formatRecord({ ...rest, fields, segmentation: segmentation.status });
