@@ -29,6 +29,7 @@ function shell(page: string, { title, body = '' }: { title: string; body?: strin
     <meta charset="utf-8" />
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <title>${title} · Slide Prediction Service</title>
+    <link rel="icon" type="image/svg+xml" href="./src/icon.svg" />
     <link rel="stylesheet" href="./src/style.css" />
     <script type="module" src="./src/${page}.ts"></script>
   </head>

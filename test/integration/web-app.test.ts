@@ -126,7 +126,10 @@ test('a file that is no slide ends failed, and the upload and sample pages say w
 
 test('the list shows the sample, and a facet filter makes the page URL the API query', async () => {
   await page.goto(at('/samples'));
-  await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+  // The slide is portrait: its picture is fitted into the row's box, not stretched to its width.
+  const thumbnail = page.locator(`tr[data-id="${sampleId}"] canvas.thumbnail[data-state="painted"]`);
+  await thumbnail.waitFor();
+  await expect(thumbnail.boundingBox()).resolves.toMatchObject({ width: 96, height: 72 });
   await shoot('samples');
   await page.getByLabel('ready', { exact: true }).check();
   await page.getByLabel('Search name or filename').fill('CMU-1');
@@ -306,14 +309,33 @@ test('on a narrow screen no page scrolls sideways', async () => {
   }
 });
 
-test('every control has a label, and no page broke its CSP or threw', async () => {
+test('every control has a label, nothing a page loads fails, and no page broke its CSP or threw', async () => {
+  // Each of these pages loads only what exists: its assets, its icon (else the browser asks
+  // for /favicon.ico), the API's answers for a sample of this organization.
+  const failedLoads: string[] = [];
+  const onConsole = (message: { type(): string; text(): string; location(): { url: string } }) => {
+    if (message.type() === 'error' && /Failed to load resource/.test(message.text()))
+      failedLoads.push(`${message.location().url}: ${message.text()}`);
+  };
+  page.on('console', onConsole);
   for (const route of ['/samples', `/samples/${sampleId}`, '/samples/trash', '/upload', '/settings']) {
     await page.goto(at(route));
     await page.waitForLoadState('networkidle');
+    const icon = await page.evaluate<string | null>(
+      `document.querySelector('link[rel="icon"]')?.href ?? null`,
+    );
+    const iconResponse = icon === null ? undefined : await fetch(icon);
+    expect({ route, icon: iconResponse?.status, type: iconResponse?.headers.get('content-type') }).toEqual({
+      route,
+      icon: 200,
+      type: 'image/svg+xml',
+    });
     const unlabelled = await page.evaluate<string[]>(`[...document.querySelectorAll('input, select')]
       .filter((control) => control.labels.length === 0 && !control.getAttribute('aria-label'))
       .map((control) => control.outerHTML)`);
     expect({ route, unlabelled }).toEqual({ route, unlabelled: [] });
   }
+  page.off('console', onConsole);
+  expect(failedLoads).toEqual([]);
   expect(problems).toEqual([]);
 });
