@@ -169,6 +169,31 @@ test('the sample page edits the name and shows the contract error for an invalid
   await shoot('sample');
 });
 
+test("the details read as words: mpp to four digits (exact in its tooltip), the expiration's source", async () => {
+  const api = apiClient(stack.api, stack.tenant.apiKey);
+  const exact = 0.22709982175592125;
+  const before = await api('GET', `/samples/${sampleId}`);
+  await api('PATCH', `/samples/${sampleId}`, { mpp: exact });
+  try {
+    await page.goto(at(`/samples/${sampleId}`));
+    const detail = (term: string) => page.locator('dt', { hasText: term }).locator('+ dd');
+    await detail('Microns per pixel').locator('span[title]').waitFor();
+    await expect(detail('Microns per pixel').textContent()).resolves.toBe('0.2271');
+    await expect(detail('Microns per pixel').locator('span').getAttribute('title')).resolves.toBe(
+      String(exact),
+    );
+    await expect(page.getByLabel('Microns per pixel').inputValue()).resolves.toBe(String(exact));
+    // This organization has no expiration policy: no source, no words for one.
+    await expect(detail('Expires').textContent()).resolves.toBe('never');
+    await api('PATCH', `/samples/${sampleId}/expiration`, { neverExpire: true });
+    await page.reload();
+    await detail('Expires').filter({ hasText: 'never (set for this sample)' }).waitFor();
+  } finally {
+    await api('PATCH', `/samples/${sampleId}/expiration`, { useOrgDefault: true });
+    await api('PATCH', `/samples/${sampleId}`, { mpp: before.json.mpp });
+  }
+});
+
 test('the sample page prices a prediction, submits it, follows its stream and cancels it', async () => {
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
   await page.goto(at(`/samples/${sampleId}`));

@@ -16,6 +16,21 @@ function sampleId(): string {
   return decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 }
 
+const expirationSources: Record<NonNullable<Sample['expiresAtSource']>, string> = {
+  org_default: "the organization's default",
+  custom: 'set for this sample',
+};
+
+function expires({ expiresAt, expiresAtSource }: Sample): string {
+  const date = expiresAt ? when(expiresAt) : 'never';
+  return expiresAtSource ? `${date} (${expirationSources[expiresAtSource]})` : date;
+}
+
+/** Four significant digits to read; the exact value in its tooltip (and the edit field). */
+function micronsPerPixel(mpp: number): HTMLElement {
+  return h('span', { title: String(mpp) }, String(Number(mpp.toPrecision(4))));
+}
+
 /** `failure`: the upload's `statusMessage`, why ingest stopped short of ready. */
 function metadata(sample: Sample, failure: string | null): HTMLElement {
   const entries: [string, Node | string][] = [
@@ -24,10 +39,10 @@ function metadata(sample: Sample, failure: string | null): HTMLElement {
     ['Filename', sample.filename],
     ['Size', bytes(Number(sample.fileSize))],
     ['Dimensions', sample.widthPx && sample.heightPx ? `${sample.widthPx} × ${sample.heightPx} px` : '—'],
-    ['Microns per pixel', sample.mpp === null ? '—' : String(sample.mpp)],
+    ['Microns per pixel', sample.mpp === null ? '—' : micronsPerPixel(sample.mpp)],
     ['Tags', sample.tags.join(', ') || '—'],
     ['Uploaded', when(sample.createdAt)],
-    ['Expires', sample.expiresAt ? `${when(sample.expiresAt)} (${sample.expiresAtSource})` : 'never'],
+    ['Expires', expires(sample)],
     ['In Trash since', sample.trashedAt ? when(sample.trashedAt) : '—'],
     ['Segmentation', sample.segmentation.status.replaceAll('_', ' ')],
   ];
