@@ -73,19 +73,16 @@ export function webAppRoutes(settings: { appUrl: string; publicBaseUrl: string; 
     `<base href="${prefix}/">`,
     apiOrigin ? `<meta name="sps-api-root" content="${settings.publicBaseUrl}">` : '',
   ].join('');
-  const html = new Map<string, string>();
+  // Read on each request, not cached: a rebuild of the app (`npm test` beside `npm start`)
+  // replaces the hashed assets, and a page kept from before would name ones that are gone.
   async function page(file: string): Promise<string> {
-    const cached = html.get(file);
-    if (cached) return cached;
     const text = await readFile(path.join(settings.webRoot, file), 'utf8').catch(() => {
       throw new AppError(
         'unavailable',
         'the web application is not built: run `npm start` (or the vite build)',
       );
     });
-    const rendered = text.replace('<head>', `<head>${head}`);
-    html.set(file, rendered);
-    return rendered;
+    return text.replace('<head>', `<head>${head}`);
   }
 
   const app = Router();
