@@ -249,7 +249,7 @@ test("a failed job's row in the job history gives the service's reason", async (
   await shoot('job-history-failed');
 });
 
-test("a failed segmentation gives the service's reason beside its state", async () => {
+test("a failed segmentation gives the service's reason beside its state, and its retry once allowed", async () => {
   const run = await insertQueuedSegmentationRun(stack.sql, {
     organizationId: stack.tenant.organizationId,
     sampleId,
@@ -262,8 +262,15 @@ test("a failed segmentation gives the service's reason beside its state", async 
   await page.goto(at(`/samples/${sampleId}`));
   const state = page.locator('#segmentation-state');
   await state.locator('.badge-failed').waitFor();
-  await expect(state.textContent()).resolves.toBe('Segmentation failed · zarr.json is not JSON');
+  await expect(state.textContent()).resolves.toBe(
+    'Segmentation failed · zarr.json is not JSON · a retry is possible a short while after the failure',
+  );
+  await expect(page.getByRole('button', { name: 'Retry segmentation' }).isHidden()).resolves.toBe(true);
   await shoot('segmentation-failed');
+  // Once the cooldown has passed, the page offers the retry without a reload.
+  await stack.sql`UPDATE segmentation_runs SET completed_at = now() - interval '1 hour' WHERE id = ${run.id}`;
+  await page.getByRole('button', { name: 'Retry segmentation' }).waitFor({ timeout: 15_000 });
+  await expect(state.textContent()).resolves.toBe('Segmentation failed · zarr.json is not JSON');
 });
 
 test("a public sample's appUrl opens a page with its thumbnail", async () => {

@@ -6,6 +6,9 @@ type State = Awaited<ReturnType<SpsClient['segmentation']['get']>>;
 const active = new Set(['queued', 'running', 'postprocessing']);
 const POLL_MS = 3000;
 
+/** A failed run in the service's cooldown: a retry is refused until it has passed. */
+const coolingDown = (state: State) => state.status === 'failed' && !state.retryable;
+
 function describe(state: State): (Node | string)[] {
   const parts: (Node | string)[] = ['Segmentation ', badge(state.status)];
   if (state.layer) {
@@ -16,6 +19,7 @@ function describe(state: State): (Node | string)[] {
   }
   // Why the run failed, in the service's words.
   if (state.job?.errorMessage) parts.push(` · ${state.job.errorMessage}`);
+  if (coolingDown(state)) parts.push(' · a retry is possible a short while after the failure');
   return parts;
 }
 
@@ -35,7 +39,8 @@ export function segmentationSection(sps: SpsClient, sample: { id: string; status
     start.hidden = !startable || sample.status !== 'ready';
     start.textContent = current.status === 'not_started' ? 'Start segmentation' : 'Retry segmentation';
     clearTimeout(timer);
-    if (active.has(current.status)) timer = setTimeout(() => void refresh(), POLL_MS);
+    // Followed until it settles, and through a cooldown until the retry button can be offered.
+    if (active.has(current.status) || coolingDown(current)) timer = setTimeout(() => void refresh(), POLL_MS);
   };
   const refresh = async () => {
     try {
