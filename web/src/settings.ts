@@ -41,8 +41,7 @@ const form = h(
       clearError();
     },
   },
-  h('label', { for: 'api-key' }, 'API key (development sign-in)'),
-  input,
+  h('div', { class: 'field' }, h('label', { for: 'api-key' }, 'API key (development sign-in)'), input),
   h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save key')),
 );
 const forget = h(
