@@ -139,6 +139,11 @@ function start(sps: SpsClient): void {
     h('p', {}, 'Drop slides here, or'),
     h('label', { for: 'files', class: 'button' }, 'Choose slide files'),
     input,
+    h(
+      'p',
+      { class: 'hint' },
+      'Whole-slide images: SVS, NDPI, OME-TIFF and other pyramidal TIFF, or DICOM WSI instances.',
+    ),
   );
   zone.addEventListener('dragover', (event) => {
     event.preventDefault();
@@ -152,7 +157,7 @@ function start(sps: SpsClient): void {
   });
   main().append(
     zone,
-    h('label', { class: 'check' }, segment, ' Segment cells once each slide is ready'),
+    h('p', {}, h('label', { class: 'check' }, segment, ' Segment cells once each slide is ready')),
     list,
   );
   void unfinished(sps, list);
