@@ -28,11 +28,15 @@ export const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (char) => E
 function page(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:3rem auto;padding:0 1rem}
-label{display:block;margin:.75rem 0}input[type=email],input[type=password]{width:100%;padding:.4rem}
-.error{color:#a00}button{margin:.75rem .5rem 0 0;padding:.4rem 1rem}li{list-style:none}</style>
-</head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
+<title>${escapeHtml(title)} · Slide Prediction Service</title>
+<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:3rem auto;padding:0 1rem;color:#1d1d1f}
+.service{color:#23395d;font-weight:600;margin:0}
+label{display:block;margin:.75rem 0}input[type=email],input[type=password]{font:inherit;width:100%;padding:.4rem;box-sizing:border-box}
+.error{color:#8b1111;background:#fde8e8;border:1px solid #e5a1a1;padding:.5rem .75rem;border-radius:4px}
+button{font:inherit;margin:.75rem .5rem 0 0;padding:.35rem .9rem;border:1px solid #23395d;background:#fff;color:#23395d;border-radius:4px;cursor:pointer}
+.primary{background:#23395d;color:#fff}
+:focus-visible{outline:3px solid #e08e0b;outline-offset:2px}li{list-style:none}</style>
+</head><body><p class="service">Slide Prediction Service</p><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
 }
 
 export function signInPage(input: {
@@ -44,11 +48,11 @@ export function signInPage(input: {
   return page(
     'Sign in',
     `<p>${escapeHtml(input.clientName)} asks to use the Slide Prediction Service on your behalf.</p>
-${input.error ? `<p class="error">${escapeHtml(input.error)}</p>` : ''}
+${input.error ? `<p class="error" role="alert">${escapeHtml(input.error)}</p>` : ''}
 <form method="post" action="${escapeHtml(input.action)}">
 <label>Email <input type="email" name="email" autocomplete="username" required value="${escapeHtml(input.email ?? '')}"></label>
 <label>Password <input type="password" name="password" autocomplete="current-password" required></label>
-<button type="submit">Sign in</button></form>`,
+<button type="submit" class="primary">Sign in</button></form>`,
   );
 }
 
@@ -73,11 +77,11 @@ export function consentPage(input: {
     `<p>Signed in as ${escapeHtml(input.email)}.</p>
 <p><strong>${escapeHtml(input.clientName)}</strong> asks for access to <code>${escapeHtml(input.resource)}</code> with:</p>
 <ul>${scopes}</ul>
-${input.error ? `<p class="error">${escapeHtml(input.error)}</p>` : ''}
+${input.error ? `<p class="error" role="alert">${escapeHtml(input.error)}</p>` : ''}
 <form method="post" action="${escapeHtml(input.action)}">
 <p>For which organization?</p>
 <ul>${choices || '<li>You belong to no organization.</li>'}</ul>
-<button type="submit" name="decision" value="allow"${choices ? '' : ' disabled'}>Allow</button>
+<button type="submit" class="primary" name="decision" value="allow"${choices ? '' : ' disabled'}>Allow</button>
 <button type="submit" name="decision" value="deny" formnovalidate>Deny</button></form>`,
   );
 }

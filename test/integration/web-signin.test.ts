@@ -143,6 +143,13 @@ describe('a signed-in tab', () => {
     expect(signInPage.headers.get('content-security-policy')).toContain("default-src 'none'");
     expect(signInPage.headers.get('x-content-type-options')).toBe('nosniff');
     await page.screenshot({ path: path.join(screenshots, 'signin.png'), fullPage: true });
+    // A wrong password: the page again, the reason announced to assistive technology.
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(`not ${user.password}`);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByRole('alert').textContent()).resolves.toBe('Wrong email or password.');
+    await expect(page.title()).resolves.toBe('Sign in · Slide Prediction Service');
+    await page.screenshot({ path: path.join(screenshots, 'signin-refused.png'), fullPage: true });
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(user.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
