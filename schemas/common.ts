@@ -18,13 +18,22 @@ export const ByteCountInput = z
 /** Microns per pixel: a number, or an isotropic `{x, y}`; each in (0, 100]. */
 const mppValue = z.number().gt(0).lte(100);
 export const MppInput = z
-  .union([
-    mppValue,
-    // `x-equalProperties` states the refinement below in the OpenAPI document.
-    z
-      .strictObject({ x: mppValue, y: mppValue })
-      .meta({ 'x-equalProperties': ['x', 'y'], description: 'Isotropic only: x must equal y' }),
-  ])
+  .union(
+    [
+      mppValue,
+      // `x-equalProperties` states the refinement below in the OpenAPI document.
+      z
+        .strictObject({ x: mppValue, y: mppValue })
+        .meta({ 'x-equalProperties': ['x', 'y'], description: 'Isotropic only: x must equal y' }),
+    ],
+    {
+      // Neither shape: say both, not the union's bare "Invalid input".
+      error: (issue) =>
+        issue.code === 'invalid_union'
+          ? 'must be microns per pixel as a number, or as {"x": N, "y": N} with x equal to y'
+          : undefined,
+    },
+  )
   .refine((value) => typeof value === 'number' || value.x === value.y, {
     message: 'anisotropic mpp is not supported: x and y must be equal',
   })

@@ -132,9 +132,18 @@ export const TrashQuery = z.strictObject({
   cursor: Cursor.optional().meta({ description: 'The `nextCursor` of the previous page' }),
 });
 
+/**
+ * A parameter given once or repeated. A bad value's message is its item's ("expected one of
+ * …"), not the union's bare "Invalid input" that says neither shape matched.
+ */
 const oneOrMany = <T extends z.ZodType>(item: T) =>
   z
-    .union([item, z.array(item)])
+    .union([item, z.array(item)], {
+      error: (issue) =>
+        issue.code === 'invalid_union'
+          ? issue.errors[Array.isArray(issue.input) ? 1 : 0]?.[0]?.message
+          : undefined,
+    })
     .transform((value) => (Array.isArray(value) ? value : [value]) as z.output<T>[]);
 
 const utcDay = z

@@ -231,6 +231,18 @@ describe('GET /samples', () => {
   });
 
   test.each([
+    ['?status=deid_running', 'status: Invalid option: expected one of "ready"|"preprocessing"|"uploading"'],
+    ['?status=ready&status=bogus', 'status: Invalid option: expected one of "ready"|'],
+    ['?workflow=done', 'workflow: Invalid option: expected one of "ready_no_job"|"in_flight"|"has_results"'],
+    ['?marker=CD3', 'marker: must be NAME:requested or NAME:completed'],
+    ['?marker=CD3:requested&marker=CD8', 'marker.1: must be NAME:requested or NAME:completed'],
+  ])('%s says what the value should be, given once or repeated', async (query, message) => {
+    const response = await call('GET', `/samples${query}`);
+    expect(response.status).toBe(400);
+    expect(response.json.message).toContain(message);
+  });
+
+  test.each([
     [
       'an unknown definition',
       () => `field=${encodeURIComponent('00000000-0000-4000-8000-00000000dead:is_empty')}`,

@@ -349,6 +349,17 @@ describe('PATCH /samples/{id}', () => {
     for (const mpp of [0, -1, 100.01, { x: 0.5, y: 0.25 }, { x: 0.5 }, '0.5']) {
       expect((await call('PATCH', `/samples/${id}`, { mpp })).status).toBe(422);
     }
+    // Each refusal says what mpp must be.
+    const messages = await Promise.all(
+      [100.01, { x: 0.5, y: 0.25 }, '0.5'].map(
+        async (mpp) => (await call('PATCH', `/samples/${id}`, { mpp })).json.message,
+      ),
+    );
+    expect(messages).toEqual([
+      'mpp: Too big: expected number to be <=100',
+      'mpp: anisotropic mpp is not supported: x and y must be equal',
+      'mpp: must be microns per pixel as a number, or as {"x": N, "y": N} with x equal to y',
+    ]);
   });
 
   test('a supplied mpp on a ready sample enqueues recount-{sampleId}, even if unchanged', async () => {
