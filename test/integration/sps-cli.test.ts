@@ -150,6 +150,30 @@ test('upload of several files at once, --wait until ready', async () => {
   expect(run.stderr).toContain('OS-1-detail.ome.tif: 100%');
 }, 300_000);
 
+test('upload names every file it cannot read and every wrong flag, exit 2, and starts no upload', async () => {
+  const samplesBefore = json(await sps('samples', 'ls', '--all', '--json')).items.length;
+  const slide = path.join(SHARED_WSI, 'OS-1-detail.ome.tif');
+  const missing = path.join(home, 'no-such-slide.svs');
+  const run = await sps('upload', slide, missing, home);
+  expect(run.code).toBe(2);
+  expect(run.stderr.trim()).toBe(
+    `sps: usage: nothing was uploaded: ${missing}: no such file; ${home} is not a file`,
+  );
+  for (const [flags, message] of [
+    [['--chunk-mib', '0.3'], '--chunk-mib must be a positive multiple of 0.25, got 0.3'],
+    [['--parallel', 'two'], '--parallel must be a whole number of at least 1, got two'],
+    [['--mpp', '-1'], '--mpp must be a positive number of microns per pixel, got -1'],
+    [['--name', 'One name', slide], '--name names one file; 2 were given'],
+  ] as const) {
+    const refused = await sps('upload', slide, ...flags);
+    expect({ code: refused.code, stderr: refused.stderr.trim() }).toEqual({
+      code: 2,
+      stderr: `sps: usage: ${message}`,
+    });
+  }
+  expect(json(await sps('samples', 'ls', '--all', '--json')).items).toHaveLength(samplesBefore);
+});
+
 test("a file that is no slide: upload --wait exits 9 with the service's reason, in the table and the JSON", async () => {
   const junk = path.join(home, 'notes.svs');
   await writeFile(junk, randomBytes(64 * 1024));

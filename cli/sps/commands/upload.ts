@@ -1,7 +1,10 @@
+import { constants } from 'node:fs';
+import { access } from 'node:fs/promises';
 import type { Command } from 'commander';
 import type { Upload } from '../../../schemas/uploads';
 import { uploadSource, waitForIngest } from '../../../sdk';
 import { fileSource } from '../../../sdk/node';
+import { UsageError } from '../config';
 import type { Context } from '../context';
 import { exitCodes } from '../exit-codes';
 import { formatBytes, formatTable } from '../output';
@@ -16,6 +19,48 @@ interface UploadFlags {
   parallel: string;
 }
 
+type Source = Awaited<ReturnType<typeof fileSource>>;
+
+/** Each file opened for reading before anything is sent: every one that cannot be is named. */
+async function readableSources(files: string[]): Promise<Source[]> {
+  const problems: string[] = [];
+  const sources: Source[] = [];
+  for (const file of files) {
+    try {
+      await access(file, constants.R_OK);
+      sources.push(await fileSource(file));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      // Without a code it is the SDK's own refusal, which names the file ("… is not a file").
+      problems.push(code ? `${file}: ${reasons[code] ?? code}` : (err as Error).message);
+    }
+  }
+  if (problems.length > 0) throw new UsageError(`nothing was uploaded: ${problems.join('; ')}`);
+  return sources;
+}
+
+const reasons: Record<string, string> = {
+  ENOENT: 'no such file',
+  EACCES: 'not readable (permission denied)',
+};
+
+/** The flags' numbers, checked: a wrong one is a usage error before any upload starts. */
+function uploadSettings(flags: UploadFlags, fileCount: number) {
+  const chunkMib = Number(flags.chunkMib);
+  const quarters = chunkMib * 4;
+  if (!Number.isInteger(quarters) || quarters < 1)
+    throw new UsageError(`--chunk-mib must be a positive multiple of 0.25, got ${flags.chunkMib}`);
+  const parallel = Number(flags.parallel);
+  if (!Number.isInteger(parallel) || parallel < 1)
+    throw new UsageError(`--parallel must be a whole number of at least 1, got ${flags.parallel}`);
+  const mpp = flags.mpp === undefined ? undefined : Number(flags.mpp);
+  if (mpp !== undefined && !(mpp > 0))
+    throw new UsageError(`--mpp must be a positive number of microns per pixel, got ${flags.mpp}`);
+  if (flags.name !== undefined && fileCount > 1)
+    throw new UsageError(`--name names one file; ${fileCount} were given`);
+  return { chunkBytes: quarters * 256 * 1024, parallel: Math.min(parallel, fileCount), mpp };
+}
+
 export function registerUpload(program: Command, context: () => Context): void {
   program
     .command('upload')
@@ -28,23 +73,24 @@ export function registerUpload(program: Command, context: () => Context): void {
     .option('--chunk-mib <n>', 'MiB per request (a multiple of 0.25)', '64')
     .option('--parallel <n>', 'files uploaded at once', '3')
     .action(async (files: string[], flags: UploadFlags) => {
+      const settings = uploadSettings(flags, files.length);
+      const sources = await readableSources(files);
       const ctx = context();
       const { client, login } = await ctx.connect();
       const state = uploadState();
       const progress = ctx.progress();
       const results: Upload[] = [];
       let next = 0;
-      const uploadOne = async (file: string) => {
-        const source = await fileSource(file);
+      const uploadOne = async (file: string, source: Source) => {
         const key = fileKey(login.baseUrl, file, source.size, source.mtimeMs);
         const resume = await state.find(key);
         let bar: ReturnType<typeof progress.bar> | undefined;
         const upload = await uploadSource(client, source, {
           resume,
           name: flags.name,
-          mpp: flags.mpp === undefined ? undefined : Number(flags.mpp),
+          mpp: settings.mpp,
           autoSegment: flags.autoSegment === false ? false : undefined,
-          chunkBytes: Math.round(Number(flags.chunkMib) * 4) * 256 * 1024,
+          chunkBytes: settings.chunkBytes,
           signal: ctx.signal,
           onSession: (session) => state.remember(key, session),
           onProgress: ({ sentBytes, totalBytes, resumedFrom }) => {
@@ -58,8 +104,11 @@ export function registerUpload(program: Command, context: () => Context): void {
       };
       try {
         await Promise.all(
-          Array.from({ length: Math.min(Number(flags.parallel) || 1, files.length) }, async () => {
-            while (next < files.length) await uploadOne(files[next++]!);
+          Array.from({ length: settings.parallel }, async () => {
+            while (next < files.length) {
+              const index = next++;
+              await uploadOne(files[index]!, sources[index]!);
+            }
           }),
         );
       } finally {
