@@ -48,12 +48,23 @@ export function resolveModel(requested: string | undefined): {
   return { version: entry.version, channels: entry.channels };
 }
 
+/** Names match exactly; a near miss (`cd8`, `PDL1`) is one in case or punctuation only. */
+const nearMissKey = (name: string) => name.toLowerCase().replace(/[^a-z0-9]/g, '');
+
+function unknownMarkersMessage(unknownMarkers: string[], channels: readonly MarkerChannel[]): string {
+  const meant = unknownMarkers
+    .map((marker) => channels.find((channel) => nearMissKey(channel.name) === nearMissKey(marker))?.name)
+    .filter((name) => name !== undefined);
+  const hint = meant.length > 0 ? ` (names are exact: did you mean ${meant.join(', ')}?)` : '';
+  return `not in the marker catalog: ${unknownMarkers.join(', ')}${hint}`;
+}
+
 /** Every requested marker is a channel of the model (400) and within the entitlement (403). */
 function checkMarkers(markers: string[], channels: readonly MarkerChannel[], entitlement: string[] | null) {
   const catalog = new Set(channels.map((channel) => channel.name));
   const unknownMarkers = markers.filter((marker) => !catalog.has(marker));
   if (unknownMarkers.length > 0) {
-    throw new AppError('unknown_markers', `not in the marker catalog: ${unknownMarkers.join(', ')}`, {
+    throw new AppError('unknown_markers', unknownMarkersMessage(unknownMarkers, channels), {
       details: { unknownMarkers },
     });
   }

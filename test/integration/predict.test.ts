@@ -218,6 +218,18 @@ describe('POST /predict: body, model and marker rules', () => {
     });
     expect(unknown.status).toBe(400);
     expect(unknown.json).toMatchObject({ error: 'unknown_markers', unknownMarkers: ['NOPE', 'cd8'] });
+    // A name off by case or punctuation only is named back as the catalog spells it.
+    expect(unknown.json.message).toBe(
+      'not in the marker catalog: NOPE, cd8 (names are exact: did you mean CD8?)',
+    );
+    const punctuated = await call('POST', '/predict', {
+      uploadId: sampleId,
+      markers: ['pdl1', 'NOPE'],
+      dryRun: true,
+    });
+    expect(punctuated.json.message).toBe(
+      'not in the marker catalog: pdl1, NOPE (names are exact: did you mean PD-L1?)',
+    );
 
     const { tenant, call: other } = await tenantWith(1000);
     const otherSample = await pricedSample(tenant, 10);
