@@ -15,6 +15,7 @@ export {
 } from './oauth';
 export {
   type OmeZarrStore,
+  openPublicSample,
   openResults,
   openSampleHe,
   openSegmentationFile,

@@ -89,6 +89,20 @@ export async function openSampleHe(client: SpsClient, sampleId: string): Promise
   return openStore(base, await client.transport.authHeaders());
 }
 
+/**
+ * A public cohort sample's images through the public byte proxy (any organization's credential,
+ * no credits): its H&E pyramid, and its root, whose multiscales are the pinned markers.
+ */
+export async function openPublicSample(
+  client: SpsClient,
+  publicId: string,
+): Promise<{ he: OmeZarrStore; markers: OmeZarrStore }> {
+  const base = `${client.transport.api}/public/samples/${encodeURIComponent(publicId)}/zarr/`;
+  const headers = await client.transport.authHeaders();
+  const [he, markers] = await Promise.all([openStore(`${base}he/`, headers), openStore(base, headers)]);
+  return { he, markers };
+}
+
 /** A completed segmentation layer's label mask: the uint32 OME-NGFF label image of its manifest. */
 export async function openSegmentationMask(
   client: SpsClient,

@@ -8,6 +8,7 @@ import sharp from 'sharp';
 import { grantCredits } from '../../db/credits';
 import { testEnv } from '../support/env';
 import { apiClient } from '../support/http';
+import { publish } from '../support/public-samples';
 import { runPythonJson } from '../support/python';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
@@ -559,6 +560,45 @@ test('the scale bar and the cursor position are in micrometres', async () => {
   const [, cx, cy] = /x ([\d.]+) µm, y ([\d.]+) µm/.exec(cursor!)!.map(Number);
   expect(Math.abs(cx! - (left + 100) / zoom)).toBeLessThan(1 / zoom);
   expect(Math.abs(cy! - (top + 50) / zoom)).toBeLessThan(1 / zoom);
+}, 120_000);
+
+test("a public sample's page draws its H&E and pinned markers as the owner's page does", async () => {
+  const publicId = await publish(stack.sql, sampleId);
+  // The owner's page, fitted, the cursor off the canvas (no cell tinted under it).
+  await page.goto(at(`/samples/${sampleId}`));
+  await complete();
+  await page.mouse.move(0, 0);
+  await settled();
+  const owned = await canvasPixels();
+
+  const requested: string[] = [];
+  const onRequest = (request: { url(): string }) => requested.push(new URL(request.url()).pathname);
+  page.on('request', onRequest);
+  await page.goto(at(`/public/samples/${publicId}`));
+  await complete();
+  await settled();
+  page.off('request', onRequest);
+  const channels = await page
+    .locator('.viewer-layers .channel')
+    .evaluateAll((nodes) => nodes.map((node) => node.getAttribute('data-channel')));
+  expect(channels).toEqual(['H&E', 'DAPI', 'CD3']);
+  await expect(page.locator('.viewer-layers .note').textContent()).resolves.toBe(
+    'A public sample shares no cell outlines.',
+  );
+  const shared = await canvasPixels();
+  expect({ width: shared.width, height: shared.height }).toEqual({
+    width: owned.width,
+    height: owned.height,
+  });
+  expect(shared.rgb.equals(owned.rgb)).toBe(true);
+  // Its chunks came through the public byte proxy, none through the owner's endpoints.
+  const api = new URL(stack.api).pathname;
+  expect(requested.some((url) => url.startsWith(`${api}/public/samples/${publicId}/zarr/he/`))).toBe(true);
+  expect(requested.some((url) => url.startsWith(`${api}/public/samples/${publicId}/zarr/markers/CD3/`))).toBe(
+    true,
+  );
+  expect(requested.filter((url) => url.includes('/files/'))).toEqual([]);
+  await shoot('viewer-public-sample');
 }, 120_000);
 
 test('the channels of a prediction submitted from the page appear when its job ends', async () => {

@@ -9,8 +9,9 @@ function publicId(): string {
 }
 
 /**
- * A public cohort sample's `appUrl`: its thumbnail, read through the SDK (a bearer header, so
- * not an `<img src>` of the API) and shown from a blob URL.
+ * A public cohort sample's `appUrl`: its thumbnail (read through the SDK, a bearer header, so
+ * not an `<img src>` of the API, and shown from a blob URL) and the viewer of its H&E and
+ * pinned markers. Read-only, and free: any organization's credential reads it.
  */
 async function render(sps: SpsClient, id: string): Promise<void> {
   try {
@@ -20,8 +21,15 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       src: URL.createObjectURL(await response.blob()),
       alt: `Thumbnail of public sample ${id}`,
     });
-    main().append(h('p', {}, `Public sample ${id} (read-only; the slide viewer comes later).`), image);
+    const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
+    main().append(
+      h('p', {}, `Public sample ${id}: read-only, and reading it spends no credits.`),
+      image,
+      viewer,
+    );
     clearError();
+    const { mountPublicViewer } = await import('./viewer');
+    await mountPublicViewer(viewer, sps, id);
   } catch (err) {
     showError(err);
   }

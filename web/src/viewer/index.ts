@@ -2,7 +2,7 @@ import type { SpsClient } from '../../../sdk';
 import { h, showError } from '../dom';
 import { CellTables } from './cells';
 import '../zarr-codecs';
-import { channelLayers, heLayer, labelLayer } from './sources';
+import { type ChannelLayer, channelLayers, heLayer, type Layer, labelLayer, publicLayers } from './sources';
 import { fitView, hashOf, scaleBar, type View, viewFromHash } from './view';
 import { type ChannelState, type Scene, Viewer, type ViewerEvents } from './viewer';
 import './viewer.css';
@@ -149,8 +149,7 @@ function pinnedPanel(unit: string, onChange: (label: number) => void) {
  * it); mounted again, with the view kept in the URL hash, when the page reloads after a job.
  */
 export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: Sample): Promise<void> {
-  const status = h('p', { role: 'alert', hidden: true, class: 'field-error' });
-  section.replaceChildren(h('h2', { id: 'viewer-title' }, 'Viewer'), status);
+  const status = heading(section);
   if (sample.status !== 'ready') {
     section.append(h('p', {}, 'The viewer needs a ready sample.'));
     return;
@@ -163,25 +162,61 @@ export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: 
       layer ? labelLayer(sps, sample.id, layer.id) : undefined,
       layer ? sps.segmentation.manifest(sample.id, layer.id) : undefined,
     ]);
-    const scene: Scene = {
-      he: { layer: he.layer, visible: true, opacity: channels.length > 0 ? 0.35 : 1 },
-      channels: channels.map((c) => ({
-        layer: c,
-        visible: true,
-        colour: c.color,
-        limits: [c.window.start, c.window.end],
-      })),
-      cells: cells && { layer: cells, outlines: false, selected: 0, pinned: 0 },
-    };
     const tables =
       layer && manifest
         ? new CellTables(sps, sample.id, layer.id, manifest.artifacts.cells.markers)
         : undefined;
     await connected(section);
-    build(section, scene, he.unit, tables);
+    build(section, sceneOf(he.layer, channels, cells), he.unit, tables);
   } catch (err) {
     showError(err, status);
   }
+}
+
+/**
+ * A public cohort sample's viewer: its H&E and pinned markers, read through the public byte
+ * proxy; no cells (the public store serves none).
+ */
+export async function mountPublicViewer(
+  section: HTMLElement,
+  sps: SpsClient,
+  publicId: string,
+): Promise<void> {
+  const status = heading(section);
+  try {
+    const { he, channels } = await publicLayers(sps, publicId);
+    await connected(section);
+    build(
+      section,
+      sceneOf(he.layer, channels, undefined),
+      he.unit,
+      undefined,
+      'A public sample shares no cell outlines.',
+    );
+  } catch (err) {
+    showError(err, status);
+  }
+}
+
+/** The section's heading and the line that shows why the viewer could not open. */
+function heading(section: HTMLElement): HTMLElement {
+  const status = h('p', { role: 'alert', hidden: true, class: 'field-error' });
+  section.replaceChildren(h('h2', { id: 'viewer-title' }, 'Viewer'), status);
+  return status;
+}
+
+/** Every layer shown; the H&E faint under markers so their colours read. */
+function sceneOf(he: Layer, channels: ChannelLayer[], cells: Layer | undefined): Scene {
+  return {
+    he: { layer: he, visible: true, opacity: channels.length > 0 ? 0.35 : 1 },
+    channels: channels.map((c) => ({
+      layer: c,
+      visible: true,
+      colour: c.color,
+      limits: [c.window.start, c.window.end],
+    })),
+    cells: cells && { layer: cells, outlines: false, selected: 0, pinned: 0 },
+  };
 }
 
 /** The sample page attaches its sections when all are made: the canvas is measured once it is. */
@@ -189,7 +224,13 @@ async function connected(section: HTMLElement): Promise<void> {
   while (!section.isConnected) await new Promise((resolve) => requestAnimationFrame(resolve));
 }
 
-function build(section: HTMLElement, scene: Scene, unit: string, tables: CellTables | undefined): void {
+function build(
+  section: HTMLElement,
+  scene: Scene,
+  unit: string,
+  tables: CellTables | undefined,
+  noCells = 'No completed segmentation: no cell outlines.',
+): void {
   const canvas = h('canvas', {
     id: 'viewer-canvas',
     tabindex: 0,
@@ -293,7 +334,7 @@ function build(section: HTMLElement, scene: Scene, unit: string, tables: CellTab
           }),
           ' Cell outlines',
         )
-      : h('p', { class: 'note' }, 'No completed segmentation: no cell outlines.'),
+      : h('p', { class: 'note' }, noCells),
   );
   section.append(
     h(

@@ -1,5 +1,6 @@
 import {
   type OmeZarrStore,
+  openPublicSample,
   openResults,
   openSampleHe,
   openSegmentationMask,
@@ -76,8 +77,12 @@ function rgbOf(hex: string | undefined): [number, number, number] {
 
 /** The sample's H&E pyramid, and whether its axes are calibrated in micrometres. */
 export async function heLayer(sps: SpsClient, sampleId: string): Promise<{ layer: Layer; unit: string }> {
-  const store = await openSampleHe(sps, sampleId);
-  const name = [...store.multiscales.keys()][0]!;
+  return heLayerOf(await openSampleHe(sps, sampleId));
+}
+
+async function heLayerOf(store: OmeZarrStore): Promise<{ layer: Layer; unit: string }> {
+  const name = [...store.multiscales.keys()][0];
+  if (name === undefined) throw new Error('the H&E store has no multiscale image');
   const unit = multiscaleNamed(store, name).axes?.at(-1)?.unit === 'micrometer' ? 'µm' : 'px';
   return { layer: { id: 'he', kind: 'rgb', label: 'H&E', levels: await levelsOf(store, name) }, unit };
 }
@@ -100,23 +105,42 @@ export async function channelLayers(
   for (const job of jobs) {
     if (job.status !== 'completed' || job.markers.every((m) => seen.has(m))) continue;
     const store = await openResults(sps, job.id);
-    for (const marker of store.multiscales.keys()) {
-      if (seen.has(marker)) continue;
-      seen.add(marker);
+    const fresh = [...store.multiscales.keys()].filter((marker) => !seen.has(marker));
+    for (const marker of fresh) seen.add(marker);
+    layers.push(...(await markerLayers(store, fresh, job.id)));
+  }
+  return layers;
+}
+
+/** `markers` of a store laid out as a prediction store (`markers/{name}` image groups). */
+function markerLayers(store: OmeZarrStore, markers: string[], idPrefix: string): Promise<ChannelLayer[]> {
+  return Promise.all(
+    markers.map(async (marker): Promise<ChannelLayer> => {
       const attributes = await store.groupAttributes(`markers/${marker}`);
       const omero = (attributes.ome as { omero?: Omero } | undefined)?.omero?.channels?.[0];
-      const window = { start: 0, end: 65535, min: 0, max: 65535, ...omero?.window };
-      layers.push({
-        id: `${job.id}/${marker}`,
+      return {
+        id: `${idPrefix}/${marker}`,
         kind: 'channel',
         label: marker,
         levels: await levelsOf(store, marker),
         color: rgbOf(omero?.color),
-        window,
-      });
-    }
-  }
-  return layers;
+        window: { start: 0, end: 65535, min: 0, max: 65535, ...omero?.window },
+      };
+    }),
+  );
+}
+
+/** A public sample's H&E and pinned markers, through the public byte proxy. */
+export async function publicLayers(
+  sps: SpsClient,
+  publicId: string,
+): Promise<{ he: { layer: Layer; unit: string }; channels: ChannelLayer[] }> {
+  const stores = await openPublicSample(sps, publicId);
+  const [he, channels] = await Promise.all([
+    heLayerOf(stores.he),
+    markerLayers(stores.markers, [...stores.markers.multiscales.keys()], publicId),
+  ]);
+  return { he, channels };
 }
 
 /** The label mask of a completed segmentation layer. */
