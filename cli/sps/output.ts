@@ -72,7 +72,8 @@ function rate(bytes: boolean, startValue: number): Rate {
       const perSecond = seconds > 0 ? (value - startValue) / seconds : 0;
       const remaining = total - value;
       const eta = perSecond > 0 ? formatSeconds(remaining / perSecond) : '--';
-      if (!bytes) return { amount: `${Math.round((value / Math.max(total, 1)) * 100)}%`, speed: '', eta };
+      // A fraction of 1 says nothing the percentage does not; a count says how many of how many.
+      if (!bytes) return { amount: total === 1 ? '' : `${value}/${total}`, speed: '', eta };
       return {
         amount: `${formatBytes(value)}/${formatBytes(total)}`,
         speed: `${formatBytes(perSecond)}/s`,
@@ -87,7 +88,6 @@ export function createProgress(interactive: boolean): Progress {
   if (interactive) {
     const multi = new MultiBar(
       {
-        format: '{label} [{bar}] {percentage}% | {amount} | {speed} | ETA {eta} {note}',
         hideCursor: true,
         clearOnComplete: false,
         stopOnComplete: false,
@@ -100,14 +100,23 @@ export function createProgress(interactive: boolean): Progress {
       bar(label, { total, bytes, startedAt = 0 }) {
         const speed = rate(bytes, startedAt);
         const scale = bytes ? 1 : 1000;
-        const bar = multi.create(Math.max(total * scale, 1), startedAt * scale, {
-          label,
-          note: '',
-          ...speed.text(startedAt, total),
-        });
+        // `{eta}` is cli-progress's own token (its estimate, in bare seconds): ours is `{remaining}`.
+        const figures = (value: number) => {
+          const { amount, speed: perSecond, eta } = speed.text(value, total);
+          return { amount, speed: perSecond, remaining: eta };
+        };
+        const shown = figures(startedAt);
+        const segments = ['{label} [{bar}] {percentage}%', shown.amount && '{amount}', bytes && '{speed}'];
+        const format = `${segments.filter(Boolean).join(' | ')} | ETA {remaining} {note}`;
+        const bar = multi.create(
+          Math.max(total * scale, 1),
+          startedAt * scale,
+          { label, note: '', ...shown },
+          { format },
+        );
         return {
-          update: (value, note = '') => bar.update(value * scale, { note, ...speed.text(value, total) }),
-          done: (note = 'done') => bar.update(total * scale, { note, ...speed.text(total, total) }),
+          update: (value, note = '') => bar.update(value * scale, { note, ...figures(value) }),
+          done: (note = 'done') => bar.update(total * scale, { note, ...figures(total) }),
         };
       },
       stop: () => multi.stop(),
@@ -121,10 +130,8 @@ export function createProgress(interactive: boolean): Progress {
       const print = (value: number, note: string) => {
         const { amount, speed: perSecond, eta } = speed.text(value, total);
         const percent = Math.floor((value / Math.max(total, 1)) * 100);
-        process.stderr.write(
-          `${label}: ${percent}% ${amount}${perSecond ? ` ${perSecond}` : ''} ETA ${eta} ${note}`.trimEnd() +
-            '\n',
-        );
+        const figures = [`${percent}%`, amount, perSecond, `ETA ${eta}`, note].filter(Boolean);
+        process.stderr.write(`${label}: ${figures.join(' ')}\n`);
       };
       return {
         update(value, note = '') {
