@@ -306,6 +306,11 @@ test('export --format ome-tiff --wait --download writes a BigTIFF', async () => 
   expect(run.manifest.status).toBe('ready');
   const tiff = await readFile(path.join(dir, 'prediction.ome.tif'));
   expect(tiff.subarray(0, 4)).toEqual(Buffer.from([0x49, 0x49, 0x2b, 0x00]));
+  // Again, as a table: the file is there already; a file export has no chunks to speak of.
+  const again = await sps('export', jobId, '--format', 'ome-tiff', '--download', dir);
+  expect(again.code).toBe(0);
+  expect(again.stdout).toMatch(new RegExp(`^0 files \\(0 B\\) written to ${dir}; 1 already there$`, 'm'));
+  expect(again.stdout).not.toContain('never written');
 }, 300_000);
 
 test('segment --wait --download writes the mask store and the tables', async () => {

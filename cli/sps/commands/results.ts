@@ -65,7 +65,9 @@ async function download(
 }
 
 function summaryText(dir: string, summary: DownloadSummary): string {
-  return `${summary.files} files (${formatBytes(summary.bytes)}) written to ${dir}; ${summary.skipped} already there; ${summary.absent} chunks never written (fill value)`;
+  const written = `${summary.files} files (${formatBytes(summary.bytes)}) written to ${dir}; ${summary.skipped} already there`;
+  // Only a store has chunks that were never written; a file export has none to mention.
+  return summary.absent > 0 ? `${written}; ${summary.absent} chunks never written (fill value)` : written;
 }
 
 /**
