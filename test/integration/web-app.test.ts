@@ -3,6 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
+import { recordJobProgress } from '../../db/jobs';
 import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
 import { apiClient } from '../support/http';
 import { insertSampleWithResults, publish } from '../support/public-samples';
@@ -247,6 +248,26 @@ test("a failed job's row in the job history gives the service's reason", async (
   );
   await expect(history.locator('tbody tr').first().locator('td').last().textContent()).resolves.toBe('—');
   await shoot('job-history-failed');
+});
+
+test('a job running when the page opens is followed: its row and bar move with its stream, its end redraws the page', async () => {
+  const jobId = await insertJob(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    sampleId,
+    status: 'running',
+    markers: ['DAPI'],
+  });
+  await recordJobProgress(stack.sql, { jobId, status: 'running', progress: 0.25 });
+  await page.goto(at(`/samples/${sampleId}`));
+  const row = page.locator(`#jobs tr[data-job="${jobId}"]`);
+  await page.locator('#job-state', { hasText: '25 %' }).waitFor();
+  await expect(page.getByRole('button', { name: 'Cancel job' }).isVisible()).resolves.toBe(true);
+  await recordJobProgress(stack.sql, { jobId, status: 'running', progress: 0.5 });
+  await row.locator('td', { hasText: '50 %' }).waitFor();
+  await expect(row.locator('.badge').textContent()).resolves.toBe('running');
+  await recordJobProgress(stack.sql, { jobId, status: 'failed', errorMessage: 'stopped by the test' });
+  await page.locator(`#jobs tr[data-job="${jobId}"] .badge-failed`).waitFor();
+  await expect(page.getByRole('button', { name: 'Cancel job' }).isHidden()).resolves.toBe(true);
 });
 
 test("a failed segmentation gives the service's reason beside its state, and its retry once allowed", async () => {

@@ -1,6 +1,7 @@
 import './account';
+import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
-import { ingestFailure, type SpsClient, streamJob } from '../../sdk';
+import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
 import { sampleExpiration } from './expiration';
 import { exportsSection } from './sample-exports';
@@ -143,6 +144,16 @@ function editForm(
 }
 
 /** The sample's jobs; a column of the service's `errorMessage` when one of them failed. */
+const percent = (progress: number | null) => (progress === null ? '—' : `${Math.round(progress * 100)} %`);
+
+/** A followed job's row of the history, kept as its stream reports it. */
+function showJobEvent(history: HTMLElement, jobId: string, event: JobEvent): void {
+  const cells = history.querySelector(`tr[data-job="${CSS.escape(jobId)}"]`)?.children;
+  if (!cells) return;
+  cells[0]!.replaceChildren(badge(event.status));
+  cells[2]!.textContent = percent(event.progress);
+}
+
 function jobHistory(sample: Sample): HTMLElement {
   if (sample.jobs.length === 0) return h('p', { id: 'jobs' }, 'No prediction jobs yet.');
   const failed = sample.jobs.some((job) => job.errorMessage !== null);
@@ -167,10 +178,10 @@ function jobHistory(sample: Sample): HTMLElement {
       ...sample.jobs.map((job: Job) =>
         h(
           'tr',
-          {},
+          { 'data-job': job.id },
           h('td', {}, badge(job.status)),
           h('td', {}, job.markers.join(', ')),
-          h('td', {}, job.progress === null ? '—' : `${Math.round(job.progress * 100)} %`),
+          h('td', {}, percent(job.progress)),
           h('td', {}, job.reservedCredits === null ? '—' : String(job.reservedCredits)),
           h('td', {}, when(job.createdAt)),
           h('td', {}, when(job.completedAt)),
@@ -216,7 +227,8 @@ async function predictPanel(
   sps: SpsClient,
   sample: Sample,
   reload: () => void,
-  refreshJobs: () => Promise<void>,
+  jobs: { refresh: () => Promise<void>; show: (jobId: string, event: JobEvent) => void },
+  signal: AbortSignal,
 ): Promise<HTMLElement> {
   const panel = h(
     'section',
@@ -270,14 +282,17 @@ async function predictPanel(
     cancel.onclick = guarded(async () => {
       await sps.jobs.cancel(jobId);
     });
-    for await (const event of streamJob(sps, jobId)) {
+    for await (const event of streamJob(sps, jobId, { signal })) {
       progress.value = event.progress ?? 0;
       jobState.replaceChildren(
         'Job ',
         badge(event.status),
         event.progress === null ? '' : ` ${Math.round(event.progress * 100)} %`,
       );
+      jobs.show(jobId, event);
     }
+    // A page drawn again (after a reload) follows the job itself: this panel is gone.
+    if (signal.aborted) return;
     cancel.hidden = true;
     reload();
   };
@@ -305,7 +320,7 @@ async function predictPanel(
             const job = await sps.predictions.submit({ uploadId: sample.id, markers: chosen() });
             jobState.textContent = `Job queued, ${job.reservedCredits} credits reserved.`;
             // The new job belongs in the history now, not only once it ends.
-            await refreshJobs();
+            await jobs.refresh();
             await follow(job.jobId);
           }),
         },
@@ -318,10 +333,19 @@ async function predictPanel(
     progress,
     jobState,
   );
+  // A job still running when the page opens (a reload, a second tab) is followed as well.
+  const running = sample.jobs.find((job) => !isTerminalJobStatus(job.status));
+  if (running) void guarded(() => follow(running.id))();
   return panel;
 }
 
+/** The streams the page as drawn follows, stopped when it is drawn again. */
+let drawn = new AbortController();
+
 async function render(sps: SpsClient, id: string): Promise<void> {
+  drawn.abort();
+  drawn = new AbortController();
+  const { signal } = drawn;
   const content = h('div', { id: 'sample' });
   const reload = () => void render(sps, id);
   try {
@@ -372,7 +396,16 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       segmentationSection(sps, sample),
       viewer,
       jobs,
-      await predictPanel(sps, sample, reload, async () => paintJobs(await sps.samples.get(id))),
+      await predictPanel(
+        sps,
+        sample,
+        reload,
+        {
+          refresh: async () => paintJobs(await sps.samples.get(id)),
+          show: (jobId, event) => showJobEvent(jobs, jobId, event),
+        },
+        signal,
+      ),
       exportsSection(sps, sample.jobs),
     );
     clearError();
