@@ -36,7 +36,8 @@ label{display:block;margin:.75rem 0}input[type=email],input[type=password]{font:
 button{font:inherit;margin:.75rem .5rem 0 0;padding:.35rem .9rem;border:1px solid #23395d;background:#fff;color:#23395d;border-radius:4px;cursor:pointer}
 .primary{background:#23395d;color:#fff}
 :focus-visible{outline:3px solid #e08e0b;outline-offset:2px}li{list-style:none}</style>
-</head><body><p class="service">Slide Prediction Service</p><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
+</head><body><header><p class="service">Slide Prediction Service</p></header>
+<main><h1>${escapeHtml(title)}</h1>${body}</main></body></html>`;
 }
 
 export function signInPage(input: {

@@ -5,6 +5,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
 import { recordJobProgress } from '../../db/jobs';
 import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
+import { accessibilityViolations } from '../support/axe';
 import { apiClient } from '../support/http';
 import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
@@ -362,7 +363,7 @@ test('on a narrow screen no page scrolls sideways', async () => {
   }
 });
 
-test('every control has a label, nothing a page loads fails, and no page broke its CSP or threw', async () => {
+test('every control has a label, axe-core finds nothing wrong, nothing a page loads fails, and no page broke its CSP or threw', async () => {
   // Each of these pages loads only what exists: its assets, its icon (else the browser asks
   // for /favicon.ico), the API's answers for a sample of this organization.
   const failedLoads: string[] = [];
@@ -387,8 +388,14 @@ test('every control has a label, nothing a page loads fails, and no page broke i
       .filter((control) => control.labels.length === 0 && !control.getAttribute('aria-label'))
       .map((control) => control.outerHTML)`);
     expect({ route, unlabelled }).toEqual({ route, unlabelled: [] });
+    expect({ route, violations: await accessibilityViolations(page) }).toEqual({ route, violations: [] });
   }
   page.off('console', onConsole);
+  await page.goto(at('/no/such/page'));
+  expect({ route: 'not found', violations: await accessibilityViolations(page) }).toEqual({
+    route: 'not found',
+    violations: [],
+  });
   expect(failedLoads).toEqual([]);
   expect(problems).toEqual([]);
 });

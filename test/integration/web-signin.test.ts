@@ -4,6 +4,7 @@ import { type Browser, type BrowserContext, chromium, type Page } from 'playwrig
 import { runAdminCommand } from '../../cli/admin-commands';
 import { WEB_APP_CLIENT_ID } from '../../schemas/oauth';
 import type { TokenSet } from '../../sdk';
+import { accessibilityViolations } from '../support/axe';
 import { setPassword } from '../support/oauth';
 import { insertSample } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
@@ -142,6 +143,7 @@ describe('a signed-in tab', () => {
     expect(signInPage.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
     expect(signInPage.headers.get('content-security-policy')).toContain("default-src 'none'");
     expect(signInPage.headers.get('x-content-type-options')).toBe('nosniff');
+    await expect(accessibilityViolations(page)).resolves.toEqual([]);
     await page.screenshot({ path: path.join(screenshots, 'signin.png'), fullPage: true });
     // A wrong password: the page again, the reason announced to assistive technology.
     await page.getByLabel('Email').fill(user.email);
@@ -149,6 +151,7 @@ describe('a signed-in tab', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await expect(page.getByRole('alert').textContent()).resolves.toBe('Wrong email or password.');
     await expect(page.title()).resolves.toBe('Sign in · Slide Prediction Service');
+    await expect(accessibilityViolations(page)).resolves.toEqual([]);
     await page.screenshot({ path: path.join(screenshots, 'signin-refused.png'), fullPage: true });
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(user.password);
@@ -158,6 +161,7 @@ describe('a signed-in tab', () => {
     await organization.first().waitFor();
     await expect(organization.first().getAttribute('value')).resolves.toBe(stack.tenant.organizationId);
     await expect(page.locator('body').textContent()).resolves.toContain('samples:write');
+    await expect(accessibilityViolations(page)).resolves.toEqual([]);
     await page.screenshot({ path: path.join(screenshots, 'consent.png'), fullPage: true });
     const loaded = await listLoads(page, async () => {
       await page.getByRole('button', { name: 'Allow' }).click();

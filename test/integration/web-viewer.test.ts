@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import sharp from 'sharp';
 import { grantCredits } from '../../db/credits';
+import { accessibilityViolations } from '../support/axe';
 import { testEnv } from '../support/env';
 import { apiClient } from '../support/http';
 import { publish } from '../support/public-samples';
@@ -585,6 +586,7 @@ test("a public sample's page draws its H&E and pinned markers as the owner's pag
   await expect(page.locator('.viewer-layers .note').textContent()).resolves.toBe(
     'A public sample shares no cell outlines.',
   );
+  await expect(accessibilityViolations(page)).resolves.toEqual([]);
   const shared = await canvasPixels();
   expect({ width: shared.width, height: shared.height }).toEqual({
     width: owned.width,
