@@ -4,6 +4,7 @@ import path from 'node:path';
 import { type Browser, chromium, type Page, type Request } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
 import { insertFieldDefinition } from '../../db/sample-fields';
+import { accessibilityViolations } from '../support/axe';
 import { apiClient } from '../support/http';
 import { insertJob, insertSample } from '../support/samples';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
@@ -483,7 +484,7 @@ test('an export requested on the sample page becomes ready, and its link downloa
   expect(saved.equals(fromApi)).toBe(true);
 }, 400_000);
 
-test('every new control has a label, and no page broke its CSP or threw', async () => {
+test('every new control has a label, axe-core finds nothing wrong, and no page broke its CSP or threw', async () => {
   // Each page's last control to appear once its data is in. Not 'networkidle': the list keeps
   // polling a sample still ingesting, and a thumbnail's read may still be open.
   const ready: Record<string, string> = {
@@ -500,6 +501,7 @@ test('every new control has a label, and no page broke its CSP or threw', async 
       .filter((control) => control.labels.length === 0 && !control.getAttribute('aria-label'))
       .map((control) => control.outerHTML)`);
     expect({ route, unlabelled }).toEqual({ route, unlabelled: [] });
+    expect({ route, violations: await accessibilityViolations(page) }).toEqual({ route, violations: [] });
   }
   expect(problems).toEqual([]);
 });
