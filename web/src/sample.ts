@@ -143,7 +143,6 @@ function editForm(
   return form;
 }
 
-/** The sample's jobs; a column of the service's `errorMessage` when one of them failed. */
 const percent = (progress: number | null) => (progress === null ? '—' : `${Math.round(progress * 100)} %`);
 
 /** A followed job's row of the history, kept as its stream reports it. */
@@ -154,6 +153,7 @@ function showJobEvent(history: HTMLElement, jobId: string, event: JobEvent): voi
   cells[2]!.textContent = percent(event.progress);
 }
 
+/** The sample's jobs; a column of the service's `errorMessage` when one of them failed. */
 function jobHistory(sample: Sample): HTMLElement {
   if (sample.jobs.length === 0) return h('p', { id: 'jobs' }, 'No prediction jobs yet.');
   const failed = sample.jobs.some((job) => job.errorMessage !== null);
