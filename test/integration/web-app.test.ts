@@ -364,8 +364,9 @@ test('on a narrow screen no page scrolls sideways', async () => {
 });
 
 test('every control has a label, axe-core finds nothing wrong, nothing a page loads fails, and no page broke its CSP or threw', async () => {
-  // Each of these pages loads only what exists: its assets, its icon (else the browser asks
-  // for /favicon.ico), the API's answers for a sample of this organization.
+  // Each of these pages loads only what exists: its assets, the API's answers for a sample of
+  // this organization (a 4xx or 5xx is a console error). Its icon is fetched here: Chromium
+  // remembers a failed /favicon.ico and would not ask again on the next page.
   const failedLoads: string[] = [];
   const onConsole = (message: { type(): string; text(): string; location(): { url: string } }) => {
     if (message.type() === 'error' && /Failed to load resource/.test(message.text()))

@@ -147,10 +147,10 @@ const percent = (progress: number | null) => (progress === null ? '—' : `${Mat
 
 /** A followed job's row of the history, kept as its stream reports it. */
 function showJobEvent(history: HTMLElement, jobId: string, event: JobEvent): void {
-  const cells = history.querySelector(`tr[data-job="${CSS.escape(jobId)}"]`)?.children;
-  if (!cells) return;
-  cells[0]!.replaceChildren(badge(event.status));
-  cells[2]!.textContent = percent(event.progress);
+  const row = history.querySelector(`tr[data-job="${CSS.escape(jobId)}"]`);
+  row?.querySelector('[data-field="status"]')?.replaceChildren(badge(event.status));
+  const progress = row?.querySelector('[data-field="progress"]');
+  if (progress) progress.textContent = percent(event.progress);
 }
 
 /** The sample's jobs; a column of the service's `errorMessage` when one of them failed. */
@@ -179,9 +179,9 @@ function jobHistory(sample: Sample): HTMLElement {
         h(
           'tr',
           { 'data-job': job.id },
-          h('td', {}, badge(job.status)),
+          h('td', { 'data-field': 'status' }, badge(job.status)),
           h('td', {}, job.markers.join(', ')),
-          h('td', {}, percent(job.progress)),
+          h('td', { 'data-field': 'progress' }, percent(job.progress)),
           h('td', {}, job.reservedCredits === null ? '—' : String(job.reservedCredits)),
           h('td', {}, when(job.createdAt)),
           h('td', {}, when(job.completedAt)),
@@ -287,7 +287,7 @@ async function predictPanel(
       jobState.replaceChildren(
         'Job ',
         badge(event.status),
-        event.progress === null ? '' : ` ${Math.round(event.progress * 100)} %`,
+        event.progress === null ? '' : ` ${percent(event.progress)}`,
       );
       jobs.show(jobId, event);
     }

@@ -46,8 +46,7 @@ const reasons: Record<string, string> = {
 
 /** The flags' numbers, checked: a wrong one is a usage error before any upload starts. */
 function uploadSettings(flags: UploadFlags, fileCount: number) {
-  const chunkMib = Number(flags.chunkMib);
-  const quarters = chunkMib * 4;
+  const quarters = Number(flags.chunkMib) * 4;
   if (!Number.isInteger(quarters) || quarters < 1)
     throw new UsageError(`--chunk-mib must be a positive multiple of 0.25, got ${flags.chunkMib}`);
   const parallel = Number(flags.parallel);
