@@ -24,8 +24,19 @@ const problems: string[] = [];
 let sampleId: string;
 
 const at = (route: string) => `${stack.baseUrl}${route}`;
-const shoot = (name: string) =>
-  page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
+/**
+ * A page with the viewer is shot once its view is drawn (or it said why there is none): a
+ * black canvas in a screenshot shows nothing of the slide.
+ */
+const shoot = async (name: string) => {
+  if ((await page.locator('#viewer').count()) > 0)
+    await page
+      .locator(
+        '#viewer-canvas[data-state="complete"], #viewer [role="alert"]:not([hidden]), #viewer > p.note',
+      )
+      .waitFor();
+  await page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
+};
 
 beforeAll(async () => {
   stack = await startStack({ worker: true });
@@ -295,7 +306,7 @@ test("a failed segmentation gives the service's reason beside its state, and its
   await expect(state.textContent()).resolves.toBe('Segmentation failed · zarr.json is not JSON');
 });
 
-test("a public sample's appUrl opens a page with its thumbnail", async () => {
+test("a public sample's appUrl opens a page with its thumbnail; a store it cannot draw is said, not blank", async () => {
   // Publishing needs a completed prediction: a sample stored as ingest and a prediction leave it.
   const stored = await insertSampleWithResults(stack.sql, stack.store, {
     organizationId: stack.tenant.organizationId,
@@ -314,6 +325,10 @@ test("a public sample's appUrl opens a page with its thumbnail", async () => {
       (image: { complete: boolean; naturalWidth: number }) => image.complete && image.naturalWidth,
     ),
   ).resolves.toBeGreaterThan(0);
+  // This stand-in's H&E store names no image (web-viewer.test.ts draws a real one): the viewer
+  // says so where the slide would be.
+  const why = page.locator('#viewer [role="alert"]');
+  await why.filter({ hasText: 'the H&E store has no multiscale image' }).waitFor();
   await shoot('public-sample');
 });
 

@@ -37,8 +37,19 @@ const facet: Record<'alpha' | 'beta' | 'gamma', string> = { alpha: '', beta: '',
 const definition: Record<'site' | 'batch' | 'tags', string> = { site: '', batch: '', tags: '' };
 
 const at = (route: string) => `${stack.baseUrl}${route}`;
-const shoot = (name: string) =>
-  page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
+/**
+ * A page with the viewer is shot once its view is drawn (or it said why there is none): a
+ * black canvas in a screenshot shows nothing of the slide.
+ */
+const shoot = async (name: string) => {
+  if ((await page.locator('#viewer').count()) > 0)
+    await page
+      .locator(
+        '#viewer-canvas[data-state="complete"], #viewer [role="alert"]:not([hidden]), #viewer > p.note',
+      )
+      .waitFor();
+  await page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
+};
 const isListRequest = (request: Request) =>
   request.method() === 'GET' && new URL(request.url()).pathname === LIST_API;
 // Evaluated in the page; this program has no DOM types.

@@ -151,7 +151,7 @@ function pinnedPanel(unit: string, onChange: (label: number) => void) {
 export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: Sample): Promise<void> {
   const status = heading(section);
   if (sample.status !== 'ready') {
-    section.append(h('p', {}, 'The viewer needs a ready sample.'));
+    section.append(h('p', { class: 'note' }, 'The viewer needs a ready sample.'));
     return;
   }
   try {
