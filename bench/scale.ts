@@ -6,6 +6,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import postgres from 'postgres';
+import { WORKER_SLOT_DEFAULTS } from '../cli/config';
 import { freePort } from '../cli/ports';
 import type { PyramidRegion } from '../compute/pyramid';
 import { markerCatalog } from '../models/registry';
@@ -24,7 +25,7 @@ import { putChunk } from './upload-protocol';
  * workflow's, from start to close on the Temporal server. The speed-up of N workers is set
  * against the ideal min(N, cores) and the target 0.8 of it; with --rounds R each setup runs R
  * times, the order alternating, and the medians are compared. A job's bands and pyramid regions
- * run up to max(4, N) at once (`fanOut`).
+ * run up to max(4, N x the slots of their queue) at once (`fanOut`).
  *   npm run bench:scale [-- --size 50000|WxH --workers 1,2 --reference ../sps-main --rounds 1
  *     --steps ingest,predict --profile --auto-segment --storage fs|s3 --logs DIR --cpu-prof DIR
  *     --worker-cores K]
@@ -103,14 +104,22 @@ interface Result extends Setup {
 }
 
 /**
- * A job's activities at once (bands, pyramid regions), as an operator of N workers sets them: at
- * least N, else the workers past the default 4 would have nothing of one job to take. Set in the
- * bench's environment, they win.
+ * A job's activities at once (bands, pyramid regions), as an operator of N workers sets them
+ * (docs/operations.md): every slot of their queue on the N workers. Fewer would leave slots free
+ * and Temporal hands a task to any free slot, so two of one job's regions could share a worker
+ * while another stands idle. Set in the bench's environment, they win.
  */
 function fanOut(workers: number): Record<string, string> {
-  const atOnce = String(Math.max(4, workers));
-  const names = ['PREDICTION_BANDS_PER_JOB', 'PYRAMID_REGIONS_PER_JOB', 'SEGMENTATION_BANDS_PER_JOB'];
-  return Object.fromEntries(names.map((name) => [name, process.env[name] ?? atOnce]));
+  const slots = (queue: 'compute' | 'inference') =>
+    Number(process.env[`WORKER_${queue.toUpperCase()}_CONCURRENCY`] ?? WORKER_SLOT_DEFAULTS[queue]);
+  const atOnce = {
+    PREDICTION_BANDS_PER_JOB: workers * slots('inference'),
+    PYRAMID_REGIONS_PER_JOB: workers * slots('compute'),
+    SEGMENTATION_BANDS_PER_JOB: workers * slots('compute'),
+  };
+  return Object.fromEntries(
+    Object.entries(atOnce).map(([name, n]) => [name, process.env[name] ?? String(Math.max(4, n))]),
+  );
 }
 
 /**
