@@ -563,6 +563,101 @@ test('the scale bar and the cursor position are in micrometres', async () => {
   expect(Math.abs(cy! - (top + 50) / zoom)).toBeLessThan(1 / zoom);
 }, 120_000);
 
+/** The view in the page's address (`#view=x,y,zoom`). */
+async function addressView(): Promise<{ x: number; y: number; zoom: number }> {
+  const hash = new URL(page.url()).hash;
+  const [x, y, zoom] = /#view=([^&]+)/.exec(hash)![1]!.split(',').map(Number);
+  return { x: x!, y: y!, zoom: zoom! };
+}
+
+/** Touches as a touch screen sends them (Chromium turns them into pointer events), in page pixels. */
+async function touch(strokes: { from: [number, number]; to: [number, number] }[]): Promise<void> {
+  const cdp = await page.context().newCDPSession(page);
+  const points = (t: number) =>
+    strokes.map(({ from, to }, id) => ({
+      id,
+      x: from[0] + (to[0] - from[0]) * t,
+      y: from[1] + (to[1] - from[1]) * t,
+    }));
+  await cdp.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: points(0) });
+  for (let step = 1; step <= 8; step++)
+    await cdp.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: points(step / 8) });
+  await cdp.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
+  await cdp.detach();
+}
+
+test('buttons zoom about the centre and fit the slide; on a touch screen a tap pins a cell, two fingers pinch and one drags', async () => {
+  const middle = await centre();
+  const zoom = 1 / heSizes[0]!;
+  const size = await openAt(middle.x - 300, middle.y - 200, zoom);
+  const start = await addressView();
+  const zoomGroup = page.getByRole('group', { name: 'Zoom' });
+  /** The view in the address against `start`: its centre and its zoom over start's. */
+  const fromStart = async () => {
+    const view = await addressView();
+    return { x: view.x, y: view.y, zoom: Number((view.zoom / start.zoom).toPrecision(6)) };
+  };
+  await zoomGroup.getByRole('button', { name: 'Zoom in' }).click();
+  expect(await fromStart()).toEqual({ x: start.x, y: start.y, zoom: 2 });
+  await zoomGroup.getByRole('button', { name: 'Zoom out' }).click();
+  await zoomGroup.getByRole('button', { name: 'Zoom out' }).click();
+  expect(await fromStart()).toEqual({ x: start.x, y: start.y, zoom: 0.5 });
+  await zoomGroup.getByRole('button', { name: 'Fit the whole slide' }).click();
+  const detail = await call('GET', `/samples/${sampleId}`);
+  const world = { width: detail.json.widthPx * heSizes[0]!, height: detail.json.heightPx * heSizes[0]! };
+  const fitted = await addressView();
+  expect(fitted.zoom).toBeCloseTo(Math.min(size.width / world.width, size.height / world.height), 6);
+  expect(fitted.x).toBeCloseTo(world.width / 2, 3);
+  expect(fitted.y).toBeCloseTo(world.height / 2, 3);
+  await complete();
+
+  const left = middle.x - 300;
+  const top = middle.y - 200;
+  await openAt(left, top, zoom);
+  const target = interiorCell(await maskUnderView(left, top, size), size);
+  await canvas().scrollIntoViewIfNeeded();
+  const box = (await canvas().boundingBox())!;
+  const on = { x: box.x + target.x + 0.5, y: box.y + target.y + 0.5 };
+  /** The world point under canvas pixel (px, py) in `view`. */
+  const under = (view: { x: number; y: number; zoom: number }, px: number, py: number) => ({
+    x: view.x + (px - size.width / 2) / view.zoom,
+    y: view.y + (py - size.height / 2) / view.zoom,
+  });
+  // A tap pins the cell under it, as a click does.
+  const pinned = page.locator('#cell-pinned');
+  await touch([{ from: [on.x, on.y], to: [on.x, on.y] }]);
+  await pinned.locator('dd[data-field="label"]', { hasText: String(target.label) }).waitFor();
+  await pinned.getByRole('button', { name: 'Unpin' }).click();
+
+  // Two fingers, the first on that cell, spread from 100 to 300 px apart: three times the zoom,
+  // each finger still over the point it put down on. Lifted there, neither pins the cell.
+  const before = await addressView();
+  await touch([
+    { from: [on.x, on.y], to: [on.x - 100, on.y] },
+    { from: [on.x + 100, on.y], to: [on.x + 200, on.y] },
+  ]);
+  const pinchedView = await addressView();
+  expect(pinchedView.zoom / before.zoom).toBeCloseTo(3, 2);
+  for (const [from, to] of [
+    [target.x, target.x - 100],
+    [target.x + 100, target.x + 200],
+  ] as const) {
+    const was = under(before, from + 0.5, target.y + 0.5);
+    const is = under(pinchedView, to + 0.5, target.y + 0.5);
+    expect(Math.abs(is.x - was.x) * pinchedView.zoom).toBeLessThan(1);
+    expect(Math.abs(is.y - was.y) * pinchedView.zoom).toBeLessThan(1);
+  }
+  // One finger drags the slide with it: 80 px left and 40 up shows what lay right and below.
+  await touch([{ from: [on.x - 100, on.y], to: [on.x - 180, on.y - 40] }]);
+  const dragged = await addressView();
+  expect(dragged.zoom).toBe(pinchedView.zoom);
+  expect((dragged.x - pinchedView.x) * dragged.zoom).toBeCloseTo(80, 0);
+  expect((dragged.y - pinchedView.y) * dragged.zoom).toBeCloseTo(40, 0);
+  await complete();
+  await expect(pinned.isHidden()).resolves.toBe(true);
+  await shoot('viewer-pinched');
+}, 120_000);
+
 test("a public sample's page draws its H&E and pinned markers as the owner's page does", async () => {
   const publicId = await publish(stack.sql, sampleId);
   // The owner's page, fitted, the cursor off the canvas (no cell tinted under it).

@@ -1,6 +1,7 @@
 import {
   fitView,
   hashOf,
+  pinchView,
   scaleBar,
   viewFromHash,
   visibleRect,
@@ -24,6 +25,30 @@ describe("the viewer's view arithmetic", () => {
     const after = worldAt(zoomAbout(view, 640, 480, 100, 50, 2), 640, 480, 100, 50);
     expect(after.x).toBeCloseTo(before.x, 9);
     expect(after.y).toBeCloseTo(before.y, 9);
+  });
+
+  test('a pinch keeps the world points under the fingers under them and zooms by their spread', () => {
+    const view = { x: 500, y: 300, zoom: 2 };
+    const from = [
+      { x: 200, y: 200 },
+      { x: 300, y: 200 },
+    ] as const;
+    // Spread to twice the distance, about a midpoint moved 40 px right and 10 down.
+    const to = [
+      { x: 190, y: 210 },
+      { x: 390, y: 210 },
+    ] as const;
+    const after = pinchView(view, 640, 480, from, to);
+    expect(after.zoom).toBeCloseTo(4, 9);
+    for (const k of [0, 1] as const) {
+      const before = worldAt(view, 640, 480, from[k].x, from[k].y);
+      const now = worldAt(after, 640, 480, to[k].x, to[k].y);
+      expect(now.x).toBeCloseTo(before.x, 9);
+      expect(now.y).toBeCloseTo(before.y, 9);
+    }
+    // Two pointers at one point carry no spread: the zoom stays.
+    const together = [from[0], from[0]] as const;
+    expect(pinchView(view, 640, 480, together, together)).toEqual(view);
   });
 
   test('the view survives the address; anything else there is ignored', () => {

@@ -235,7 +235,7 @@ function build(
     id: 'viewer-canvas',
     tabindex: 0,
     'aria-label':
-      'Slide viewer: drag to pan, wheel or + and - to zoom, arrow keys to move, click a cell (or Enter for the one at the centre) to pin its details',
+      'Slide viewer: drag to pan, pinch, wheel or + and - to zoom, arrow keys to move, click or tap a cell (or Enter for the one at the centre) to pin its details',
   });
   const bar = h('span', { class: 'bar' });
   const barText = h('span', { id: 'viewer-scale-text' });
@@ -286,6 +286,18 @@ function build(
       showError(err, error);
     },
   };
+  const zoomButton = (label: string, text: string, act: () => void) => {
+    const button = h('button', { type: 'button', 'aria-label': label, title: label }, text);
+    button.addEventListener('click', act);
+    return button;
+  };
+  const zoomButtons = h(
+    'div',
+    { class: 'viewer-zoom', role: 'group', 'aria-label': 'Zoom' },
+    zoomButton('Zoom in', '+', () => viewer?.zoomBy(1)),
+    zoomButton('Zoom out', '−', () => viewer?.zoomBy(-1)),
+    zoomButton('Fit the whole slide', 'Fit', () => viewer?.setView(whole())),
+  );
   const controls = h(
     'fieldset',
     { class: 'viewer-layers' },
@@ -344,6 +356,7 @@ function build(
         'div',
         { class: 'viewer-stage' },
         canvas,
+        zoomButtons,
         h('div', { class: 'viewer-scale', id: 'viewer-scale' }, bar, barText),
       ),
       h('div', { class: 'viewer-side' }, controls, h('p', {}, 'Cursor: ', cursor), info, pinned.panel, error),
@@ -351,14 +364,14 @@ function build(
   );
   // Sized by the stylesheet: the first view fits the slide to the canvas as laid out.
   const level0 = scene.he.layer.levels[0]!;
-  const initial: View =
-    viewFromHash(location.hash) ??
+  const whole = () =>
     fitView(
       canvas.clientWidth,
       canvas.clientHeight,
       level0.width * level0.pixelSize,
       level0.height * level0.pixelSize,
     );
+  const initial: View = viewFromHash(location.hash) ?? whole();
   viewer = new Viewer(canvas, scene, initial, events);
   viewer.setView(initial);
 }

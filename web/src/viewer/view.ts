@@ -51,6 +51,32 @@ export function zoomAbout(
   return { zoom, x: anchor.x - (px - width / 2) / zoom, y: anchor.y - (py - height / 2) / zoom };
 }
 
+/** A point on the canvas, in CSS pixels from its top-left corner. */
+export interface Point {
+  x: number;
+  y: number;
+}
+
+/**
+ * The view after two fingers moved from `from` to `to`: the world point under their midpoint
+ * stays under it as it moves, and the zoom follows their distance.
+ */
+export function pinchView(
+  start: View,
+  width: number,
+  height: number,
+  from: readonly [Point, Point],
+  to: readonly [Point, Point],
+): View {
+  const midpoint = ([a, b]: readonly [Point, Point]) => ({ x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 });
+  const span = ([a, b]: readonly [Point, Point]) => Math.hypot(a.x - b.x, a.y - b.y);
+  const before = midpoint(from);
+  const after = midpoint(to);
+  const anchor = worldAt(start, width, height, before.x, before.y);
+  const zoom = span(from) > 0 ? start.zoom * (span(to) / span(from)) : start.zoom;
+  return { zoom, x: anchor.x - (after.x - width / 2) / zoom, y: anchor.y - (after.y - height / 2) / zoom };
+}
+
 /** The view that fits a world rectangle into the canvas. */
 export function fitView(width: number, height: number, worldWidth: number, worldHeight: number): View {
   const zoom = Math.min(width / worldWidth, height / worldHeight);

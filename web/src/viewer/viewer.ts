@@ -1,7 +1,7 @@
 import { blendFor, createPrograms, type Program } from './render';
 import type { ChannelLayer, Layer, Level } from './sources';
 import { type Tile, type TileAddress, TileCache } from './tiles';
-import { levelFor, type View, visibleRect, worldAt, zoomAbout } from './view';
+import { levelFor, type Point, pinchView, type View, visibleRect, worldAt, zoomAbout } from './view';
 
 export interface ChannelState {
   layer: ChannelLayer;
@@ -80,6 +80,8 @@ function aheadOf(layers: { layer: Layer; level: number }[], rect: WorldRect): Ti
  * and decoding of the rest need: a zoom step is rarely longer than a frame or two of this.
  */
 const LOADING_FRAME_MS = 300;
+/** What one zoom step (a key, a button) multiplies the zoom by. */
+const ZOOM_STEP = 2;
 
 function validSize(level: Level, x: number, y: number) {
   return {
@@ -325,34 +327,50 @@ export class Viewer {
     gl.drawArrays(gl.TRIANGLE_STRIP, 0, 4);
   }
 
+  /** Zooms in (`steps` > 0) or out about the canvas centre. */
+  zoomBy(steps: number): void {
+    const { width, height } = this.size();
+    this.setView(zoomAbout(this.view, width, height, width / 2, height / 2, ZOOM_STEP ** steps));
+  }
+
   /**
-   * Drag to pan, wheel or +/- to zoom about the cursor or centre, arrows to pan by a quarter
-   * view; a click that moved less than a few pixels, or Enter, picks the point under it.
+   * One pointer drags to pan, two pinch to zoom (a touch screen has no wheel or keys); wheel or
+   * +/- zoom about the cursor or centre, arrows pan by a quarter view. A press that neither
+   * moved more than a few pixels nor had a second pointer beside it, or Enter, picks the point.
    */
   private listen(): void {
     const canvas = this.canvas;
-    let drag: { x: number; y: number; view: View } | undefined;
+    const down = new Map<number, Point>();
+    // Restarted whenever a pointer goes down or up, so the pointers left carry on from there.
+    let gesture: { view: View; from: Map<number, Point> } | undefined;
+    let tap: Point | undefined;
+    const at = (event: PointerEvent): Point => ({ x: event.offsetX, y: event.offsetY });
+    const restart = () => {
+      gesture = down.size > 0 ? { view: this.view, from: new Map(down) } : undefined;
+    };
     canvas.addEventListener('pointerdown', (event) => {
       canvas.setPointerCapture(event.pointerId);
-      drag = { x: event.clientX, y: event.clientY, view: this.view };
+      down.set(event.pointerId, at(event));
+      tap = down.size === 1 ? at(event) : undefined;
+      restart();
     });
-    canvas.addEventListener('pointerup', (event) => {
-      const moved = drag ? Math.hypot(event.clientX - drag.x, event.clientY - drag.y) : Infinity;
-      drag = undefined;
-      if (moved > 3) return;
+    const lift = (event: PointerEvent) => {
+      if (!down.delete(event.pointerId)) return;
+      restart();
+      if (event.type !== 'pointerup' || !tap || down.size > 0) return;
+      tap = undefined;
       const { width, height } = this.size();
       this.events.onPick(worldAt(this.view, width, height, event.offsetX, event.offsetY));
-    });
+    };
+    canvas.addEventListener('pointerup', lift);
+    canvas.addEventListener('pointercancel', lift);
     canvas.addEventListener('pointermove', (event) => {
-      if (drag) {
-        const { zoom } = drag.view;
-        this.setView({
-          zoom,
-          x: drag.view.x - (event.clientX - drag.x) / zoom,
-          y: drag.view.y - (event.clientY - drag.y) / zoom,
-        });
-      }
       const { width, height } = this.size();
+      if (down.has(event.pointerId) && gesture) {
+        down.set(event.pointerId, at(event));
+        if (tap && Math.hypot(event.offsetX - tap.x, event.offsetY - tap.y) > 3) tap = undefined;
+        this.setView(gestureView(gesture, down, width, height));
+      }
       this.events.onPointer(worldAt(this.view, width, height, event.offsetX, event.offsetY));
     });
     canvas.addEventListener('pointerleave', () => this.events.onPointer(null));
@@ -375,9 +393,9 @@ export class Viewer {
         ArrowRight: () => ({ ...this.view, x: this.view.x + step.x }),
         ArrowUp: () => ({ ...this.view, y: this.view.y - step.y }),
         ArrowDown: () => ({ ...this.view, y: this.view.y + step.y }),
-        '+': () => zoomAbout(this.view, width, height, width / 2, height / 2, 2),
-        '=': () => zoomAbout(this.view, width, height, width / 2, height / 2, 2),
-        '-': () => zoomAbout(this.view, width, height, width / 2, height / 2, 0.5),
+        '+': () => zoomAbout(this.view, width, height, width / 2, height / 2, ZOOM_STEP),
+        '=': () => zoomAbout(this.view, width, height, width / 2, height / 2, ZOOM_STEP),
+        '-': () => zoomAbout(this.view, width, height, width / 2, height / 2, 1 / ZOOM_STEP),
       };
       if (event.key === 'Enter') {
         this.events.onPick({ x: this.view.x, y: this.view.y });
@@ -390,4 +408,27 @@ export class Viewer {
     });
     new ResizeObserver(() => this.redraw()).observe(canvas);
   }
+}
+
+/**
+ * The view a gesture has reached: the first two pointers down pinch (zoom and pan), one alone
+ * pans by how far it moved since the gesture started.
+ */
+function gestureView(
+  gesture: { view: View; from: Map<number, Point> },
+  down: Map<number, Point>,
+  width: number,
+  height: number,
+): View {
+  const ids = [...gesture.from.keys()].filter((id) => down.has(id));
+  const [a, b] = ids;
+  if (a === undefined) return gesture.view;
+  if (b === undefined) {
+    const { zoom, x, y } = gesture.view;
+    const from = gesture.from.get(a)!;
+    const to = down.get(a)!;
+    return { zoom, x: x - (to.x - from.x) / zoom, y: y - (to.y - from.y) / zoom };
+  }
+  const pair = (points: Map<number, Point>) => [points.get(a)!, points.get(b)!] as const;
+  return pinchView(gesture.view, width, height, pair(gesture.from), pair(down));
 }
