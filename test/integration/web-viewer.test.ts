@@ -658,6 +658,33 @@ test('buttons zoom about the centre and fit the slide; on a touch screen a tap p
   await shoot('viewer-pinched');
 }, 120_000);
 
+test('Full screen shows the viewer with its layers on the whole screen, drawn to its new size, and back', async () => {
+  const middle = await centre();
+  await openAt(middle.x - 300, middle.y - 200, 1 / heSizes[0]!);
+  const button = page.getByRole('button', { name: 'Full screen' });
+  const canvasHeight = () => canvas().evaluate((element: { clientHeight: number }) => element.clientHeight);
+  const inFullScreen = () => page.evaluate('document.fullscreenElement?.className ?? null');
+  expect(await canvasHeight()).toBe(480);
+  await button.click();
+  await page.waitForFunction('document.fullscreenElement !== null');
+  expect(await inFullScreen()).toBe('viewer');
+  // The change is told a frame after it took place.
+  await page.locator('.viewer-full-screen[aria-pressed="true"]').waitFor();
+  const screen = page.viewportSize()!;
+  await page.waitForFunction(
+    `document.getElementById('viewer-canvas').clientHeight === ${screen.height - 32}`,
+  );
+  await complete();
+  await expect(page.getByRole('group', { name: 'Layers' }).isVisible()).resolves.toBe(true);
+  await expect(accessibilityViolations(page)).resolves.toEqual([]);
+  // The screen, not the page: the page under the full-screen element is not what is seen.
+  await page.screenshot({ path: path.join(screenshots, 'viewer-full-screen.png') });
+  await button.click();
+  await page.waitForFunction('document.fullscreenElement === null');
+  await page.locator('.viewer-full-screen[aria-pressed="false"]').waitFor();
+  expect(await canvasHeight()).toBe(480);
+}, 120_000);
+
 test("a public sample's page draws its H&E and pinned markers as the owner's page does", async () => {
   const publicId = await publish(stack.sql, sampleId);
   // The owner's page, fitted, the cursor off the canvas (no cell tinted under it).

@@ -348,20 +348,25 @@ function build(
         )
       : h('p', { class: 'note' }, noCells),
   );
-  section.append(
-    h(
-      'div',
-      { class: 'viewer' },
-      h(
-        'div',
-        { class: 'viewer-stage' },
-        canvas,
-        zoomButtons,
-        h('div', { class: 'viewer-scale', id: 'viewer-scale' }, bar, barText),
-      ),
-      h('div', { class: 'viewer-side' }, controls, h('p', {}, 'Cursor: ', cursor), info, pinned.panel, error),
-    ),
+  const stage = h(
+    'div',
+    { class: 'viewer-stage' },
+    canvas,
+    zoomButtons,
+    h('div', { class: 'viewer-scale', id: 'viewer-scale' }, bar, barText),
   );
+  const side = h(
+    'div',
+    { class: 'viewer-side' },
+    controls,
+    h('p', {}, 'Cursor: ', cursor),
+    info,
+    pinned.panel,
+    error,
+  );
+  const root = h('div', { class: 'viewer' }, stage, side);
+  stage.append(fullScreenButton(root));
+  section.append(root);
   // Sized by the stylesheet: the first view fits the slide to the canvas as laid out.
   const level0 = scene.he.layer.levels[0]!;
   const whole = () =>
@@ -374,4 +379,28 @@ function build(
   const initial: View = viewFromHash(location.hash) ?? whole();
   viewer = new Viewer(canvas, scene, initial, events);
   viewer.setView(initial);
+}
+
+/**
+ * A button that shows `root` (the viewer with its layers and cell panels) on the whole screen
+ * and back; Escape leaves too. It says which state holds (`aria-pressed`).
+ */
+function fullScreenButton(root: HTMLElement): HTMLButtonElement {
+  const button = h(
+    'button',
+    { type: 'button', class: 'viewer-full-screen', 'aria-pressed': 'false' },
+    'Full screen',
+  );
+  button.addEventListener('click', () => {
+    if (document.fullscreenElement === root) void document.exitFullscreen();
+    // Refused without a user's gesture or where a frame forbids it: the button stays unpressed.
+    else root.requestFullscreen().catch(() => undefined);
+  });
+  // On the document: leaving full screen is not always told to the element that left it.
+  const changed = () => {
+    if (!root.isConnected) document.removeEventListener('fullscreenchange', changed);
+    button.setAttribute('aria-pressed', String(document.fullscreenElement === root));
+  };
+  document.addEventListener('fullscreenchange', changed);
+  return button;
 }
