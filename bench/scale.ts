@@ -190,10 +190,23 @@ interface ActivityRun {
   closed: number;
   attempt: number;
   lastFailure?: string;
+  /** Which worker process ran it (`worker 3`), from the identity it polled with (`pid@host`). */
+  worker?: string;
 }
 
-/** Every closed activity of the workflow, from its history, in the order they closed. */
-async function activityHistory(client: Client, workflowId: string): Promise<ActivityRun[]> {
+/**
+ * Every closed activity of the workflow, from its history, in the order they closed; `workers`
+ * name the processes that ran them.
+ */
+async function activityHistory(
+  client: Client,
+  workflowId: string,
+  workers: ChildProcess[],
+): Promise<ActivityRun[]> {
+  const workerOf = (identity: string | null | undefined) => {
+    const k = workers.findIndex((worker) => identity?.startsWith(`${worker.pid}@`));
+    return k < 0 ? identity || undefined : `worker ${k}`;
+  };
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = history.events ?? [];
   const at = (event: (typeof events)[number]) =>
@@ -215,6 +228,7 @@ async function activityHistory(client: Client, workflowId: string): Promise<Acti
         started: at(event) - start,
         attempt: started.attempt ?? 1,
         lastFailure: started.lastFailure?.message ?? undefined,
+        worker: workerOf(started.identity),
       });
     }
     const closed =
@@ -241,13 +255,13 @@ function activityLabel(scheduled: {
   return input.band === undefined ? name : `${name} band ${input.band}`;
 }
 
-/** A line per activity: when it was scheduled, how long it waited for a worker and ran. */
+/** A line per activity: when it was scheduled, how long it waited for a worker and ran, and where. */
 function printTimeline(runs: ActivityRun[]): void {
   const seconds = (ms: number) => (ms / 1000).toFixed(1);
   for (const run of runs) {
     const retried = run.attempt > 1 ? ` (attempt ${run.attempt}; the last failed: ${run.lastFailure})` : '';
     console.log(
-      `  ${run.label}: at ${seconds(run.scheduled)} s, waited ${seconds(run.started - run.scheduled)} s, ran ${seconds(run.closed - run.started)} s${retried}`,
+      `  ${run.label}: at ${seconds(run.scheduled)} s, waited ${seconds(run.started - run.scheduled)} s, ran ${seconds(run.closed - run.started)} s on ${run.worker ?? '?'}${retried}`,
     );
   }
 }
@@ -259,12 +273,20 @@ function printTimeline(runs: ActivityRun[]): void {
 function printProfile(runs: ActivityRun[]): void {
   const byLabel = new Map<
     string,
-    { count: number; first: number; last: number; wait: number; run: number }
+    { count: number; first: number; last: number; wait: number; run: number; workers: Set<string> }
   >();
   for (const run of runs) {
     const label = run.label.replace(/ band \d+$/, '');
-    const row = byLabel.get(label) ?? { count: 0, first: run.scheduled, last: run.closed, wait: 0, run: 0 };
+    const row = byLabel.get(label) ?? {
+      count: 0,
+      first: run.scheduled,
+      last: run.closed,
+      wait: 0,
+      run: 0,
+      workers: new Set<string>(),
+    };
     row.count += 1;
+    row.workers.add(run.worker ?? '?');
     row.first = Math.min(row.first, run.scheduled);
     row.last = Math.max(row.last, run.closed);
     row.wait += run.started - run.scheduled;
@@ -272,10 +294,10 @@ function printProfile(runs: ActivityRun[]): void {
     byLabel.set(label, row);
   }
   const seconds = (ms: number, width: number) => (ms / 1000).toFixed(1).padStart(width);
-  console.log('  activity, count, from s, to s, waited s, ran s (summed)');
+  console.log('  activity, count, from s, to s, waited s, ran s (summed), workers that ran them');
   for (const [label, row] of byLabel)
     console.log(
-      `  ${label.padEnd(28)} ${String(row.count).padStart(4)} ${seconds(row.first, 7)} ${seconds(row.last, 7)} ${seconds(row.wait, 7)} ${seconds(row.run, 7)}`,
+      `  ${label.padEnd(28)} ${String(row.count).padStart(4)} ${seconds(row.first, 7)} ${seconds(row.last, 7)} ${seconds(row.wait, 7)} ${seconds(row.run, 7)} ${String(row.workers.size).padStart(4)}`,
     );
 }
 
@@ -365,7 +387,7 @@ async function measure(
     const ingestCpuSeconds = cpuSecondsOf(workers) - cpuBefore;
     if (values.profile) {
       console.log(`${setup.label}: ingest ${ingestSeconds.toFixed(1)} s`);
-      printProfile(await activityHistory(context.client, workflowIds.ingest(sampleId)));
+      printProfile(await activityHistory(context.client, workflowIds.ingest(sampleId), workers));
     }
     const prediction = steps.has('predict')
       ? await predict(base, context.apiKey, sampleId, { ...context, setup, workers })
@@ -419,7 +441,7 @@ async function predict(
   const seconds = await workflowSeconds(context.client, workflowIds.prediction(jobId));
   const cpu = cpuSecondsOf(context.workers) - cpuBefore;
   console.log(`${context.setup.label}: prediction ${seconds.toFixed(1)} s, worker CPU ${cpu.toFixed(1)} s`);
-  printTimeline(await activityHistory(context.client, workflowIds.prediction(jobId)));
+  printTimeline(await activityHistory(context.client, workflowIds.prediction(jobId), context.workers));
   const job = (await (
     await fetch(`${base}/api/v1/jobs/${jobId}`, { headers: { authorization: `Bearer ${apiKey}` } })
   ).json()) as { status: string };
