@@ -359,7 +359,14 @@ test('an address with no page shows a page of the app to a browser, and the JSON
   expect(posted.headers.get('content-type')).toMatch(/json/);
 });
 
-test('on a narrow screen no page scrolls sideways', async () => {
+test('on a wide screen every facet shows, with no button to fold them', async () => {
+  await page.goto(at('/samples'));
+  await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+  await expect(page.getByRole('group', { name: 'Status' }).isVisible()).resolves.toBe(true);
+  await expect(page.locator('.facets-toggle').isHidden()).resolves.toBe(true);
+});
+
+test('on a narrow screen no page scrolls sideways, and the list facets fold away', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   try {
     for (const route of ['/samples', `/samples/${sampleId}`, '/samples/trash', '/upload', '/settings']) {
@@ -370,9 +377,23 @@ test('on a narrow screen no page scrolls sideways', async () => {
       );
       expect({ route, overflow }).toEqual({ route, overflow: 0 });
     }
+    // The facets past search and scope fold away: the first samples show on the first screen.
     await page.goto(at('/samples'));
-    await page.locator(`tr[data-id="${sampleId}"]`).waitFor();
+    const row = page.locator(`tr[data-id="${sampleId}"]`);
+    await row.waitFor();
+    const toggle = page.getByRole('button', { name: 'More filters' });
+    await expect(toggle.getAttribute('aria-expanded')).resolves.toBe('false');
+    await expect(page.getByRole('group', { name: 'Status' }).isVisible()).resolves.toBe(false);
+    const first = (await page.locator('table.samples tbody tr').first().boundingBox())!;
+    expect(first.y + first.height).toBeLessThanOrEqual(844);
     await shoot('samples-narrow');
+    await toggle.click();
+    await expect(toggle.getAttribute('aria-expanded')).resolves.toBe('true');
+    await page.getByRole('group', { name: 'Status' }).getByLabel('ready').check();
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/status=ready/);
+    await page.getByRole('button', { name: 'More filters (1 set)' }).waitFor();
+    await shoot('samples-narrow-filtered');
   } finally {
     await page.setViewportSize({ width: 1280, height: 800 });
   }

@@ -31,6 +31,35 @@ function checkboxes(legend: string, name: string, choices: readonly string[], ch
   );
 }
 
+/** How many facets past the search and scope are set. */
+function facetsSet(facets: ListFacets): number {
+  const dates = [facets.uploaded_from, facets.uploaded_to].filter(Boolean).length;
+  return facets.status.length + facets.workflow.length + facets.marker.length + facets.field.length + dates;
+}
+
+/**
+ * On a narrow screen the facets past the search and scope take a screen of their own, so they
+ * fold away behind this button (the stylesheet shows it there only), saying how many are set.
+ */
+function facetsToggle(node: HTMLElement): { button: HTMLButtonElement; show(facets: ListFacets): void } {
+  const button = h('button', {
+    type: 'button',
+    class: 'facets-toggle',
+    'aria-expanded': 'false',
+    'aria-controls': node.id,
+  });
+  button.addEventListener('click', () => {
+    const open = button.getAttribute('aria-expanded') !== 'true';
+    button.setAttribute('aria-expanded', String(open));
+    node.classList.toggle('open', open);
+  });
+  const show = (facets: ListFacets) => {
+    const set = facetsSet(facets);
+    button.textContent = set > 0 ? `More filters (${set} set)` : 'More filters';
+  };
+  return { button, show };
+}
+
 function filterForm(
   facets: ListFacets,
   definitions: FieldDefinition[],
@@ -44,6 +73,18 @@ function filterForm(
       h('label', { for: id }, label),
       h('input', { id, name: id, type, value, ...extra }),
     );
+  const facetsNode = h(
+    'div',
+    { id: 'list-facets', class: 'facets' },
+    checkboxes('Status', 'status', listStatuses, facets.status),
+    checkboxes('Workflow', 'workflow', workflowFacets, facets.workflow),
+    text('uploaded_from', 'Uploaded from', facets.uploaded_from, 'date'),
+    text('uploaded_to', 'Uploaded to', facets.uploaded_to, 'date'),
+    text('marker', 'Markers (NAME:requested or NAME:completed, comma separated)', facets.marker.join(', ')),
+    fields.node,
+  );
+  const toggle = facetsToggle(facetsNode);
+  toggle.show(facets);
   const form = h(
     'form',
     { class: 'filters', role: 'search', 'aria-label': 'Filter samples' },
@@ -60,19 +101,15 @@ function filterForm(
         ),
       ),
     ),
-    checkboxes('Status', 'status', listStatuses, facets.status),
-    checkboxes('Workflow', 'workflow', workflowFacets, facets.workflow),
-    text('uploaded_from', 'Uploaded from', facets.uploaded_from, 'date'),
-    text('uploaded_to', 'Uploaded to', facets.uploaded_to, 'date'),
-    text('marker', 'Markers (NAME:requested or NAME:completed, comma separated)', facets.marker.join(', ')),
-    fields.node,
+    toggle.button,
+    facetsNode,
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Apply filters')),
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     const data = new FormData(form);
     const value = (name: string) => String(data.get(name) ?? '').trim();
-    onChange({
+    const chosen: ListFacets = {
       scope: value('scope') as ListFacets['scope'],
       q: value('q'),
       uploaded_from: value('uploaded_from'),
@@ -84,7 +121,9 @@ function filterForm(
         .map((clause) => clause.trim())
         .filter(Boolean),
       field: fields.value(),
-    });
+    };
+    toggle.show(chosen);
+    onChange(chosen);
   });
   return form;
 }
