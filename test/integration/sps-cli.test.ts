@@ -194,6 +194,8 @@ test("a file that is no slide: upload --wait exits 9 with the service's reason, 
   const show = await sps('samples', 'show', id);
   expect(show.code).toBe(0);
   expect(show.stdout).toContain('\n\nWhy it failed: the file is not a whole-slide image this service reads');
+  const bytes = JSON.parse(run.stdout)[0].fileSize;
+  expect(show.stdout).toMatch(new RegExp(`^fileSize: +[\\d.]+ (B|KiB|MiB) \\(${bytes} bytes\\)$`, 'm'));
 }, 120_000);
 
 test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', async () => {

@@ -132,8 +132,9 @@ export function registerSamples(program: Command, context: () => Context): void 
       const sample = await client.samples.get(id, { signal: ctx.signal });
       const failure = await ingestFailure(client, sample, { signal: ctx.signal });
       ctx.print(() => {
-        const { jobs, segmentation, fields, ...rest } = sample;
-        const head = formatRecord({ ...rest, fields, segmentation: segmentation.status });
+        const { jobs, segmentation, fields, fileSize, ...rest } = sample;
+        const size = `${formatBytes(Number(fileSize))} (${fileSize} bytes)`;
+        const head = formatRecord({ ...rest, fileSize: size, fields, segmentation: segmentation.status });
         const why = failure === null ? '' : `\n\nWhy it failed: ${failure}`;
         return `${head}${why}\n\nJobs (${sample.jobCount}):\n${jobTable(jobs)}`;
       }, sample);
