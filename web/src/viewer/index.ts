@@ -396,7 +396,7 @@ function fullScreenButton(root: HTMLElement): HTMLButtonElement {
     // Refused without a user's gesture or where a frame forbids it: the button stays unpressed.
     else root.requestFullscreen().catch(() => undefined);
   });
-  // On the document: leaving full screen is not always told to the element that left it.
+  // On the document: a change is told there when the element left the page (a re-render).
   const changed = () => {
     if (!root.isConnected) document.removeEventListener('fullscreenchange', changed);
     button.setAttribute('aria-pressed', String(document.fullscreenElement === root));
