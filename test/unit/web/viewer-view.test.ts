@@ -1,5 +1,6 @@
 import {
   fitView,
+  gestureView,
   hashOf,
   pinchView,
   scaleBar,
@@ -49,6 +50,36 @@ describe("the viewer's view arithmetic", () => {
     // Two pointers at one point carry no spread: the zoom stays.
     const together = [from[0], from[0]] as const;
     expect(pinchView(view, 640, 480, together, together)).toEqual(view);
+  });
+
+  test('one pointer drags the world with it; a third pointer beside a pinch changes nothing', () => {
+    const view = { x: 500, y: 300, zoom: 2 };
+    const start = new Map([[7, { x: 100, y: 100 }]]);
+    const dragged = gestureView({ view, from: start }, new Map([[7, { x: 160, y: 80 }]]), 640, 480);
+    expect(dragged).toEqual({ zoom: 2, x: 470, y: 310 });
+    // The world point under the pointer at the start is under it still.
+    const before = worldAt(view, 640, 480, 100, 100);
+    const after = worldAt(dragged, 640, 480, 160, 80);
+    expect(after).toEqual(before);
+
+    const two = new Map([
+      [1, { x: 200, y: 200 }],
+      [2, { x: 300, y: 200 }],
+    ]);
+    const spread = new Map([
+      [1, { x: 150, y: 200 }],
+      [2, { x: 350, y: 200 }],
+    ]);
+    const pinched = gestureView({ view, from: two }, spread, 640, 480);
+    expect(pinched).toEqual(
+      pinchView(view, 640, 480, [two.get(1)!, two.get(2)!], [spread.get(1)!, spread.get(2)!]),
+    );
+    const withThird = new Map([...spread, [3, { x: 10, y: 10 }]]);
+    expect(gestureView({ view, from: new Map([...two, [3, { x: 0, y: 0 }]]) }, withThird, 640, 480)).toEqual(
+      pinched,
+    );
+    // Every pointer of the gesture lifted: the view it started from.
+    expect(gestureView({ view, from: two }, new Map(), 640, 480)).toEqual(view);
   });
 
   test('the view survives the address; anything else there is ignored', () => {

@@ -77,6 +77,29 @@ export function pinchView(
   return { zoom, x: anchor.x - (after.x - width / 2) / zoom, y: anchor.y - (after.y - height / 2) / zoom };
 }
 
+/**
+ * The view a gesture has reached: the first two pointers down pinch (zoom and pan), one alone
+ * pans by how far it moved since the gesture started.
+ */
+export function gestureView(
+  gesture: { view: View; from: Map<number, Point> },
+  down: Map<number, Point>,
+  width: number,
+  height: number,
+): View {
+  const ids = [...gesture.from.keys()].filter((id) => down.has(id));
+  const [a, b] = ids;
+  if (a === undefined) return gesture.view;
+  if (b === undefined) {
+    const { zoom, x, y } = gesture.view;
+    const from = gesture.from.get(a)!;
+    const to = down.get(a)!;
+    return { zoom, x: x - (to.x - from.x) / zoom, y: y - (to.y - from.y) / zoom };
+  }
+  const pair = (points: Map<number, Point>) => [points.get(a)!, points.get(b)!] as const;
+  return pinchView(gesture.view, width, height, pair(gesture.from), pair(down));
+}
+
 /** The view that fits a world rectangle into the canvas. */
 export function fitView(width: number, height: number, worldWidth: number, worldHeight: number): View {
   const zoom = Math.min(width / worldWidth, height / worldHeight);

@@ -1,7 +1,7 @@
 import { blendFor, createPrograms, type Program } from './render';
 import type { ChannelLayer, Layer, Level } from './sources';
 import { type Tile, type TileAddress, TileCache } from './tiles';
-import { levelFor, type Point, pinchView, type View, visibleRect, worldAt, zoomAbout } from './view';
+import { gestureView, levelFor, type Point, type View, visibleRect, worldAt, zoomAbout } from './view';
 
 export interface ChannelState {
   layer: ChannelLayer;
@@ -408,27 +408,4 @@ export class Viewer {
     });
     new ResizeObserver(() => this.redraw()).observe(canvas);
   }
-}
-
-/**
- * The view a gesture has reached: the first two pointers down pinch (zoom and pan), one alone
- * pans by how far it moved since the gesture started.
- */
-function gestureView(
-  gesture: { view: View; from: Map<number, Point> },
-  down: Map<number, Point>,
-  width: number,
-  height: number,
-): View {
-  const ids = [...gesture.from.keys()].filter((id) => down.has(id));
-  const [a, b] = ids;
-  if (a === undefined) return gesture.view;
-  if (b === undefined) {
-    const { zoom, x, y } = gesture.view;
-    const from = gesture.from.get(a)!;
-    const to = down.get(a)!;
-    return { zoom, x: x - (to.x - from.x) / zoom, y: y - (to.y - from.y) / zoom };
-  }
-  const pair = (points: Map<number, Point>) => [points.get(a)!, points.get(b)!] as const;
-  return pinchView(gesture.view, width, height, pair(gesture.from), pair(down));
 }
