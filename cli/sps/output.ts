@@ -127,11 +127,15 @@ export function createProgress(interactive: boolean): Progress {
       const speed = rate(bytes, startedAt);
       let lastLine = Number.NEGATIVE_INFINITY;
       let lastNote = '';
+      let printed = '';
       const print = (value: number, note: string) => {
         const { amount, speed: perSecond, eta } = speed.text(value, total);
         const percent = Math.floor((value / Math.max(total, 1)) * 100);
         const figures = [`${percent}%`, amount, perSecond, `ETA ${eta}`, note].filter(Boolean);
-        process.stderr.write(`${label}: ${figures.join(' ')}\n`);
+        const line = `${label}: ${figures.join(' ')}\n`;
+        // A job's last event and its end say the same: one line for both.
+        if (line !== printed) process.stderr.write(line);
+        printed = line;
       };
       return {
         update(value, note = '') {

@@ -9,6 +9,7 @@ import { accessibilityViolations } from '../support/axe';
 import { apiClient } from '../support/http';
 import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
+import { screenshotPage } from '../support/screenshots';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
@@ -24,19 +25,7 @@ const problems: string[] = [];
 let sampleId: string;
 
 const at = (route: string) => `${stack.baseUrl}${route}`;
-/**
- * A page with the viewer is shot once its view is drawn (or it said why there is none): a
- * black canvas in a screenshot shows nothing of the slide.
- */
-const shoot = async (name: string) => {
-  if ((await page.locator('#viewer').count()) > 0)
-    await page
-      .locator(
-        '#viewer-canvas[data-state="complete"], #viewer [role="alert"]:not([hidden]), #viewer > p.note',
-      )
-      .waitFor();
-  await page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
-};
+const shoot = (name: string) => screenshotPage(page, path.join(screenshots, `${name}.png`));
 
 beforeAll(async () => {
   stack = await startStack({ worker: true });

@@ -7,6 +7,7 @@ import { insertFieldDefinition } from '../../db/sample-fields';
 import { accessibilityViolations } from '../support/axe';
 import { apiClient } from '../support/http';
 import { insertJob, insertSample } from '../support/samples';
+import { screenshotPage } from '../support/screenshots';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
@@ -37,19 +38,7 @@ const facet: Record<'alpha' | 'beta' | 'gamma', string> = { alpha: '', beta: '',
 const definition: Record<'site' | 'batch' | 'tags', string> = { site: '', batch: '', tags: '' };
 
 const at = (route: string) => `${stack.baseUrl}${route}`;
-/**
- * A page with the viewer is shot once its view is drawn (or it said why there is none): a
- * black canvas in a screenshot shows nothing of the slide.
- */
-const shoot = async (name: string) => {
-  if ((await page.locator('#viewer').count()) > 0)
-    await page
-      .locator(
-        '#viewer-canvas[data-state="complete"], #viewer [role="alert"]:not([hidden]), #viewer > p.note',
-      )
-      .waitFor();
-  await page.screenshot({ path: path.join(screenshots, `${name}.png`), fullPage: true });
-};
+const shoot = (name: string) => screenshotPage(page, path.join(screenshots, `${name}.png`));
 const isListRequest = (request: Request) =>
   request.method() === 'GET' && new URL(request.url()).pathname === LIST_API;
 // Evaluated in the page; this program has no DOM types.

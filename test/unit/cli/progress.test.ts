@@ -24,6 +24,15 @@ test('a fraction of 1 prints its percentage once, with its ETA and note', () => 
   expect(lines).toEqual(['job 1234abcd: 0% ETA -- queued', 'job 1234abcd: 100% ETA 0s completed']);
 });
 
+test('an end that says what the last update said is not printed again', () => {
+  const lines = linesOf((progress) => {
+    const bar = progress.bar('job 1234abcd', { total: 1, bytes: false });
+    bar.update(1, 'completed');
+    bar.done('completed');
+  });
+  expect(lines).toEqual(['job 1234abcd: 100% ETA 0s completed']);
+});
+
 test('a count prints how many of how many', () => {
   const lines = linesOf((progress) => progress.bar('download 8 files', { total: 8, bytes: false }).done());
   expect(lines).toEqual(['download 8 files: 100% 8/8 ETA 0s done']);
