@@ -8,7 +8,16 @@ export function cpuSeconds(): number {
 
 /** Seconds of CPU (user and system, every thread) process `pid` has used so far, from /proc (Linux). */
 export function processCpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return statCpuSeconds(`/proc/${pid}/stat`);
+}
+
+/** Seconds of CPU the main thread of process `pid` (its JavaScript thread, in Node) has used so far. */
+export function mainThreadCpuSeconds(pid: number): number {
+  return statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
+}
+
+function statCpuSeconds(file: string): number {
+  const stat = readFileSync(file, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // utime and stime, fields 14 and 15 of proc(5), in clock ticks of 1/100 s.
   return (Number(fields[11]) + Number(fields[12])) / 100;

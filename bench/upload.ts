@@ -12,7 +12,7 @@ import { migrate } from '../db/migrate';
 import { createObjectStore, type ObjectStore, type ObjectStoreConfig } from '../storage';
 import { startMinioBucket } from '../test/support/minio-bucket';
 import { waitReady } from './api-process';
-import { median, processCpuSeconds } from './cpu';
+import { mainThreadCpuSeconds, median, processCpuSeconds } from './cpu';
 import { generated, putChunk } from './upload-protocol';
 
 /**
@@ -23,9 +23,11 @@ import { generated, putChunk } from './upload-protocol';
  * the same disk, in the same run; the same write with one fsync at its end is printed beside
  * it, as the upload syncs every chunk. How long the client waits for each intermediate chunk's
  * 308 after sending its last byte (the time the upload spends storing what is left of a
- * chunk, idle on the client's side) is printed too. This machine's disk drifts by more than
- * the margin measured, so each of `--rounds` uploads is set against the reference written
- * right beside it (which goes first alternates), and the medians are printed. Run with
+ * chunk, idle on the client's side) is printed too, and the API's CPU per GiB, all of it and
+ * its main thread's alone (which receives and hashes every byte: with cores to spare, the
+ * ceiling of one upload). This machine's disk drifts by more than the margin measured, so each
+ * of `--rounds` uploads is set against the reference written right beside it (which goes first
+ * alternates), and the medians are printed. Run with
  * `npm run bench:upload [-- --size-mib 2048 --chunk-mib 64 --backends fs,s3 --rounds 3]`.
  */
 const MiB = 1024 * 1024;
@@ -79,6 +81,8 @@ interface UploadRun {
   /** Per intermediate chunk, ms from its last byte sent to its 308. */
   answerWaits: number[];
   apiCpuSeconds: number;
+  /** Of which the API's main thread: on a machine with cores to spare, its ceiling. */
+  apiMainThreadCpuSeconds: number;
 }
 
 async function upload(
@@ -97,6 +101,7 @@ async function upload(
     storagePath: string;
   };
   const apiCpuBefore = processCpuSeconds(target.api.pid!);
+  const apiMainThreadCpuBefore = mainThreadCpuSeconds(target.api.pid!);
   const started = performance.now();
   let lastByteSentAt = 0;
   const answerWaits: number[] = [];
@@ -119,6 +124,7 @@ async function upload(
   }
   const completedAt = performance.now();
   const apiCpuSeconds = processCpuSeconds(target.api.pid!) - apiCpuBefore;
+  const apiMainThreadCpuSeconds = mainThreadCpuSeconds(target.api.pid!) - apiMainThreadCpuBefore;
   // The next round's writes should not share the disk with this one's pages.
   await target.store.delete(storagePath);
   return {
@@ -126,6 +132,7 @@ async function upload(
     completeAfterLastByteSeconds: (completedAt - lastByteSentAt) / 1000,
     answerWaits,
     apiCpuSeconds,
+    apiMainThreadCpuSeconds,
   };
 }
 
@@ -172,6 +179,9 @@ async function run(backend: Backend, label: string, bytes: number, sqlUrl: strin
       answerWaitMs: { median: waits.length > 0 ? median(waits) : 0, max: Math.max(0, ...waits) },
       apiPeakRssMib: await peakRssMiB(api.pid!),
       apiCpuSecondsPerGib: median(measured.map((m) => m.upload.apiCpuSeconds / (mib / 1024))),
+      apiMainThreadCpuSecondsPerGib: median(
+        measured.map((m) => m.upload.apiMainThreadCpuSeconds / (mib / 1024)),
+      ),
     };
   } finally {
     await sql.end();
@@ -248,6 +258,7 @@ async function main() {
       '308 after last byte ms (median/max)': `${row.answerWaitMs.median.toFixed(0)}/${row.answerWaitMs.max.toFixed(0)}`,
       'API peak RSS MiB': row.apiPeakRssMib.toFixed(0),
       'API CPU s/GiB': row.apiCpuSecondsPerGib.toFixed(2),
+      'of which main thread': row.apiMainThreadCpuSecondsPerGib.toFixed(2),
     })),
   );
 }
