@@ -10,6 +10,7 @@ import { registerUpload } from './commands/upload';
 import { UsageError } from './config';
 import { createContext, type GlobalOptions } from './context';
 import { exitCodeOf, exitCodes } from './exit-codes';
+import { nextStepAfter } from './hints';
 
 /** `sps`: the command line of the Slide Prediction Service, a client of the SDK only. */
 export async function main(argv: string[]): Promise<number> {
@@ -37,8 +38,11 @@ export async function main(argv: string[]): Promise<number> {
 
   const json = argv.includes('--json');
   const fail = (code: string, message: string, exitCode: number, extra: object = {}) => {
+    const hint = nextStepAfter(code);
     process.stderr.write(
-      json ? `${JSON.stringify({ error: code, message, ...extra })}\n` : `sps: ${code}: ${message}\n`,
+      json
+        ? `${JSON.stringify({ error: code, message, ...extra })}\n`
+        : `sps: ${code}: ${message}\n${hint ? `hint: ${hint}\n` : ''}`,
     );
     return exitCode;
   };

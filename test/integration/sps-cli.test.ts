@@ -7,6 +7,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findSlide } from '../../db/sample-slides';
 import { createClient, type SpsClient } from '../../sdk';
+import { insertPricedSample } from '../support/predictions';
 import { insertJob } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
@@ -89,6 +90,7 @@ test('login checks the key and saves it readable by its owner only', async () =>
   const refused = await sps('--base-url', stack.baseUrl, 'login', '--api-key', 'sps_wrong');
   expect(refused.code).toBe(4);
   expect(refused.stderr).toContain('unauthorized');
+  expect(refused.stderr).toContain('hint: check the API key: `sps login` saves one');
   const run = await sps('--base-url', stack.baseUrl, '--json', 'login', '--api-key', stack.tenant.apiKey);
   const { config } = json(run);
   expect((await stat(config)).mode & 0o777).toBe(0o600);
@@ -243,6 +245,23 @@ test('predict: --dry-run prices, no --yes without a terminal refuses, --yes --wa
   expect(run.stderr).toMatch(/job [0-9a-f]{8}: 100%/);
   jobId = job.id;
 }, 300_000);
+
+test("a slide without a scale: predict says how to set one with sps, beside the service's message", async () => {
+  const unscaled = await insertPricedSample(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    patchCount: 10,
+    mpp: null,
+  });
+  const run = await sps('predict', unscaled, '--markers', 'DAPI', '--dry-run');
+  expect(run.code).toBe(6);
+  expect(run.stderr.trim().split('\n')).toEqual([
+    'sps: mpp_required: the sample has no usable scale: set its mpp first (PATCH /samples/{id})',
+    "hint: set the slide's scale with `sps samples edit SAMPLE --mpp MICRONS_PER_PIXEL`, then run this again",
+  ]);
+  // Scripts read the contract's error body alone.
+  const scripted = await sps('predict', unscaled, '--markers', 'DAPI', '--dry-run', '--json');
+  expect(JSON.parse(scripted.stderr)).toMatchObject({ error: 'mpp_required' });
+});
 
 test('jobs ls, show, watch, and cancel of a finished job (the contract code, exit 3)', async () => {
   const listed = json(await sps('jobs', 'ls', '--sample', sampleId, '--json'));
