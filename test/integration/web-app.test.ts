@@ -7,6 +7,7 @@ import { recordJobProgress } from '../../db/jobs';
 import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
 import { accessibilityViolations } from '../support/axe';
 import { apiClient } from '../support/http';
+import { insertPricedSample } from '../support/predictions';
 import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
@@ -194,6 +195,36 @@ test("the details read as words: mpp to four digits (exact in its tooltip), the 
     await api('PATCH', `/samples/${sampleId}/expiration`, { useOrgDefault: true });
     await api('PATCH', `/samples/${sampleId}`, { mpp: before.json.mpp });
   }
+});
+
+test('a slide without a scale: Predict says where to set one, and the note goes once it is saved', async () => {
+  const unscaled = await insertPricedSample(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    createdBy: stack.tenant.userId,
+    patchCount: 10,
+    mpp: null,
+  });
+  try {
+    await page.goto(at(`/samples/${unscaled}`));
+    const note = page.locator('#scale-needed');
+    await note.waitFor();
+    await note.getByRole('link', { name: 'Microns per pixel' }).click();
+    await expect(page.evaluate<string>('document.activeElement.id')).resolves.toBe('mpp');
+    await shoot('sample-unscaled');
+    await page.keyboard.type('0.5');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByText('Saved.').waitFor();
+    await note.waitFor({ state: 'detached' });
+    const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${unscaled}`);
+    expect(detail.json.mpp).toBe(0.5);
+  } finally {
+    // It has no H&E, which the list and the pages after this one would try to draw.
+    await stack.sql`DELETE FROM samples WHERE id = ${unscaled}`;
+  }
+  // A slide with a scale has no such note.
+  await page.goto(at(`/samples/${sampleId}`));
+  await page.locator('fieldset.markers').waitFor();
+  await expect(page.locator('#scale-needed').count()).resolves.toBe(0);
 });
 
 test('the sample page prices a prediction, submits it, follows its stream and cancels it', async () => {

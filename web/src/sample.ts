@@ -222,6 +222,22 @@ function trashControls(sps: SpsClient, sample: Sample, reload: () => void): HTML
   );
 }
 
+/** Said where a slide has no scale (its file gave none): pricing needs one, so say where to set it. */
+function scaleNeeded(): HTMLElement {
+  const edit = h('a', { href: '#mpp' }, 'Microns per pixel');
+  edit.addEventListener('click', (event) => {
+    event.preventDefault();
+    document.getElementById('mpp')?.focus();
+  });
+  return h(
+    'p',
+    { id: 'scale-needed', class: 'note' },
+    'This slide has no scale, which pricing, prediction and segmentation need: set ',
+    edit,
+    ' under Edit.',
+  );
+}
+
 /** Markers from `/markers`, the dry-run price and balance, submit, then the job's live stream. */
 async function predictPanel(
   sps: SpsClient,
@@ -239,6 +255,7 @@ async function predictPanel(
     panel.append(h('p', {}, 'Prediction needs a ready sample.'));
     return panel;
   }
+  if (sample.mpp === null) panel.append(scaleNeeded());
   const catalog = await sps.markers.list();
   const status = h('p', { role: 'alert', hidden: true, class: 'field-error' });
   const price = h('p', { id: 'price', role: 'status' });
@@ -378,6 +395,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'edit-title' }, 'Edit'),
         editForm(sps, sample, definitions, (updated) => {
           paint(updated);
+          if (updated.mpp !== null) document.getElementById('scale-needed')?.remove();
           main().querySelector('h1')!.textContent = updated.name ?? updated.filename;
         }),
       ),
