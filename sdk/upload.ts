@@ -137,8 +137,10 @@ export async function uploadSource(
     try {
       outcome = await ask(session.uploadUrl);
     } catch (err) {
-      // An expired or unknown session, or a failed upload: this run starts over.
-      if (!isSpsError(err) || !['forbidden', 'not_found', 'invalid_request'].includes(err.code)) throw err;
+      // An expired or unknown session (the URL is its own credential: 401 speaks of it, not of
+      // the client's), or a failed upload: this run starts over.
+      const over = ['unauthorized', 'forbidden', 'not_found', 'invalid_request'];
+      if (!isSpsError(err) || !over.includes(err.code)) throw err;
       session = await newSession();
       outcome = await ask(session.uploadUrl);
     }

@@ -17,6 +17,7 @@ import {
   waitForJob,
 } from '../../sdk';
 import { fileSource } from '../../sdk/node';
+import { signToken } from '../../storage';
 import { insertSampleWithResults, publish } from '../support/public-samples';
 import { defaultTestSettings, startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
@@ -106,6 +107,43 @@ test('an upload interrupted after two chunks resumes from the server Range, then
   expect((await client.uploads.complete(sampleId)).widthPx).toBeGreaterThan(0);
   expect((await client.uploads.list({ limit: 10 })).uploads.map((u) => u.id)).toContain(sampleId);
 }, 180_000);
+
+test('a rerun given a session whose URL has expired starts a new upload, and it lands whole', async () => {
+  const source = await fileSource(path.join(SHARED_WSI, 'OS-1-detail.ome.tif'));
+  const abandoned = await client.uploads.create({
+    filename: source.name,
+    fileSize: source.size,
+    contentType: 'application/octet-stream',
+  });
+  const expiredToken = signToken(stack.signingSecret, {
+    scope: 'upload',
+    subject: abandoned.id,
+    expiresAt: new Date(Date.now() - 1000),
+  });
+  const expired = {
+    uploadId: abandoned.id,
+    uploadUrl: `${stack.baseUrl}/api/v1/upload-sessions/${abandoned.id}?token=${expiredToken}`,
+  };
+  const probe = await fetch(expired.uploadUrl, {
+    method: 'PUT',
+    headers: { 'content-range': `bytes */${source.size}` },
+  });
+  expect({ status: probe.status, error: ((await probe.json()) as { error: string }).error }).toEqual({
+    status: 401,
+    error: 'unauthorized',
+  });
+  const sessions: string[] = [];
+  const upload = await uploadSource(client, source, {
+    resume: expired,
+    autoSegment: false,
+    onSession: (session) => {
+      sessions.push(session.uploadId);
+    },
+  });
+  expect(sessions).toHaveLength(1);
+  expect(sessions[0]).not.toBe(abandoned.id);
+  expect(upload).toMatchObject({ id: sessions[0], uploadedBytes: String(source.size) });
+});
 
 test('waitForIngest answers a file that is no slide as failed, with the reason', async () => {
   const notes = blobSource(new Blob([randomBytes(64 * 1024)]), 'notes.svs');
