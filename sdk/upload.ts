@@ -152,25 +152,37 @@ export async function uploadSource(
   const report = (sentBytes: number) => options.onProgress?.({ sentBytes, totalBytes: total, resumedFrom });
   report(resumedFrom);
 
+  // Failed requests since the last chunk stored: a chunk, or the questions after it.
   let failures = 0;
+  let lost = false;
   const maxAttempts = options.maxAttempts ?? 5;
   while (!outcome.done) {
     const offset = outcome.storedBytes;
     const length = Math.min(chunkBytes, total - offset);
     try {
-      outcome = await put(session.uploadUrl, `bytes ${offset}-${offset + length - 1}/${total}`, length, () =>
-        source.slice(offset, length),
-      );
-      failures = 0;
+      if (lost) {
+        // After a failed chunk, how far the service got: the same failures may hit this too.
+        outcome = await ask(session.uploadUrl);
+        lost = false;
+      } else {
+        outcome = await put(
+          session.uploadUrl,
+          `bytes ${offset}-${offset + length - 1}/${total}`,
+          length,
+          () => source.slice(offset, length),
+        );
+        failures = 0;
+      }
     } catch (err) {
-      if (isSpsError(err, 'payload_too_large') && chunkBytes > UPLOAD_GRANULE) {
+      if (!lost && isSpsError(err, 'payload_too_large') && chunkBytes > UPLOAD_GRANULE) {
         chunkBytes = Math.max(UPLOAD_GRANULE, Math.floor(chunkBytes / 2 / UPLOAD_GRANULE) * UPLOAD_GRANULE);
         continue;
       }
       const transient = isSpsError(err, 'network') || (isSpsError(err) && (err.status ?? 0) >= 500);
       if (!transient || ++failures >= maxAttempts || signal?.aborted) throw err;
       await sleep(500 * 2 ** failures, signal);
-      outcome = await ask(session.uploadUrl);
+      lost = true;
+      continue;
     }
     report(outcome.done ? total : outcome.storedBytes);
   }
