@@ -65,6 +65,10 @@ export interface UploadOptions {
 
 type Outcome = { done: true; upload: Upload } | { done: false; storedBytes: number };
 
+/** No answer, or the service's own failure: worth asking again after a pause. */
+const isTransient = (err: unknown) =>
+  isSpsError(err, 'network') || (isSpsError(err) && (err.status ?? 0) >= 500);
+
 /** `Range: bytes=0-LAST` of a 308; none means nothing is stored. */
 function storedBytesOf(response: Response): number {
   const match = /^bytes=0-(\d+)$/.exec(response.headers.get('range') ?? '');
@@ -178,8 +182,7 @@ export async function uploadSource(
         chunkBytes = Math.max(UPLOAD_GRANULE, Math.floor(chunkBytes / 2 / UPLOAD_GRANULE) * UPLOAD_GRANULE);
         continue;
       }
-      const transient = isSpsError(err, 'network') || (isSpsError(err) && (err.status ?? 0) >= 500);
-      if (!transient || ++failures >= maxAttempts || signal?.aborted) throw err;
+      if (!isTransient(err) || ++failures >= maxAttempts || signal?.aborted) throw err;
       await sleep(500 * 2 ** failures, signal);
       lost = true;
       continue;
@@ -195,22 +198,39 @@ export interface IngestWaitOptions {
   intervalMs?: number;
   /** Each answer, as ingest moves (a status line). */
   onUpload?: (upload: Upload) => void;
+  /**
+   * Consecutive looks that get no answer or a 5xx tolerated, each after twice the pause before
+   * (default 5: about two minutes at the default interval, an API restart's worth).
+   */
+  maxFailures?: number;
 }
 
 /**
  * Polls the upload until ingest stops (there is no stream of it): `ready`, or a failure whose
- * `statusMessage` says why, in the service's words.
+ * `statusMessage` says why, in the service's words. A look that gets no answer is tried again,
+ * so an API restart during a long ingest does not end the wait; a refusal does.
  */
 export async function waitForIngest(
   client: SpsClient,
   uploadId: string,
   options: IngestWaitOptions = {},
 ): Promise<Upload> {
+  const intervalMs = options.intervalMs ?? 2000;
+  let failures = 0;
   for (;;) {
-    const upload = await client.uploads.get(uploadId, { signal: options.signal });
+    let upload: Upload;
+    try {
+      upload = await client.uploads.get(uploadId, { signal: options.signal });
+      failures = 0;
+    } catch (err) {
+      const tolerated = options.maxFailures ?? 5;
+      if (!isTransient(err) || ++failures > tolerated || options.signal?.aborted) throw err;
+      await sleep(intervalMs * 2 ** failures, options.signal);
+      continue;
+    }
     options.onUpload?.(upload);
     if (settledSampleStatuses.has(upload.status)) return upload;
-    await sleep(options.intervalMs ?? 2000, options.signal);
+    await sleep(intervalMs, options.signal);
   }
 }
 

@@ -109,7 +109,8 @@ test('an upload interrupted after two chunks resumes from the server Range, then
 }, 180_000);
 
 test('an upload rides out a network that drops a chunk and the question after it', async () => {
-  const source = await fileSource(SLIDE);
+  // Not SLIDE: the list test below expects one sample of that name.
+  const source = await fileSource(path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'));
   let puts = 0;
   const dropped: string[] = [];
   // The third PUT (a chunk) and the one after it (asking how far it got) never reach the service.
@@ -165,6 +166,28 @@ test('a rerun given a session whose URL has expired starts a new upload, and it 
   expect(sessions).toHaveLength(1);
   expect(sessions[0]).not.toBe(abandoned.id);
   expect(upload).toMatchObject({ id: sessions[0], uploadedBytes: String(source.size) });
+});
+
+test('waitForIngest looks again after looks that got no answer, and stops at a refusal', async () => {
+  let looks = 0;
+  const flaky: typeof fetch = async (input, init) => {
+    if (String(input).endsWith(`/uploads/${smallId}`) && ++looks <= 2) throw new TypeError('fetch failed');
+    return fetch(input, init);
+  };
+  const flakyClient = createClient({ baseUrl: stack.baseUrl, apiKey: stack.tenant.apiKey, fetch: flaky });
+  const ready = await waitForIngest(flakyClient, smallId, { intervalMs: 20 });
+  expect({ looks, status: ready.status }).toEqual({ looks: 3, status: 'ready' });
+  await expect(
+    waitForIngest(flakyClient, '00000000-0000-4000-8000-000000000000', { intervalMs: 20 }),
+  ).rejects.toMatchObject({ code: 'not_found' });
+  // Past the failures it tolerates, the last one is the answer.
+  const down: typeof fetch = async () => {
+    throw new TypeError('fetch failed');
+  };
+  const offline = createClient({ baseUrl: stack.baseUrl, apiKey: stack.tenant.apiKey, fetch: down });
+  await expect(waitForIngest(offline, smallId, { intervalMs: 5, maxFailures: 2 })).rejects.toMatchObject({
+    code: 'network',
+  });
 });
 
 test('waitForIngest answers a file that is no slide as failed, with the reason', async () => {
