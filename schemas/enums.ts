@@ -18,6 +18,11 @@ export const failedSampleStatuses: ReadonlySet<SampleStatus> = new Set([
   'deid_failed',
   'preprocess_failed',
 ]);
+/**
+ * Every byte of the upload is in and the sample is being prepared: a prediction may be
+ * submitted already (DECISIONS.md, Submitting before the sample is ready).
+ */
+export const preparingSampleStatuses: ReadonlySet<SampleStatus> = new Set(['deid_running', 'preprocessing']);
 /** Where ingest stops: ready, or one of its failures. */
 export const settledSampleStatuses: ReadonlySet<SampleStatus> = new Set(['ready', ...failedSampleStatuses]);
 

@@ -11,7 +11,7 @@ import {
 } from '../../db/jobs';
 import { findOrganization } from '../../db/organizations';
 import { CURRENT_MODEL, creditGridPositions, type MarkerChannel, modelRegistry } from '../../models/registry';
-import type { SampleStatus } from '../../schemas/enums';
+import { preparingSampleStatuses } from '../../schemas/enums';
 import type { PredictionDryRun, PredictionSubmitted, PredictRequest } from '../../schemas/jobs';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
@@ -80,9 +80,6 @@ function checkMarkers(markers: string[], channels: readonly MarkerChannel[], ent
   }
 }
 
-/** Every byte of the upload is in but the sample is still being prepared: submission may go ahead. */
-const PREPARING: ReadonlySet<SampleStatus> = new Set<SampleStatus>(['deid_running', 'preprocessing']);
-
 /** What a job on a sample costs per marker, at which mpp, and whether that is an upper bound. */
 interface Price {
   patchCount: number;
@@ -127,7 +124,7 @@ function priceOf(sample: PricingSample | undefined, options: { beforeReady: bool
   if (!sample) throw notFound('sample');
   if (sample.trashed) throw new AppError('sample_not_ready', 'the sample is in Trash: restore it first');
   if (sample.status === 'ready') return exactPrice(sample);
-  if (!options.beforeReady || !PREPARING.has(sample.status)) {
+  if (!options.beforeReady || !preparingSampleStatuses.has(sample.status)) {
     const need = options.beforeReady ? 'every byte of the upload' : 'a ready sample (the exact price)';
     throw new AppError('sample_not_ready', `the sample is ${sample.status}; this needs ${need}`);
   }

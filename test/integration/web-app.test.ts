@@ -227,6 +227,38 @@ test('a slide without a scale: Predict says where to set one, and the note goes 
   await expect(page.locator('#scale-needed').count()).resolves.toBe(0);
 });
 
+test('a sample still being prepared takes a prediction: no price yet, the job reserves, waits and cancels', async () => {
+  await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
+  const preparing = await insertPricedSample(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    createdBy: stack.tenant.userId,
+    patchCount: null,
+    mpp: 0.5,
+    status: 'preprocessing',
+  });
+  try {
+    await page.goto(at(`/samples/${preparing}`));
+    await page.locator('#prepared-first').waitFor();
+    // A dry run needs the exact price, which only a ready sample has.
+    await expect(page.getByRole('button', { name: 'Price' }).count()).resolves.toBe(0);
+    await page.locator('fieldset.markers input[type="checkbox"]').first().check();
+    await page.getByRole('button', { name: 'Submit prediction' }).click();
+    await page
+      .locator('#job-state', { hasText: 'credits reserved' })
+      .or(page.locator('#job-state .badge'))
+      .waitFor();
+    await shoot('sample-preparing-predicting');
+    const [job] = await stack.sql<{ id: string; status: string; reservedCredits: string }[]>`
+      SELECT id, status, reserved_credits AS "reservedCredits" FROM jobs WHERE sample_id = ${preparing}`;
+    expect(Number(job!.reservedCredits)).toBeGreaterThan(0);
+    await page.getByRole('button', { name: 'Cancel job' }).click();
+    await page.locator('#jobs .badge-cancelled').waitFor({ timeout: 60_000 });
+  } finally {
+    // It has no H&E, which the list and the pages after this one would try to draw.
+    await stack.sql`DELETE FROM samples WHERE id = ${preparing}`;
+  }
+}, 120_000);
+
 test('the sample page prices a prediction, submits it, follows its stream and cancels it', async () => {
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });
   await page.goto(at(`/samples/${sampleId}`));

@@ -1,4 +1,5 @@
 import './account';
+import { preparingSampleStatuses } from '../../schemas/enums';
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
 import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
@@ -251,11 +252,21 @@ async function predictPanel(
     { 'aria-labelledby': 'predict-title' },
     h('h2', { id: 'predict-title' }, 'Predict'),
   );
-  if (sample.status !== 'ready') {
-    panel.append(h('p', {}, 'Prediction needs a ready sample.'));
+  // A prediction may go in once every byte is: it then waits for the sample (DECISIONS.md).
+  const early = preparingSampleStatuses.has(sample.status);
+  if (sample.status !== 'ready' && !early) {
+    panel.append(h('p', {}, 'Prediction needs every byte of the upload, and a sample that did not fail.'));
     return panel;
   }
   if (sample.mpp === null) panel.append(scaleNeeded());
+  if (early)
+    panel.append(
+      h(
+        'p',
+        { id: 'prepared-first', class: 'note' },
+        'The sample is still being prepared, so there is no exact price yet. A job submitted now reserves an upper bound, settles to the exact price once the tissue is found, and runs when the sample is ready.',
+      ),
+    );
   const catalog = await sps.markers.list();
   const status = h('p', { role: 'alert', hidden: true, class: 'field-error' });
   const price = h('p', { id: 'price', role: 'status' });
@@ -318,17 +329,20 @@ async function predictPanel(
     h(
       'div',
       { class: 'actions' },
-      h(
-        'button',
-        {
-          type: 'button',
-          onclick: guarded(async () => {
-            const estimate = await sps.predictions.estimate({ uploadId: sample.id, markers: chosen() });
-            price.textContent = `${estimate.estimatedCredits} credits for ${estimate.patchCount} patches × ${estimate.markerCount} markers; balance ${estimate.orgBalance} (${estimate.orgPending} pending).`;
-          }),
-        },
-        'Price',
-      ),
+      // A dry run prices exactly, which only a ready sample can be.
+      early
+        ? null
+        : h(
+            'button',
+            {
+              type: 'button',
+              onclick: guarded(async () => {
+                const estimate = await sps.predictions.estimate({ uploadId: sample.id, markers: chosen() });
+                price.textContent = `${estimate.estimatedCredits} credits for ${estimate.patchCount} patches × ${estimate.markerCount} markers; balance ${estimate.orgBalance} (${estimate.orgPending} pending).`;
+              }),
+            },
+            'Price',
+          ),
       h(
         'button',
         {
