@@ -178,7 +178,7 @@ export async function uploadSource(
         failures = 0;
       }
     } catch (err) {
-      if (!lost && isSpsError(err, 'payload_too_large') && chunkBytes > UPLOAD_GRANULE) {
+      if (isSpsError(err, 'payload_too_large') && chunkBytes > UPLOAD_GRANULE) {
         chunkBytes = Math.max(UPLOAD_GRANULE, Math.floor(chunkBytes / 2 / UPLOAD_GRANULE) * UPLOAD_GRANULE);
         continue;
       }

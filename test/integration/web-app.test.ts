@@ -124,6 +124,7 @@ test('a file that is no slide ends failed, and the upload and sample pages say w
   await upload.getByRole('link', { name: 'Open sample' }).click();
   const why = page.locator('dt', { hasText: 'Why it failed' }).locator('+ dd');
   await expect(why.textContent()).resolves.toMatch(/^the file is not a whole-slide image this service reads/);
+  await page.getByText('This sample could not be prepared (Details says why)').waitFor();
   await shoot('sample-failed');
 });
 

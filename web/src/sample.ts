@@ -1,5 +1,5 @@
 import './account';
-import { preparingSampleStatuses } from '../../schemas/enums';
+import { failedSampleStatuses, preparingSampleStatuses } from '../../schemas/enums';
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
 import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
@@ -255,7 +255,10 @@ async function predictPanel(
   // A prediction may go in once every byte is: it then waits for the sample (DECISIONS.md).
   const early = preparingSampleStatuses.has(sample.status);
   if (sample.status !== 'ready' && !early) {
-    panel.append(h('p', {}, 'Prediction needs every byte of the upload, and a sample that did not fail.'));
+    const why = failedSampleStatuses.has(sample.status)
+      ? 'This sample could not be prepared (Details says why), so it cannot be predicted.'
+      : 'A prediction can be submitted once every byte of the upload is in.';
+    panel.append(h('p', {}, why));
     return panel;
   }
   if (sample.mpp === null) panel.append(scaleNeeded());
