@@ -35,10 +35,14 @@ export async function main(argv: string[]): Promise<number> {
   registerResults(program, context);
   registerDownload(program, context);
   for (const command of program.commands) command.exitOverride();
+  let ran: string | undefined;
+  program.hook('preAction', (_program, action) => {
+    ran = action.name();
+  });
 
   const json = argv.includes('--json');
   const fail = (code: string, message: string, exitCode: number, extra: object = {}) => {
-    const hint = nextStepAfter(code);
+    const hint = nextStepAfter(code, ran);
     process.stderr.write(
       json
         ? `${JSON.stringify({ error: code, message, ...extra })}\n`

@@ -90,7 +90,7 @@ test('login checks the key and saves it readable by its owner only', async () =>
   const refused = await sps('--base-url', stack.baseUrl, 'login', '--api-key', 'sps_wrong');
   expect(refused.code).toBe(4);
   expect(refused.stderr).toContain('unauthorized');
-  expect(refused.stderr).toContain('hint: check the API key: `sps login` saves one');
+  expect(refused.stderr).toContain('hint: the service refused this key: paste it whole');
   const run = await sps('--base-url', stack.baseUrl, '--json', 'login', '--api-key', stack.tenant.apiKey);
   const { config } = json(run);
   expect((await stat(config)).mode & 0o777).toBe(0o600);
@@ -98,6 +98,10 @@ test('login checks the key and saves it readable by its owner only', async () =>
     baseUrl: stack.baseUrl,
     apiKey: stack.tenant.apiKey,
   });
+  // Elsewhere a refused key is one the login saved or SPS_API_KEY overrides it with.
+  const overridden = await finished(start(['samples', 'ls'], { SPS_API_KEY: 'sps_wrong' }));
+  expect(overridden.code).toBe(4);
+  expect(overridden.stderr).toContain('hint: check the API key: `sps login` saves one, SPS_API_KEY overrides it');
 });
 
 test('an upload killed halfway (SIGKILL) is resumed by a rerun, not started over', async () => {
