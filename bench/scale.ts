@@ -273,7 +273,7 @@ function printTimeline(runs: ActivityRun[]): void {
 function printProfile(runs: ActivityRun[]): void {
   const byLabel = new Map<
     string,
-    { count: number; first: number; last: number; wait: number; run: number; workers: Set<string> }
+    { count: number; first: number; last: number; wait: number; run: number; workers: Map<string, number> }
   >();
   for (const run of runs) {
     const label = run.label.replace(/ band \d+$/, '');
@@ -283,10 +283,11 @@ function printProfile(runs: ActivityRun[]): void {
       last: run.closed,
       wait: 0,
       run: 0,
-      workers: new Set<string>(),
+      workers: new Map<string, number>(),
     };
     row.count += 1;
-    row.workers.add(run.worker ?? '?');
+    const worker = run.worker ?? '?';
+    row.workers.set(worker, (row.workers.get(worker) ?? 0) + 1);
     row.first = Math.min(row.first, run.scheduled);
     row.last = Math.max(row.last, run.closed);
     row.wait += run.started - run.scheduled;
@@ -294,10 +295,16 @@ function printProfile(runs: ActivityRun[]): void {
     byLabel.set(label, row);
   }
   const seconds = (ms: number, width: number) => (ms / 1000).toFixed(1).padStart(width);
+  // `worker 3` ran two of them: `3x2`.
+  const ranBy = (workers: Map<string, number>) =>
+    [...workers]
+      .sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }))
+      .map(([worker, count]) => `${worker.replace(/^worker /, '')}${count > 1 ? `x${count}` : ''}`)
+      .join(' ');
   console.log('  activity, count, from s, to s, waited s, ran s (summed), workers that ran them');
   for (const [label, row] of byLabel)
     console.log(
-      `  ${label.padEnd(28)} ${String(row.count).padStart(4)} ${seconds(row.first, 7)} ${seconds(row.last, 7)} ${seconds(row.wait, 7)} ${seconds(row.run, 7)} ${String(row.workers.size).padStart(4)}`,
+      `  ${label.padEnd(28)} ${String(row.count).padStart(4)} ${seconds(row.first, 7)} ${seconds(row.last, 7)} ${seconds(row.wait, 7)} ${seconds(row.run, 7)}    ${ranBy(row.workers)}`,
     );
 }
 
