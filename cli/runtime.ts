@@ -14,7 +14,14 @@ import {
   ScheduleOverlapPolicy,
   WorkflowNotFoundError,
 } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkerOptions,
+} from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { createApp } from '../api/app';
@@ -34,6 +41,7 @@ import {
 } from '../schemas/temporal';
 import { createObjectStore, type ObjectStore } from '../storage';
 import { type Config, WORKER_SLOT_DEFAULTS } from './config';
+import { spreadingSlots } from './spread-slots';
 
 export function createLogger(config: Pick<Config, 'logLevel'>, name: string): Logger {
   return pino({ name, level: config.logLevel });
@@ -73,6 +81,28 @@ export async function loadWorkflowBundle(prebuiltPath?: string): Promise<{ code:
     workflowsPath: require.resolve('../workflows'),
     logger: new DefaultLogger('WARN'),
   });
+}
+
+/** How long a task a worker started keeps its next slot closed (spreadingSlots). */
+const SLOT_SETTLE_MS = 250;
+
+/**
+ * The slots of one queue's worker. The compute and inference queues' tasks are long (regions,
+ * bands) and are handed out to idle workers first (spreadingSlots, one poll at a time); the io
+ * queue's are short and many, taken as fast as they come.
+ */
+function slotOptions(kind: TaskQueueKind, slots: number): Partial<WorkerOptions> {
+  if (kind === 'io') return { maxConcurrentActivityTaskExecutions: slots };
+  return {
+    maxConcurrentActivityTaskPolls: 1,
+    tuner: {
+      activityTaskSlotSupplier: spreadingSlots(slots, SLOT_SETTLE_MS),
+      // An activity-only worker polls no workflow tasks; the SDK still wants their suppliers.
+      workflowTaskSlotSupplier: { type: 'fixed-size', numSlots: 1 },
+      localActivityTaskSlotSupplier: { type: 'fixed-size', numSlots: 1 },
+      nexusTaskSlotSupplier: { type: 'fixed-size', numSlots: 1 },
+    },
+  };
 }
 
 let temporalRuntimeInstalled = false;
@@ -316,7 +346,7 @@ export async function startWorkers(options: {
         taskQueue: taskQueueName(options.taskQueuePrefix, kind),
         ...(kind === 'io' ? { workflowBundle: options.workflowBundle } : {}),
         activities,
-        maxConcurrentActivityTaskExecutions: slots[kind],
+        ...slotOptions(kind, slots[kind]),
         // Cancels reach an activity with a heartbeat's answer, and a retry resumes from the last
         // heartbeat that reached the server: send them often (the SDK's default waits up to 60 s).
         defaultHeartbeatThrottleInterval: Math.min(1000, options.maxHeartbeatThrottleMs ?? 5000),

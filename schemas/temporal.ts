@@ -142,3 +142,14 @@ export interface TilesReport {
   tilesDone: number;
   tiles: number;
 }
+
+/**
+ * What the service asks of its Temporal server's dynamic configuration: one partition a task
+ * queue. A worker opens its next compute or inference slot only a moment after taking a task
+ * (cli/spread-slots.ts); with several partitions a poll opened then can wait seconds for a task
+ * queued in another. These queues carry a few tasks a second, far below one partition's limit.
+ */
+export const temporalDynamicConfig = {
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+} as const;

@@ -5,8 +5,10 @@ import { mkdtemp } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { writeSyntheticSvs } from '../../bench/synthetic-svs';
 import { freePort } from '../../cli/ports';
+import type { PyramidRegion } from '../../compute/pyramid';
 import { workflowIds } from '../../schemas/temporal';
 import { ensureBucket } from '../../storage';
 import { type ComposeProcess, composeProcesses } from '../support/compose';
@@ -234,6 +236,28 @@ async function killWhileRunning(workflowId: string, activity: string): Promise<P
   return worker;
 }
 
+/** The workers that ran the regions of the first stage of a sample's pyramid (rows of level 0). */
+async function firstStageWorkers(sampleId: string): Promise<string[]> {
+  const events =
+    (await temporal.workflow.getHandle(workflowIds.ingest(sampleId)).fetchHistory()).events ?? [];
+  const firstStage = events.filter((event) => {
+    const attributes = event.activityTaskScheduledEventAttributes;
+    if (attributes?.activityType?.name !== 'buildHePyramidRegion') return false;
+    const input = attributes.input?.payloads?.[0];
+    return (
+      input && defaultPayloadConverter.fromPayload<{ region: PyramidRegion }>(input).region.leafLevel === 0
+    );
+  });
+  expect(firstStage).toHaveLength(2);
+  const workers = firstStage.map((scheduled) => {
+    const started = events.find(
+      (e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === Number(scheduled.eventId),
+    );
+    return started?.activityTaskStartedEventAttributes?.identity ?? '';
+  });
+  return [...new Set(workers)];
+}
+
 test(
   'two APIs, three workers: every kind of job runs, a killed worker is taken over, streams follow both APIs',
   async () => {
@@ -246,6 +270,18 @@ test(
       width: 6000,
       height: 6000,
     });
+    // Two pyramid regions of one stage, handed out together, go one to each compute worker.
+    const tall = path.join(scratch, 'cluster-8192x16384.svs');
+    await writeSyntheticSvs({
+      source: path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'),
+      out: tall,
+      width: 8192,
+      height: 16384,
+    });
+    const tallId = (await uploadFile(a, tall)).id;
+    await readySample(b, tallId);
+    expect(await firstStageWorkers(tallId)).toHaveLength(2);
+
     // Uploaded through one API, read through the other.
     const small = (await uploadFile(a, path.join(SHARED_WSI, 'OS-1-detail.ome.tif'))).id;
     const big = (await uploadFile(b, large)).id;

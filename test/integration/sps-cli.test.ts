@@ -101,7 +101,9 @@ test('login checks the key and saves it readable by its owner only', async () =>
   // Elsewhere a refused key is one the login saved or SPS_API_KEY overrides it with.
   const overridden = await finished(start(['samples', 'ls'], { SPS_API_KEY: 'sps_wrong' }));
   expect(overridden.code).toBe(4);
-  expect(overridden.stderr).toContain('hint: check the API key: `sps login` saves one, SPS_API_KEY overrides it');
+  expect(overridden.stderr).toContain(
+    'hint: check the API key: `sps login` saves one, SPS_API_KEY overrides it',
+  );
 });
 
 test('an upload killed halfway (SIGKILL) is resumed by a rerun, not started over', async () => {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { configVariables, loadConfig, requireProductionConfig } from '../../../cli/config';
+import { temporalDynamicConfig } from '../../../schemas/temporal';
 
 /**
  * No container engine runs here, so this does what `docker compose config` would: resolve
@@ -71,4 +72,25 @@ test.each(['api', 'worker', 'migrate'])('%s: its environment is a valid producti
   expect(config.storage).toMatchObject({ backend: 's3', bucket: 'slides', endpoint: 'http://minio:9000' });
   expect(config.database.url).toBe('postgres://sps:pg-secret@postgres:5432/sps');
   expect(service.command?.[1]).toMatch(new RegExp(`^dist/cli/${name}\\.js$`));
+});
+
+test('the Temporal server gets the dynamic configuration the dev server is started with', () => {
+  const compose = parse(interpolate(readFileSync(path.join(root, 'docker-compose.yml'), 'utf8'), deployEnv), {
+    merge: true,
+  }) as {
+    services: Record<
+      string,
+      { environment?: Record<string, string>; configs?: { source: string; target: string }[] }
+    >;
+    configs: Record<string, { content: string }>;
+  };
+  const temporal = compose.services.temporal!;
+  const [mounted] = temporal.configs ?? [];
+  expect(mounted?.target).toBe(`/etc/temporal/${temporal.environment?.DYNAMIC_CONFIG_FILE_PATH}`);
+  const settings = parse(compose.configs[mounted!.source]!.content) as Record<string, { value: unknown }[]>;
+  expect(
+    Object.fromEntries(Object.entries(settings).map(([name, values]) => [name, values.map((v) => v.value)])),
+  ).toEqual(
+    Object.fromEntries(Object.entries(temporalDynamicConfig).map(([name, value]) => [name, [value]])),
+  );
 });
