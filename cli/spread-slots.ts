@@ -1,12 +1,12 @@
 import type { ActivitySlotInfo, CustomSlotSupplier, SlotPermit } from '@temporalio/worker';
 
 /**
- * Activity slots that open one after another: while a task this worker started less than
- * `settleMs` ago runs, its next slot stays closed (and so does its poll). Temporal answers a
- * waiting poll of whichever worker it likes, so a job's regions or bands handed out together
+ * Activity slots that open one after another: at most one is open unused (the SDK reserves a
+ * slot before each poll, and ahead of the next), and while a task this worker started less than
+ * `settleMs` ago runs, its next slot stays closed, and so does its next poll. Temporal answers
+ * a waiting poll of whichever worker it likes, so a job's regions or bands handed out together
  * would otherwise often go two to a worker while another worker stood idle; now an idle worker,
- * whose poll is open, takes the second. The worker must poll one task at a time
- * (`maxConcurrentActivityTaskPolls: 1`), else a second poll opened beforehand takes it anyway.
+ * whose poll is open, takes the second.
  */
 export function spreadingSlots(
   slots: number,
@@ -22,7 +22,6 @@ export function spreadingSlots(
   };
   /** Milliseconds until a slot may open: 0 now, Infinity until one is released. */
   const wait = () => {
-    // The SDK reserves a slot ahead of its next poll; one open slot at a time is that poll's.
     if (reserved >= slots || reserved > running) return Number.POSITIVE_INFINITY;
     return running === 0 ? 0 : Math.max(0, lastStart + settleMs - now());
   };
