@@ -147,7 +147,7 @@ export interface TilesReport {
  * What the service asks of its Temporal server's dynamic configuration: one partition a task
  * queue. A worker opens its next compute or inference slot only a moment after taking a task
  * (cli/spread-slots.ts); with several partitions a poll opened then can wait seconds for a task
- * queued in another. These queues carry a few tasks a second, far below one partition's limit.
+ * queued in another. Partitions are for queues of high throughput; these carry a few a second.
  */
 export const temporalDynamicConfig = {
   'matching.numTaskqueueReadPartitions': 1,

@@ -236,6 +236,13 @@ async function killWhileRunning(workflowId: string, activity: string): Promise<P
   return worker;
 }
 
+/** A synthetic SVS of CMU-1-Small-Region's tiles repeated, in the scratch folder. */
+async function syntheticSlide(width: number, height: number): Promise<string> {
+  const out = path.join(scratch, `cluster-${width}x${height}.svs`);
+  await writeSyntheticSvs({ source: path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'), out, width, height });
+  return out;
+}
+
 /** The workers that ran the regions of the first stage of a sample's pyramid (rows of level 0). */
 async function firstStageWorkers(sampleId: string): Promise<string[]> {
   const events =
@@ -263,22 +270,9 @@ test(
   async () => {
     const [a, b] = calls;
     // A 6000 px synthetic SVS (CMU-1's tiles repeated) gives the prediction seconds to be killed in.
-    const large = path.join(scratch, 'cluster-6000.svs');
-    await writeSyntheticSvs({
-      source: path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'),
-      out: large,
-      width: 6000,
-      height: 6000,
-    });
+    const large = await syntheticSlide(6000, 6000);
     // Two pyramid regions of one stage, handed out together, go one to each compute worker.
-    const tall = path.join(scratch, 'cluster-8192x16384.svs');
-    await writeSyntheticSvs({
-      source: path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'),
-      out: tall,
-      width: 8192,
-      height: 16384,
-    });
-    const tallId = (await uploadFile(a, tall)).id;
+    const tallId = (await uploadFile(a, await syntheticSlide(8192, 16384))).id;
     await readySample(b, tallId);
     expect(await firstStageWorkers(tallId)).toHaveLength(2);
 
