@@ -8,11 +8,7 @@ import type { ActivitySlotInfo, CustomSlotSupplier, SlotPermit } from '@temporal
  * would otherwise often go two to a worker while another worker stood idle; now an idle worker,
  * whose poll is open, takes the second.
  */
-export function spreadingSlots(
-  slots: number,
-  settleMs: number,
-  now: () => number = Date.now,
-): CustomSlotSupplier<ActivitySlotInfo> {
+export function spreadingSlots(slots: number, settleMs: number): CustomSlotSupplier<ActivitySlotInfo> {
   let reserved = 0;
   let running = 0;
   let lastStart = Number.NEGATIVE_INFINITY;
@@ -23,7 +19,7 @@ export function spreadingSlots(
   /** Milliseconds until a slot may open: 0 now, Infinity until one is released. */
   const wait = () => {
     if (reserved >= slots || reserved > running) return Number.POSITIVE_INFINITY;
-    return running === 0 ? 0 : Math.max(0, lastStart + settleMs - now());
+    return running === 0 ? 0 : Math.max(0, lastStart + settleMs - Date.now());
   };
   const take = (): SlotPermit => {
     reserved += 1;
@@ -57,7 +53,7 @@ export function spreadingSlots(
     },
     markSlotUsed() {
       running += 1;
-      lastStart = now();
+      lastStart = Date.now();
       wake();
     },
     releaseSlot(context) {
