@@ -1,6 +1,7 @@
 import type * as Zarr from 'zarrita' with { 'resolution-mode': 'import' };
 import type { SpsClient } from './client';
 import { SpsError } from './errors';
+import { errorOf } from './transport';
 
 type ZarrModule = typeof Zarr;
 export type StoreArray = Zarr.Array<Zarr.DataType, Zarr.FetchStore>;
@@ -35,7 +36,16 @@ function multiscalesOf(attributes: Record<string, unknown>): Multiscale[] {
 async function openStore(url: string, headers: Record<string, string>): Promise<OmeZarrStore> {
   const zarr = await loadZarrita();
   // The service and signed links answer suffix ranges: a shard index is one request, not HEAD + GET.
-  const store = new zarr.FetchStore(url, { overrides: { headers }, useSuffixRequest: true });
+  const store = new zarr.FetchStore(url, {
+    overrides: { headers },
+    useSuffixRequest: true,
+    // zarrita keeps only the status of a refusal: the service's code and words go up instead.
+    fetch: async (request) => {
+      const response = await fetch(request);
+      if (response.ok || response.status === 404) return response;
+      throw await errorOf(response);
+    },
+  });
   const root = zarr.root(store);
   const group = await zarr.open.v3(root, { kind: 'group' });
   const attributes = group.attrs as Record<string, unknown>;

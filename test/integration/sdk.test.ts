@@ -322,7 +322,7 @@ test('predict: estimate, submit, a stream cut mid-way resumes with Last-Event-ID
   await expect(waitForJob(client, jobId)).resolves.toMatchObject({ status: 'completed' });
 }, 300_000);
 
-test('results: location, a store file, and the zarrita reader', async () => {
+test('results: location, a store file, the zarrita reader, and an altered link refused as SpsError', async () => {
   const location = await client.jobs.results(jobId);
   expect(location.resultUrl).toContain('zarr.json');
   const root = await (await client.jobs.resultFile(jobId, 'zarr.json')).json();
@@ -338,6 +338,7 @@ test('results: location, a store file, and the zarrita reader', async () => {
   expect(read).toMatchObject({ dtype: expect.any(String), finite: true });
   expect(read.shape).toHaveLength(3);
   expect(read.region).toEqual([1, 64, 64]);
+  expect(read.refused).toMatchObject({ name: 'SpsError', code: 'forbidden', status: 403 });
 }, 60_000);
 
 test('exports: request an OME-TIFF, then read its manifest until ready', async () => {

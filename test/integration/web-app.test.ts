@@ -198,7 +198,7 @@ test("the details read as words: mpp to four digits (exact in its tooltip), the 
   }
 });
 
-test('a slide without a scale: Predict says where to set one, and the note goes once it is saved', async () => {
+test('a slide without a scale: Predict and segmentation say where to set one, and start once it is saved', async () => {
   const unscaled = await insertPricedSample(stack.sql, {
     organizationId: stack.tenant.organizationId,
     createdBy: stack.tenant.userId,
@@ -207,15 +207,28 @@ test('a slide without a scale: Predict says where to set one, and the note goes 
   });
   try {
     await page.goto(at(`/samples/${unscaled}`));
-    const note = page.locator('#scale-needed');
-    await note.waitFor();
-    await note.getByRole('link', { name: 'Microns per pixel' }).click();
+    const notes = page.locator('.scale-needed');
+    const segmentation = page.getByRole('region', { name: 'Cell segmentation' });
+    const start = segmentation.getByRole('button', { name: 'Start segmentation' });
+    await page.locator('#segmentation-state .badge-not_started').waitFor();
+    await expect(notes.count()).resolves.toBe(2);
+    await expect(segmentation.locator('.scale-needed').textContent()).resolves.toContain(
+      'segmentation needs',
+    );
+    await expect(start.isVisible()).resolves.toBe(false);
+    await page
+      .getByRole('region', { name: 'Predict' })
+      .locator('.scale-needed')
+      .getByRole('link', { name: 'Microns per pixel' })
+      .click();
     await expect(page.evaluate<string>('document.activeElement.id')).resolves.toBe('mpp');
     await shoot('sample-unscaled');
     await page.keyboard.type('0.5');
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByText('Saved.').waitFor();
-    await note.waitFor({ state: 'detached' });
+    await notes.first().waitFor({ state: 'detached' });
+    await expect(notes.count()).resolves.toBe(0);
+    await start.waitFor();
     const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${unscaled}`);
     expect(detail.json.mpp).toBe(0.5);
   } finally {
@@ -225,7 +238,7 @@ test('a slide without a scale: Predict says where to set one, and the note goes 
   // A slide with a scale has no such note.
   await page.goto(at(`/samples/${sampleId}`));
   await page.locator('fieldset.markers').waitFor();
-  await expect(page.locator('#scale-needed').count()).resolves.toBe(0);
+  await expect(page.locator('.scale-needed').count()).resolves.toBe(0);
 });
 
 test('a sample still being prepared takes a prediction: no price yet, the job reserves, waits and cancels', async () => {

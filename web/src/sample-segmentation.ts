@@ -25,18 +25,28 @@ function describe(state: State): (Node | string)[] {
 
 /**
  * Segmentation of an owned ready sample: its state, a start (or retry) button while none is
- * running or done, and the state followed until it settles. Credit-free (contract).
+ * running or done, and the state followed until it settles. Credit-free (contract). A slide
+ * without a scale gets the button once `scaleSet` says one was saved (the service refuses it
+ * before with `mpp_required`).
  */
-export function segmentationSection(sps: SpsClient, sample: { id: string; status: string }): HTMLElement {
+export function segmentationSection(
+  sps: SpsClient,
+  sample: { id: string; status: string; mpp: number | null },
+  scaleNeeded: () => HTMLElement,
+): { section: HTMLElement; scaleSet(): void } {
   const state = h('p', { id: 'segmentation-state', role: 'status', class: 'section-state' }, 'Loading…');
   const error = h('p', { id: 'segmentation-error', role: 'alert', class: 'field-error', hidden: true });
   const start = h('button', { type: 'button', hidden: true }, 'Start segmentation');
+  const unscaled = sample.mpp === null ? scaleNeeded() : null;
+  let scaled = unscaled === null;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let last: State | undefined;
 
   const paint = (current: State) => {
+    last = current;
     state.replaceChildren(...describe(current));
     const startable = current.status === 'not_started' || current.retryable;
-    start.hidden = !startable || sample.status !== 'ready';
+    start.hidden = !startable || sample.status !== 'ready' || !scaled;
     start.textContent = current.status === 'not_started' ? 'Start segmentation' : 'Retry segmentation';
     clearTimeout(timer);
     // Followed until it settles, and through a cooldown until the retry button can be offered.
@@ -58,13 +68,19 @@ export function segmentationSection(sps: SpsClient, sample: { id: string; status
     }
   });
   void refresh();
-  return h(
+  const section = h(
     'section',
     { 'aria-labelledby': 'segmentation-title' },
     h('h2', { id: 'segmentation-title' }, 'Cell segmentation'),
-    sample.status === 'ready' ? null : h('p', {}, 'Segmentation needs a ready sample.'),
+    sample.status === 'ready' ? unscaled : h('p', {}, 'Segmentation needs a ready sample.'),
     state,
     h('div', { class: 'actions' }, start),
     error,
   );
+  const scaleSet = () => {
+    scaled = true;
+    unscaled?.remove();
+    if (last) paint(last);
+  };
+  return { section, scaleSet };
 }

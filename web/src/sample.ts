@@ -223,8 +223,8 @@ function trashControls(sps: SpsClient, sample: Sample, reload: () => void): HTML
   );
 }
 
-/** Said where a slide has no scale (its file gave none): pricing needs one, so say where to set it. */
-function scaleNeeded(): HTMLElement {
+/** Said where a slide has no scale (its file gave none): what needs one, and where to set it. */
+function scaleNeeded(needs: string): HTMLElement {
   const edit = h('a', { href: '#mpp' }, 'Microns per pixel');
   edit.addEventListener('click', (event) => {
     event.preventDefault();
@@ -232,8 +232,8 @@ function scaleNeeded(): HTMLElement {
   });
   return h(
     'p',
-    { id: 'scale-needed', class: 'note' },
-    'This slide has no scale, which pricing, prediction and segmentation need: set ',
+    { class: 'note scale-needed' },
+    `This slide has no scale, which ${needs}: set `,
     edit,
     ' under Edit.',
   );
@@ -261,7 +261,7 @@ async function predictPanel(
     panel.append(h('p', {}, why));
     return panel;
   }
-  if (sample.mpp === null) panel.append(scaleNeeded());
+  if (sample.mpp === null) panel.append(scaleNeeded('pricing and prediction need'));
   if (early)
     panel.append(
       h(
@@ -402,6 +402,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     const paintJobs = (current: Sample) =>
       jobs.replaceChildren(h('h2', { id: 'jobs-title' }, 'Job history'), jobHistory(current));
     paintJobs(sample);
+    const segmentation = segmentationSection(sps, sample, () => scaleNeeded('segmentation needs'));
     const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
     void import('./viewer').then(({ mountViewer }) => mountViewer(viewer, sps, sample));
     content.append(
@@ -412,7 +413,10 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'edit-title' }, 'Edit'),
         editForm(sps, sample, definitions, (updated) => {
           paint(updated);
-          if (updated.mpp !== null) document.getElementById('scale-needed')?.remove();
+          if (updated.mpp !== null) {
+            for (const note of main().querySelectorAll('.scale-needed')) note.remove();
+            segmentation.scaleSet();
+          }
           main().querySelector('h1')!.textContent = updated.name ?? updated.filename;
         }),
       ),
@@ -428,7 +432,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'expiration-title' }, 'Expiration'),
         sampleExpiration(sps, sample.id, reload),
       ),
-      segmentationSection(sps, sample),
+      segmentation.section,
       viewer,
       jobs,
       await predictPanel(
