@@ -1,6 +1,6 @@
 import type * as Zarr from 'zarrita' with { 'resolution-mode': 'import' };
 import type { SpsClient } from './client';
-import { SpsError } from './errors';
+import { isSpsError, SpsError } from './errors';
 import { errorOf } from './transport';
 
 type ZarrModule = typeof Zarr;
@@ -13,7 +13,7 @@ interface Multiscale {
 
 /** An OME-Zarr store of the service, opened with zarrita over HTTP. */
 export interface OmeZarrStore {
-  /** Where the store's keys resolve (a signed store link, or an authenticated files endpoint). */
+  /** Where the store's keys resolved when it was opened (a signed store link's root, or an authenticated files endpoint). */
   url: string;
   /** The root group's attributes (`ome`, and for results the top-level `multiscales`). */
   attributes: Record<string, unknown>;
@@ -33,19 +33,13 @@ function multiscalesOf(attributes: Record<string, unknown>): Multiscale[] {
   return ome?.multiscales ?? (attributes.multiscales as Multiscale[] | undefined) ?? [];
 }
 
-async function openStore(url: string, headers: Record<string, string>): Promise<OmeZarrStore> {
+/** How a store's reads reach the service: an answer that is a key's bytes or 404, else a throw. */
+type KeyFetch = (request: Request) => Promise<Response>;
+
+async function openStore(url: string, fetchKey: KeyFetch): Promise<OmeZarrStore> {
   const zarr = await loadZarrita();
   // The service and signed links answer suffix ranges: a shard index is one request, not HEAD + GET.
-  const store = new zarr.FetchStore(url, {
-    overrides: { headers },
-    useSuffixRequest: true,
-    // zarrita keeps only the status of a refusal: the service's code and words go up instead.
-    fetch: async (request) => {
-      const response = await fetch(request);
-      if (response.ok || response.status === 404) return response;
-      throw await errorOf(response);
-    },
-  });
+  const store = new zarr.FetchStore(url, { useSuffixRequest: true, fetch: fetchKey });
   const root = zarr.root(store);
   const group = await zarr.open.v3(root, { kind: 'group' });
   const attributes = group.attrs as Record<string, unknown>;
@@ -68,6 +62,64 @@ async function openStore(url: string, headers: Record<string, string>): Promise<
   };
 }
 
+/**
+ * Reads through the client's transport: the credential of the moment on every read (an OAuth
+ * token refreshed while a viewer stays open), its retries, and the service's refusals as
+ * `SpsError`. A 404 stays a missing key, as Zarr readers expect.
+ */
+function authenticatedFetch(client: SpsClient): KeyFetch {
+  return async (request) => {
+    try {
+      return await client.transport.send({
+        method: 'GET',
+        url: request.url,
+        headers: Object.fromEntries(request.headers),
+        signal: request.signal,
+      });
+    } catch (err) {
+      if (isSpsError(err) && err.status === 404) return new Response(null, { status: 404 });
+      throw err;
+    }
+  };
+}
+
+/**
+ * Reads through a signed store link, which is its own credential. Refused (403: the link
+ * expired), it asks `renew` once for a fresh link, shared by the reads refused together, and
+ * reads on under it; zarrita keeps the first link's keys, rewritten here to the fresh root.
+ */
+function linkFetch(root: string, renew?: () => Promise<string>): KeyFetch {
+  let current = root;
+  let renewing: Promise<string> | undefined;
+  const under = (request: Request, at: string) =>
+    at === root ? request : new Request(at + request.url.slice(root.length), request);
+  const read = async (request: Request) => {
+    try {
+      return await fetch(request);
+    } catch (err) {
+      if (request.signal.aborted) throw err;
+      throw new SpsError('network', `GET ${request.url}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  return async (request) => {
+    const used = current;
+    let response = await read(under(request, used));
+    if (response.status === 403 && renew) {
+      if (current === used) {
+        renewing ??= renew()
+          .then((link) => new URL(storeLinkRoot(link)).href)
+          .finally(() => {
+            renewing = undefined;
+          });
+        current = await renewing;
+      }
+      response = await read(under(request, current));
+    }
+    if (response.ok || response.status === 404) return response;
+    throw await errorOf(response);
+  };
+}
+
 const STORE_LINK = /^https?:\/\/[^?#]+\/stores\/[^/?#]+\/zarr\.json$/;
 
 /**
@@ -83,20 +135,30 @@ export function storeLinkRoot(link: string): string {
  * A store opened through its signed store link (a job's `resultUrl`, an export's `rootUrl`).
  * Reads work while the link lives (1 h): open it again with a fresh link after that.
  */
-export function openStoreLink(link: string): Promise<OmeZarrStore> {
-  return openStore(storeLinkRoot(link), {});
+export function openStoreLink(
+  link: string,
+  options: {
+    /** A fresh link to the same store (its endpoint asked again), for reads past this one's hour. */
+    renew?: () => Promise<string>;
+  } = {},
+): Promise<OmeZarrStore> {
+  const root = new URL(storeLinkRoot(link)).href;
+  return openStore(root, linkFetch(root, options.renew));
 }
 
-/** A job's prediction store, through the signed store link of its results. */
+/**
+ * A job's prediction store, through the signed store link of its results; its reads go on past
+ * the link's hour (a refused read asks the results endpoint for a fresh link).
+ */
 export async function openResults(client: SpsClient, jobId: string): Promise<OmeZarrStore> {
-  const location = await client.jobs.results(jobId);
-  return openStoreLink(location.resultUrl);
+  const resultUrl = async () => (await client.jobs.results(jobId)).resultUrl;
+  return openStoreLink(await resultUrl(), { renew: resultUrl });
 }
 
 /** A sample's processed H&E pyramid (authenticated files endpoint). */
 export async function openSampleHe(client: SpsClient, sampleId: string): Promise<OmeZarrStore> {
   const base = `${client.transport.api}/samples/${encodeURIComponent(sampleId)}/he/files/`;
-  return openStore(base, await client.transport.authHeaders());
+  return openStore(base, authenticatedFetch(client));
 }
 
 /**
@@ -108,8 +170,8 @@ export async function openPublicSample(
   publicId: string,
 ): Promise<{ he: OmeZarrStore; markers: OmeZarrStore }> {
   const base = `${client.transport.api}/public/samples/${encodeURIComponent(publicId)}/zarr/`;
-  const headers = await client.transport.authHeaders();
-  const [he, markers] = await Promise.all([openStore(`${base}he/`, headers), openStore(base, headers)]);
+  const read = authenticatedFetch(client);
+  const [he, markers] = await Promise.all([openStore(`${base}he/`, read), openStore(base, read)]);
   return { he, markers };
 }
 
@@ -120,7 +182,7 @@ export async function openSegmentationMask(
   layerId: string,
 ): Promise<OmeZarrStore> {
   const base = `${client.transport.api}/samples/${encodeURIComponent(sampleId)}/segmentation/${encodeURIComponent(layerId)}/files/mask/`;
-  return openStore(base, await client.transport.authHeaders());
+  return openStore(base, authenticatedFetch(client));
 }
 
 /**

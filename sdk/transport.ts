@@ -37,8 +37,6 @@ export interface Transport {
   api: string;
   /** One request, retried on 429 and 503; any other non-2xx becomes an {@link SpsError}. */
   send(options: SendOptions): Promise<Response>;
-  /** The `authorization` header, for readers that make their own requests (zarrita's FetchStore). */
-  authHeaders(): Promise<Record<string, string>>;
 }
 
 const API_PREFIX = '/api/v1';
@@ -102,11 +100,6 @@ export function createTransport(options: TransportOptions): Transport {
     return typeof options.apiKey === 'function' ? await options.apiKey() : options.apiKey;
   }
 
-  async function authHeaders(): Promise<Record<string, string>> {
-    const key = await credential();
-    return key === undefined ? {} : { authorization: `Bearer ${key}` };
-  }
-
   async function send(send: SendOptions): Promise<Response> {
     let reauthorized = false;
     for (let attempt = 0; ; attempt++) {
@@ -147,5 +140,5 @@ export function createTransport(options: TransportOptions): Transport {
     }
   }
 
-  return { root, api: `${root}${API_PREFIX}`, send, authHeaders };
+  return { root, api: `${root}${API_PREFIX}`, send };
 }

@@ -17,7 +17,7 @@ import {
   waitForJob,
 } from '../../sdk';
 import { fileSource } from '../../sdk/node';
-import { signToken } from '../../storage';
+import { signStoreToken, signToken, verifyStoreToken } from '../../storage';
 import { insertSampleWithResults, publish } from '../support/public-samples';
 import { defaultTestSettings, startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
@@ -322,16 +322,25 @@ test('predict: estimate, submit, a stream cut mid-way resumes with Last-Event-ID
   await expect(waitForJob(client, jobId)).resolves.toMatchObject({ status: 'completed' });
 }, 300_000);
 
-test('results: location, a store file, the zarrita reader, and an altered link refused as SpsError', async () => {
+test('results: location, a store file, the zarrita reader; refusals as SpsError, an expired link renewed, the H&E credential read afresh', async () => {
   const location = await client.jobs.results(jobId);
   expect(location.resultUrl).toContain('zarr.json');
   const root = await (await client.jobs.resultFile(jobId, 'zarr.json')).json();
   expect(root).toHaveProperty('attributes');
+  // The same store's link as it reads an hour on.
+  const token = /\/stores\/([^/]+)\//.exec(location.resultUrl)![1]!;
+  const { prefix } = verifyStoreToken(stack.signingSecret, token);
+  const expired = location.resultUrl.replace(
+    token,
+    signStoreToken(stack.signingSecret, prefix, new Date(Date.now() - 1000)),
+  );
   const { stdout } = await promisify(execFile)(process.execPath, [
     path.join(__dirname, '..', 'support', 'sdk-store-read.mjs'),
     stack.baseUrl,
     stack.tenant.apiKey,
     jobId,
+    smallId,
+    expired,
   ]);
   const read = JSON.parse(stdout);
   expect(read.markers).toEqual(['DAPI', 'CD3']);
@@ -339,6 +348,13 @@ test('results: location, a store file, the zarrita reader, and an altered link r
   expect(read.shape).toHaveLength(3);
   expect(read.region).toEqual([1, 64, 64]);
   expect(read.refused).toMatchObject({ name: 'SpsError', code: 'forbidden', status: 403 });
+  expect(read.expiredRefused).toMatchObject({ name: 'SpsError', code: 'forbidden', status: 403 });
+  // Both markers' every shard read under one fresh link, the same pixels as the live link's.
+  expect(read.renewals).toBe(1);
+  expect(read.renewedSums[0]).toBe(read.whole);
+  expect(read.renewedSums[1]).toBeGreaterThan(0);
+  expect(read.heRefused).toMatchObject({ name: 'SpsError', code: 'unauthorized', status: 401 });
+  expect(read.heRead).toEqual(read.heShape);
 }, 60_000);
 
 test('exports: request an OME-TIFF, then read its manifest until ready', async () => {
