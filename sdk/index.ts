@@ -22,6 +22,8 @@ export {
   openSegmentationMask,
   openStoreLink,
   type RangeFile,
+  type RenewableStoreRoot,
+  renewableStoreRoot,
   type StoreArray,
   storeKeys,
   storeLinkRoot,

@@ -84,15 +84,14 @@ function authenticatedFetch(client: SpsClient): KeyFetch {
 }
 
 /**
- * Reads through a signed store link, which is its own credential. Refused (403: the link
- * expired), it asks `renew` once for a fresh link, shared by the reads refused together, and
- * reads on under it; zarrita keeps the first link's keys, rewritten here to the fresh root.
+ * Reads through a signed store link, which is its own credential: a read refused with 403 (the
+ * link's hour is up) goes again under the root `renewableStoreRoot` renews. zarrita keeps the
+ * first link's keys, rewritten here to the current root.
  */
-function linkFetch(root: string, renew?: () => Promise<string>): KeyFetch {
-  let current = root;
-  let renewing: Promise<string> | undefined;
+function linkFetch(root: RenewableStoreRoot): KeyFetch {
+  const first = root.current;
   const under = (request: Request, at: string) =>
-    at === root ? request : new Request(at + request.url.slice(root.length), request);
+    at === first ? request : new Request(at + request.url.slice(first.length), request);
   const read = async (request: Request) => {
     try {
       return await fetch(request);
@@ -102,21 +101,46 @@ function linkFetch(root: string, renew?: () => Promise<string>): KeyFetch {
     }
   };
   return async (request) => {
-    const used = current;
+    const used = root.current;
     let response = await read(under(request, used));
-    if (response.status === 403 && renew) {
-      if (current === used) {
+    const again = response.status === 403 ? await root.renewedAfter(used) : undefined;
+    if (again !== undefined) response = await read(under(request, again));
+    if (response.ok || response.status === 404) return response;
+    throw await errorOf(response);
+  };
+}
+
+/** A signed store link's root, which reads refused under it can renew. */
+export interface RenewableStoreRoot {
+  /** The root reads go under now (ends in `/`). */
+  readonly current: string;
+  /**
+   * The root to read again under, once a read under `used` was refused: a fresh link's, asked
+   * of `renew` once for all the reads refused under the same root; `undefined` without `renew`.
+   */
+  renewedAfter(used: string): Promise<string | undefined>;
+}
+
+export function renewableStoreRoot(link: string, renew?: () => Promise<string>): RenewableStoreRoot {
+  const rootOf = (url: string) => new URL(storeLinkRoot(url)).href;
+  let current = rootOf(link);
+  let renewing: Promise<string> | undefined;
+  return {
+    get current() {
+      return current;
+    },
+    async renewedAfter(used) {
+      if (!renew) return undefined;
+      if (used === current) {
         renewing ??= renew()
-          .then((link) => new URL(storeLinkRoot(link)).href)
+          .then(rootOf)
           .finally(() => {
             renewing = undefined;
           });
         current = await renewing;
       }
-      response = await read(under(request, current));
-    }
-    if (response.ok || response.status === 404) return response;
-    throw await errorOf(response);
+      return current;
+    },
   };
 }
 
@@ -142,8 +166,8 @@ export function openStoreLink(
     renew?: () => Promise<string>;
   } = {},
 ): Promise<OmeZarrStore> {
-  const root = new URL(storeLinkRoot(link)).href;
-  return openStore(root, linkFetch(root, options.renew));
+  const root = renewableStoreRoot(link, options.renew);
+  return openStore(root.current, linkFetch(root));
 }
 
 /**

@@ -2,11 +2,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, open, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findSlide } from '../../db/sample-slides';
 import { createClient, type SpsClient } from '../../sdk';
+import { signStoreToken, verifyStoreToken } from '../../storage';
 import { insertPricedSample } from '../support/predictions';
 import { insertJob } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
@@ -325,6 +328,69 @@ test('results download: every store file, sizes checked; a rerun skips them and 
   const second = json(await sps('results', 'download', jobId, dir, '--json'));
   expect(second).toMatchObject({ files: 1, skipped: first.files - 1 });
   expect(await readFile(path.join(dir, chunk))).toEqual(full);
+}, 120_000);
+
+/**
+ * A proxy in front of the API that answers the first `GET /jobs/{jobId}/results` with the link
+ * as it reads an hour on (expired, the same store); every other request goes through as it is.
+ */
+async function expiredFirstResultLink(
+  jobId: string,
+): Promise<{ url: string; resultCalls: () => number; close(): Promise<void> }> {
+  let calls = 0;
+  const server = http.createServer(async (request, response) => {
+    const upstream = await fetch(`${stack.baseUrl}${request.url}`, {
+      method: request.method,
+      headers: Object.fromEntries(
+        Object.entries(request.headers).filter(
+          (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
+        ),
+      ),
+    });
+    let body = Buffer.from(await upstream.arrayBuffer());
+    if (request.url === `/api/v1/jobs/${jobId}/results` && upstream.ok && calls++ === 0) {
+      const location = JSON.parse(body.toString()) as { resultUrl: string };
+      const token = /\/stores\/([^/]+)\//.exec(location.resultUrl)![1]!;
+      const { prefix } = verifyStoreToken(stack.signingSecret, token);
+      const expired = signStoreToken(stack.signingSecret, prefix, new Date(Date.now() - 1000));
+      body = Buffer.from(
+        JSON.stringify({ ...location, resultUrl: location.resultUrl.replace(token, expired) }),
+      );
+    }
+    const headers = Object.fromEntries(
+      [...upstream.headers].filter(
+        ([name]) => !['content-length', 'content-encoding', 'transfer-encoding'].includes(name),
+      ),
+    );
+    response.writeHead(upstream.status, headers).end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    resultCalls: () => calls,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+test('results download given an expired link asks for a fresh one once and downloads every file', async () => {
+  const proxy = await expiredFirstResultLink(jobId);
+  try {
+    const dir = path.join(home, 'results-renewed');
+    const run = json(
+      await finished(
+        start(['results', 'download', jobId, dir, '--json'], {
+          SPS_BASE_URL: proxy.url,
+          SPS_API_KEY: stack.tenant.apiKey,
+        }),
+      ),
+    );
+    expect(proxy.resultCalls()).toBe(2);
+    expect(await filesUnder(dir)).toEqual(await filesUnder(path.join(home, 'results')));
+    expect(run.files).toBeGreaterThan(2);
+  } finally {
+    await proxy.close();
+  }
 }, 120_000);
 
 test('export --format ome-tiff --wait --download writes a BigTIFF', async () => {

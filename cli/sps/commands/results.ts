@@ -6,7 +6,7 @@ import {
   exportFormats,
 } from '../../../schemas/exports';
 import type { SegmentationState } from '../../../schemas/segmentation';
-import { type SpsClient, storeKeys, storeLinkRoot } from '../../../sdk';
+import { isSpsError, renewableStoreRoot, type SpsClient, storeKeys } from '../../../sdk';
 import type { Context } from '../context';
 import { type DownloadItem, type DownloadSummary, downloadAll } from '../download';
 import { exitCodes } from '../exit-codes';
@@ -72,19 +72,34 @@ function summaryText(dir: string, summary: DownloadSummary): string {
 
 /**
  * Reads the keys of a store through its signed store link: no credential rides along, and a
- * missing chunk answers 404 like any other reader's probe. The link lives 1 h; a rerun resumes.
+ * missing chunk answers 404 like any other reader's probe. The link lives 1 h: a read refused
+ * after that asks `renew` for a fresh one (once for the reads refused together) and goes on.
  */
-const storeLinkReader = (client: SpsClient, link: string) => {
-  const root = storeLinkRoot(link);
-  return (key: string, range: string | undefined, signal: AbortSignal) =>
+const storeLinkReader = (client: SpsClient, link: string, renew: () => Promise<string>) => {
+  const root = renewableStoreRoot(link, renew);
+  const get = (at: string, key: string, range: string | undefined, signal: AbortSignal) =>
     client.transport.send({
       method: 'GET',
-      url: `${root}${key}`,
+      url: `${at}${key}`,
       headers: rangeHeader(range),
       signal,
       bearer: false,
     });
+  return async (key: string, range: string | undefined, signal: AbortSignal) => {
+    const used = root.current;
+    try {
+      return await get(used, key, range, signal);
+    } catch (err) {
+      const again = isSpsError(err, 'forbidden') ? await root.renewedAfter(used) : undefined;
+      if (again === undefined) throw err;
+      return get(again, key, range, signal);
+    }
+  };
 };
+
+/** A job's result link, asked afresh. */
+const resultLink = (client: SpsClient, jobId: string, signal: AbortSignal) => async () =>
+  (await client.jobs.results(jobId, { signal })).resultUrl;
 
 export function registerResults(program: Command, context: () => Context): void {
   program
@@ -98,8 +113,8 @@ export function registerResults(program: Command, context: () => Context): void 
     .action(async (jobId: string, dir: string, flags: { parallel: string }) => {
       const ctx = context();
       const { client } = await ctx.connect();
-      const { resultUrl } = await client.jobs.results(jobId, { signal: ctx.signal });
-      const items = await storeItems(storeLinkReader(client, resultUrl), ctx.signal);
+      const link = resultLink(client, jobId, ctx.signal);
+      const items = await storeItems(storeLinkReader(client, await link(), link), ctx.signal);
       const summary = await download(ctx, dir, items, Number(flags.parallel));
       ctx.print(() => summaryText(dir, summary), { dir, ...summary });
     });
@@ -145,7 +160,7 @@ export function registerResults(program: Command, context: () => Context): void 
               );
         if (manifest.status === 'failed') process.exitCode = exitCodes.workFailed;
         if (flags.download && manifest.status === 'ready') {
-          const items = await exportItems(client, jobId, manifest, ctx.signal);
+          const items = await exportItems(client, jobId, manifest, selection, ctx.signal);
           const summary = await download(ctx, flags.download, items, Number(flags.parallel));
           ctx.print(
             () => `${formatRecord(exportRecord(manifest))}\n${summaryText(flags.download!, summary)}`,
@@ -229,6 +244,16 @@ export function registerResults(program: Command, context: () => Context): void 
     });
 }
 
+/** The query that reads the manifest of an export of this format and selection. */
+function exportQuery(format: ExportFormat, selection: ExportSelection) {
+  return {
+    format,
+    includeHe: String(selection.includeHe) as 'true' | 'false',
+    includeSegmentation: String(selection.includeSegmentation) as 'true' | 'false',
+    includeOriginalUpload: String(selection.includeOriginalUpload) as 'true' | 'false',
+  };
+}
+
 /** Requests an export and polls its manifest, with a bar, until it is ready or failed. */
 export async function readyExport(
   ctx: Context,
@@ -241,15 +266,9 @@ export async function readyExport(
   if (manifest.status !== 'pending' && manifest.status !== 'running') return manifest;
   const progress = ctx.progress();
   const bar = progress.bar(`export ${format}`, { total: 1, bytes: false });
-  const query = {
-    format,
-    includeHe: String(selection.includeHe) as 'true' | 'false',
-    includeSegmentation: String(selection.includeSegmentation) as 'true' | 'false',
-    includeOriginalUpload: String(selection.includeOriginalUpload) as 'true' | 'false',
-  };
   try {
     const ready = await poll(
-      () => client.exports.get(jobId, query, { signal: ctx.signal }),
+      () => client.exports.get(jobId, exportQuery(format, selection), { signal: ctx.signal }),
       (m) => m.status === 'ready' || m.status === 'failed',
       ctx.signal,
       (m) => bar.update(0, m.status),
@@ -272,13 +291,25 @@ function exportRecord(manifest: ExportManifest) {
 }
 
 /** The files of a ready export: the converted file (or the native store), the source, the tables. */
-async function exportItems(client: SpsClient, jobId: string, manifest: ExportManifest, signal: AbortSignal) {
+async function exportItems(
+  client: SpsClient,
+  jobId: string,
+  manifest: ExportManifest,
+  selection: ExportSelection,
+  signal: AbortSignal,
+) {
   const { prediction, originalUpload, segmentation } = manifest.artifacts;
   const items: DownloadItem[] = [];
   if (manifest.format === 'ome-zarr') {
     // A segmentation job's export has no prediction artifact: its store is the job's result (the mask).
-    const link = prediction?.rootUrl ?? (await client.jobs.results(jobId, { signal })).resultUrl;
-    items.push(...(await storeItems(storeLinkReader(client, link), signal, 'prediction.ome.zarr/')));
+    const rootUrl = prediction?.rootUrl;
+    const renew = rootUrl
+      ? async () =>
+          (await client.exports.get(jobId, exportQuery(manifest.format, selection), { signal })).artifacts
+            .prediction?.rootUrl ?? rootUrl
+      : resultLink(client, jobId, signal);
+    const reader = storeLinkReader(client, rootUrl ?? (await renew()), renew);
+    items.push(...(await storeItems(reader, signal, 'prediction.ome.zarr/')));
   } else if (prediction) {
     const name = manifest.format === 'ome-tiff' ? 'prediction.ome.tif' : 'prediction.ome.zarr.zip';
     items.push(signedItem(client, name, prediction.downloadUrl));
