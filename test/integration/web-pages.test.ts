@@ -468,6 +468,18 @@ test('an export requested on the sample page becomes ready, and its link downloa
   await page.getByLabel('Format').selectOption('ome-zarr-zip');
   await page.getByRole('button', { name: 'Request export' }).click();
   await page.locator('#export-state .badge-ready').waitFor({ timeout: 240_000 });
+  // The sections in the order a visit needs them: look and predict first, upkeep last.
+  await expect(page.locator('main h2').allTextContents()).resolves.toEqual([
+    'Details',
+    'Viewer',
+    'Predict',
+    'Job history',
+    'Cell segmentation',
+    'Exports',
+    'Edit',
+    'Expiration',
+    'Trash',
+  ]);
   await shoot('sample');
   const link = page.getByRole('link', { name: 'Download the ome-zarr-zip file' });
   const [download] = await Promise.all([page.waitForEvent('download'), link.click()]);

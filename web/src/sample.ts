@@ -405,8 +405,23 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     const segmentation = segmentationSection(sps, sample, () => scaleNeeded('segmentation needs'));
     const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
     void import('./viewer').then(({ mountViewer }) => mountViewer(viewer, sps, sample));
+    // What a sample is for first (look, predict, follow, segment, export), then its upkeep.
     content.append(
       details,
+      viewer,
+      await predictPanel(
+        sps,
+        sample,
+        reload,
+        {
+          refresh: async () => paintJobs(await sps.samples.get(id)),
+          show: (jobId, event) => showJobEvent(jobs, jobId, event),
+        },
+        signal,
+      ),
+      jobs,
+      segmentation.section,
+      exportsSection(sps, sample.jobs),
       h(
         'section',
         { 'aria-labelledby': 'edit-title' },
@@ -422,30 +437,16 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       ),
       h(
         'section',
-        { 'aria-labelledby': 'trash-title' },
-        h('h2', { id: 'trash-title' }, 'Trash'),
-        trashControls(sps, sample, reload),
-      ),
-      h(
-        'section',
         { 'aria-labelledby': 'expiration-title' },
         h('h2', { id: 'expiration-title' }, 'Expiration'),
         sampleExpiration(sps, sample.id, reload),
       ),
-      segmentation.section,
-      viewer,
-      jobs,
-      await predictPanel(
-        sps,
-        sample,
-        reload,
-        {
-          refresh: async () => paintJobs(await sps.samples.get(id)),
-          show: (jobId, event) => showJobEvent(jobs, jobId, event),
-        },
-        signal,
+      h(
+        'section',
+        { 'aria-labelledby': 'trash-title' },
+        h('h2', { id: 'trash-title' }, 'Trash'),
+        trashControls(sps, sample, reload),
       ),
-      exportsSection(sps, sample.jobs),
     );
     clearError();
   } catch (err) {
