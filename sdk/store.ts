@@ -13,7 +13,7 @@ interface Multiscale {
 
 /** An OME-Zarr store of the service, opened with zarrita over HTTP. */
 export interface OmeZarrStore {
-  /** Where the store's keys resolved when it was opened (a signed store link's root, or an authenticated files endpoint). */
+  /** Where its keys resolved when opened (a signed store link's root, or a files endpoint). */
   url: string;
   /** The root group's attributes (`ome`, and for results the top-level `multiscales`). */
   attributes: Record<string, unknown>;
@@ -157,7 +157,8 @@ export function storeLinkRoot(link: string): string {
 
 /**
  * A store opened through its signed store link (a job's `resultUrl`, an export's `rootUrl`).
- * Reads work while the link lives (1 h): open it again with a fresh link after that.
+ * Reads work while the link lives (1 h); with `renew`, a read refused after that asks it for a
+ * fresh link and the store reads on.
  */
 export function openStoreLink(
   link: string,
