@@ -1,9 +1,7 @@
-import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { isSpsError, SpsError } from '../../sdk';
 
 export interface DownloadItem {
@@ -52,6 +50,8 @@ async function downloadOne(
   item: DownloadItem,
   signal: AbortSignal,
   onBytes: (bytes: number) => void,
+  /** Bytes of this file already counted in this run (an attempt that broke off). */
+  counted = 0,
 ): Promise<'done' | 'skipped' | 'absent'> {
   const target = path.join(dir, item.key);
   if (!path.resolve(target).startsWith(path.resolve(dir) + path.sep)) {
@@ -67,24 +67,15 @@ async function downloadOne(
     if (item.optional && isSpsError(err, 'not_found')) return 'absent';
     if (offset > 0 && isSpsError(err) && err.status === 416) {
       await rm(part, { force: true });
-      return downloadOne(dir, item, signal, onBytes);
+      return downloadOne(dir, item, signal, onBytes, counted);
     }
     throw err;
   }
   if (response.status !== 206) offset = 0;
   const total = totalOf(response, offset);
   await mkdir(path.dirname(target), { recursive: true });
-  if (offset > 0) onBytes(offset);
-  const counter = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      onBytes(chunk.length);
-      done(null, chunk);
-    },
-  });
-  const body = response.body
-    ? Readable.fromWeb(response.body as WebReadableStream<Uint8Array>)
-    : Readable.from([] as Buffer[]);
-  await pipeline(body, counter, createWriteStream(part, { flags: offset > 0 ? 'a' : 'w' }), { signal });
+  if (offset !== counted) onBytes(offset - counted);
+  await appendBody(part, offset > 0, response, onBytes);
   const size = (await sizeOf(part)) ?? 0;
   if (total !== undefined && size !== total) {
     await rm(part, { force: true });
@@ -92,6 +83,64 @@ async function downloadOne(
   }
   await rename(part, target);
   return 'done';
+}
+
+/**
+ * The body into `part`, each piece written before the next is read: a body that breaks off
+ * leaves every byte that came in the file, for the next attempt to resume from.
+ */
+async function appendBody(
+  part: string,
+  append: boolean,
+  response: Response,
+  onBytes: (bytes: number) => void,
+): Promise<void> {
+  const file = await open(part, append ? 'a' : 'w');
+  try {
+    if (!response.body) return;
+    for await (const piece of response.body as WebReadableStream<Uint8Array>) {
+      await file.write(piece);
+      onBytes(piece.byteLength);
+    }
+  } finally {
+    await file.close();
+  }
+}
+
+const ATTEMPTS = 5;
+
+/**
+ * `downloadOne`, again after a connection that failed or broke off mid-file (up to `ATTEMPTS`
+ * in all, the pause doubling from 0.5 s): each attempt resumes from what reached `FILE.part`.
+ * A refusal of the service, a wrong size or this machine's own failure is not retried.
+ */
+async function downloadWithRetries(
+  dir: string,
+  item: DownloadItem,
+  signal: AbortSignal,
+  onBytes: (bytes: number) => void,
+): Promise<'done' | 'skipped' | 'absent'> {
+  let counted = 0;
+  const count = (bytes: number) => {
+    counted += bytes;
+    onBytes(bytes);
+  };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await downloadOne(dir, item, signal, count, counted);
+    } catch (err) {
+      if (signal.aborted || attempt >= ATTEMPTS || !connectionLost(err)) throw err;
+      await sleep(500 * 2 ** (attempt - 1), undefined, { signal });
+    }
+  }
+}
+
+/** No answer (`network`), or an answer whose body stopped coming (undici: `terminated`). */
+function connectionLost(err: unknown): boolean {
+  if (isSpsError(err)) return err.code === 'network';
+  // By name: undici's errors come from Node's own realm, where `instanceof` may not see them.
+  const { name, message } = (err ?? {}) as { name?: unknown; message?: unknown };
+  return name === 'TypeError' && message === 'terminated';
 }
 
 /** Downloads `items` into `dir`, `parallel` at a time; a rerun continues where this one stopped. */
@@ -109,7 +158,7 @@ export async function downloadAll(
   const worker = async () => {
     while (next < items.length) {
       const item = items[next++]!;
-      const outcome = await downloadOne(dir, item, options.signal, onBytes);
+      const outcome = await downloadWithRetries(dir, item, options.signal, onBytes);
       if (outcome === 'done') summary.files++;
       else if (outcome === 'skipped') summary.skipped++;
       else summary.absent++;
