@@ -412,9 +412,46 @@ test('segment --wait --download writes the mask store and the tables', async () 
   expect(run.state.status).toBe('completed');
   const files = await filesUnder(dir);
   expect(files).toEqual(
-    expect.arrayContaining(['provenance.json', 'features/instances.parquet', 'mask/zarr.json']),
+    expect.arrayContaining([
+      'provenance.json',
+      'features/instances.parquet',
+      'features/cells.geojson',
+      'features/outlines.parquet',
+      'features/cells.h5ad',
+      'mask/zarr.json',
+    ]),
   );
+  const geojson = JSON.parse(await readFile(path.join(dir, 'features/cells.geojson'), 'utf8'));
+  expect(geojson.type).toBe('FeatureCollection');
+  expect(geojson.features.length).toBe(run.state.layer.instanceCount);
+  // HDF5's signature.
+  const h5ad = await readFile(path.join(dir, 'features/cells.h5ad'));
+  expect(h5ad.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x48, 0x44, 0x46, 0x0d, 0x0a, 0x1a, 0x0a]));
 }, 420_000);
+
+test('export --format ome-zarr --he --segmentation --download: both stores and every segmentation file', async () => {
+  const dir = path.join(home, 'export-ome-zarr');
+  const run = json(
+    await sps('export', jobId, '--format', 'ome-zarr', '--he', '--segmentation', '--download', dir, '--json'),
+  );
+  expect(run.manifest.status).toBe('ready');
+  const files = await filesUnder(dir);
+  expect(files).toEqual(
+    expect.arrayContaining([
+      'prediction.ome.zarr/zarr.json',
+      'he.ome.zarr/zarr.json',
+      'segmentation/provenance.json',
+      'segmentation/instances.parquet',
+      'segmentation/cells.geojson',
+      'segmentation/outlines.parquet',
+      'segmentation/cells.h5ad',
+    ]),
+  );
+  // The H&E's pixels came too, not only its metadata.
+  expect(
+    files.filter((f) => f.startsWith('he.ome.zarr/') && !f.endsWith('zarr.json')).length,
+  ).toBeGreaterThan(0);
+}, 300_000);
 
 test("a segmentation that fails: segment --wait exits 9 with the service's reason", async () => {
   // BRACS's crop states no pixel size, which segmentation needs.

@@ -217,11 +217,17 @@ export function registerResults(program: Command, context: () => Context): void 
         const manifest = await client.segmentation.manifest(sampleId, layerId, { signal: ctx.signal });
         const read = (key: string, range: string | undefined, signal: AbortSignal) =>
           client.segmentation.file(sampleId, layerId, key, { signal, headers: rangeHeader(range) });
+        // The manifest's files as keys under the layer's files endpoint (whatever base URL the
+        // service states).
+        const files = `/segmentation/${layerId}/files/`;
+        const { provenance, cells, outlines, anndata } = manifest.artifacts;
         const tables = [
-          'provenance.json',
-          'features/instances.parquet',
-          ...manifest.artifacts.cells.markers.map((m) => `features/markers/${m}.parquet`),
-        ];
+          provenance.url,
+          cells.morphologyUrl,
+          ...cells.markers.map((m) => `${cells.markerExpressionBaseUrl}${m}.parquet`),
+          ...(outlines ? [outlines.geojsonUrl, outlines.geoparquetUrl] : []),
+          ...(anndata ? [anndata.url] : []),
+        ].map((url) => url.slice(url.indexOf(files) + files.length));
         const items: DownloadItem[] = [
           ...tables.map((key) => ({
             key,
@@ -298,15 +304,14 @@ async function exportItems(
   selection: ExportSelection,
   signal: AbortSignal,
 ) {
-  const { prediction, originalUpload, segmentation } = manifest.artifacts;
+  const { prediction, he, originalUpload, segmentation } = manifest.artifacts;
   const items: DownloadItem[] = [];
+  const again = () => client.exports.get(jobId, exportQuery(manifest.format, selection), { signal });
   if (manifest.format === 'ome-zarr') {
     // A segmentation job's export has no prediction artifact: its store is the job's result (the mask).
     const rootUrl = prediction?.rootUrl;
     const renew = rootUrl
-      ? async () =>
-          (await client.exports.get(jobId, exportQuery(manifest.format, selection), { signal })).artifacts
-            .prediction?.rootUrl ?? rootUrl
+      ? async () => (await again()).artifacts.prediction?.rootUrl ?? rootUrl
       : resultLink(client, jobId, signal);
     const reader = storeLinkReader(client, rootUrl ?? (await renew()), renew);
     items.push(...(await storeItems(reader, signal, 'prediction.ome.zarr/')));
@@ -314,15 +319,25 @@ async function exportItems(
     const name = manifest.format === 'ome-tiff' ? 'prediction.ome.tif' : 'prediction.ome.zarr.zip';
     items.push(signedItem(client, name, prediction.downloadUrl));
   }
+  // The H&E is a store of its own unless the prediction file holds it (OME-TIFF, the zip).
+  if (he && !prediction?.includesHe) {
+    const renew = async () => (await again()).artifacts.he?.rootUrl ?? he.rootUrl;
+    items.push(...(await storeItems(storeLinkReader(client, he.rootUrl, renew), signal, 'he.ome.zarr/')));
+  }
   if (originalUpload)
     items.push(signedItem(client, `original/${originalUpload.filename}`, originalUpload.downloadUrl));
   if (segmentation) {
     const { downloads } = segmentation;
-    items.push(signedItem(client, 'segmentation/provenance.json', downloads.provenance.downloadUrl));
-    items.push(signedItem(client, 'segmentation/instances.parquet', downloads.morphology.downloadUrl));
-    for (const marker of downloads.markers) {
-      items.push(signedItem(client, `segmentation/markers/${marker.marker}.parquet`, marker.downloadUrl));
-    }
+    const files: [string, { downloadUrl: string } | undefined][] = [
+      ['provenance.json', downloads.provenance],
+      ['instances.parquet', downloads.morphology],
+      ...downloads.markers.map((m): [string, { downloadUrl: string }] => [`markers/${m.marker}.parquet`, m]),
+      ['cells.geojson', downloads.outlines?.geojson],
+      ['outlines.parquet', downloads.outlines?.geoparquet],
+      ['cells.h5ad', downloads.anndata],
+    ];
+    for (const [name, file] of files)
+      if (file) items.push(signedItem(client, `segmentation/${name}`, file.downloadUrl));
   }
   return items;
 }
