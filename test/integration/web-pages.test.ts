@@ -496,6 +496,24 @@ test('an export requested on the sample page becomes ready, and its link downloa
   expect(saved.equals(fromApi)).toBe(true);
 }, 400_000);
 
+test('an export with the segmentation links its outlines for QuPath and its AnnData file', async () => {
+  await page.goto(at(`/samples/${sharedId}`));
+  await page.getByLabel('Format').selectOption('ome-zarr');
+  await page.getByRole('checkbox', { name: 'Cell segmentation' }).check();
+  await page.getByRole('button', { name: 'Request export' }).click();
+  await page.locator('#export-state .badge-ready').waitFor({ timeout: 240_000 });
+  const links = page.locator('#export-links');
+  await expect(links.getByRole('link', { name: 'Cell outlines (GeoParquet)' }).count()).resolves.toBe(1);
+  await expect(links.getByRole('link', { name: 'Cells for scanpy (AnnData .h5ad)' }).count()).resolves.toBe(
+    1,
+  );
+  const geojson = links.getByRole('link', { name: 'Cell outlines for QuPath (GeoJSON)' });
+  const [download] = await Promise.all([page.waitForEvent('download'), geojson.click()]);
+  const outlines = JSON.parse(await readFile((await download.path())!, 'utf8'));
+  expect(outlines.type).toBe('FeatureCollection');
+  expect(outlines.features.length).toBeGreaterThan(0);
+}, 300_000);
+
 test('every new control has a label, axe-core finds nothing wrong, and no page broke its CSP or threw', async () => {
   // Each page's last control to appear once its data is in. Not 'networkidle': the list keeps
   // polling a sample still ingesting, and a thumbnail's read may still be open.

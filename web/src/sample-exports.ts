@@ -38,6 +38,13 @@ function links(manifest: Manifest): HTMLElement {
     );
     for (const marker of downloads.markers)
       items.push(link(`Cell expression of ${marker.marker} (Parquet)`, marker.downloadUrl, marker.sizeBytes));
+    const { outlines, anndata } = downloads;
+    if (outlines) {
+      const { geojson, geoparquet } = outlines;
+      items.push(link('Cell outlines for QuPath (GeoJSON)', geojson.downloadUrl, geojson.sizeBytes));
+      items.push(link('Cell outlines (GeoParquet)', geoparquet.downloadUrl, geoparquet.sizeBytes));
+    }
+    if (anndata) items.push(link('Cells for scanpy (AnnData .h5ad)', anndata.downloadUrl, anndata.sizeBytes));
     items.push(link('Segmentation provenance (JSON)', downloads.provenance.downloadUrl));
   }
   if (originalUpload)
