@@ -215,6 +215,8 @@ test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', a
   const table = await sps('samples', 'ls', '--status', 'ready');
   expect(table.stdout).toMatch(/^ID\s+NAME\s+STATUS/);
   expect(table.stdout).toContain(sampleId);
+  // `list` is the same command, as a newcomer would type it.
+  expect((await sps('samples', 'list', '--status', 'ready')).stdout).toBe(table.stdout);
   const bad = await sps('samples', 'ls', '--marker', 'no-state', '--json');
   expect(bad.code).toBe(3);
   expect(JSON.parse(bad.stderr)).toMatchObject({ error: 'invalid_request' });

@@ -58,6 +58,7 @@ export function registerJobs(program: Command, context: () => Context): void {
 
   jobs
     .command('ls')
+    .alias('list')
     .description(
       "A sample's jobs, newest first (the API has no organization-wide job list: the jobs come from the sample)",
     )

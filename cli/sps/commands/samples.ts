@@ -54,6 +54,7 @@ export function registerSamples(program: Command, context: () => Context): void 
 
   samples
     .command('ls')
+    .alias('list')
     .description('List samples, newest first; every facet of the web list is a flag (facets AND together)')
     .addOption(new Option('--scope <scope>', 'whose samples').choices(['mine', 'public', 'all']))
     .option('--q <text>', 'name or filename contains')
