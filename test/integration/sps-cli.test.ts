@@ -9,7 +9,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findSlide } from '../../db/sample-slides';
 import { createClient, type SpsClient } from '../../sdk';
-import { signStoreToken, verifyStoreToken } from '../../storage';
+import { signToken } from '../../storage';
 import { insertPricedSample } from '../support/predictions';
 import { insertJob } from '../support/samples';
 import { startStack, type TestStack } from '../support/stack';
@@ -332,15 +332,35 @@ test('results download: every store file, sizes checked; a rerun skips them and 
   expect(await readFile(path.join(dir, chunk))).toEqual(full);
 }, 120_000);
 
+/** `url` with its token signed again for the same grant, expired a second ago: the link an hour on. */
+function expired(url: string): string {
+  const match = /\/stores\/([^/]+)\/|[?&]token=([^&]+)/.exec(url)!;
+  const token = match[1] ?? match[2]!;
+  const claims = JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as {
+    scope: string;
+    sub: string;
+  };
+  const again = signToken(stack.signingSecret, {
+    scope: claims.scope,
+    subject: claims.sub,
+    expiresAt: new Date(Date.now() - 1000),
+  });
+  return url.replace(token, again);
+}
+
 /**
- * A proxy in front of the API that answers the first `GET /jobs/{jobId}/results` with the link
- * as it reads an hour on (expired, the same store); every other request goes through as it is.
+ * A proxy in front of the API whose first answer at `pathname` (a JSON body) goes through
+ * `rewrite`; every request goes on to the API as it came.
  */
-async function expiredFirstResultLink(
-  jobId: string,
-): Promise<{ url: string; resultCalls: () => number; close(): Promise<void> }> {
+async function rewritingProxy(
+  pathname: string,
+  // biome-ignore lint/suspicious/noExplicitAny: the rewrite reaches into the answer's JSON.
+  rewrite: (body: any) => unknown,
+): Promise<{ url: string; calls: () => number; close(): Promise<void> }> {
   let calls = 0;
   const server = http.createServer(async (request, response) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
     const upstream = await fetch(`${stack.baseUrl}${request.url}`, {
       method: request.method,
       headers: Object.fromEntries(
@@ -348,17 +368,11 @@ async function expiredFirstResultLink(
           (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
         ),
       ),
+      ...(chunks.length > 0 && { body: Buffer.concat(chunks) }),
     });
     let body = Buffer.from(await upstream.arrayBuffer());
-    if (request.url === `/api/v1/jobs/${jobId}/results` && upstream.ok && calls++ === 0) {
-      const location = JSON.parse(body.toString()) as { resultUrl: string };
-      const token = /\/stores\/([^/]+)\//.exec(location.resultUrl)![1]!;
-      const { prefix } = verifyStoreToken(stack.signingSecret, token);
-      const expired = signStoreToken(stack.signingSecret, prefix, new Date(Date.now() - 1000));
-      body = Buffer.from(
-        JSON.stringify({ ...location, resultUrl: location.resultUrl.replace(token, expired) }),
-      );
-    }
+    if (new URL(request.url!, stack.baseUrl).pathname === pathname && upstream.ok && calls++ === 0)
+      body = Buffer.from(JSON.stringify(rewrite(JSON.parse(body.toString()))));
     const headers = Object.fromEntries(
       [...upstream.headers].filter(
         ([name]) => !['content-length', 'content-encoding', 'transfer-encoding'].includes(name),
@@ -370,24 +384,24 @@ async function expiredFirstResultLink(
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    resultCalls: () => calls,
+    calls: () => calls,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
 
+/** `sps` run against `proxy` in place of the API. */
+const throughProxy = (proxy: { url: string }, ...args: string[]) =>
+  finished(start(args, { SPS_BASE_URL: proxy.url, SPS_API_KEY: stack.tenant.apiKey }));
+
 test('results download given an expired link asks for a fresh one once and downloads every file', async () => {
-  const proxy = await expiredFirstResultLink(jobId);
+  const proxy = await rewritingProxy(`/api/v1/jobs/${jobId}/results`, (location) => ({
+    ...location,
+    resultUrl: expired(location.resultUrl),
+  }));
   try {
     const dir = path.join(home, 'results-renewed');
-    const run = json(
-      await finished(
-        start(['results', 'download', jobId, dir, '--json'], {
-          SPS_BASE_URL: proxy.url,
-          SPS_API_KEY: stack.tenant.apiKey,
-        }),
-      ),
-    );
-    expect(proxy.resultCalls()).toBe(2);
+    const run = json(await throughProxy(proxy, 'results', 'download', jobId, dir, '--json'));
+    expect(proxy.calls()).toBe(2);
     expect((await filesUnder(dir)).sort()).toEqual((await filesUnder(path.join(home, 'results'))).sort());
     expect(run.files).toBeGreaterThan(2);
   } finally {
@@ -407,6 +421,23 @@ test('export --format ome-tiff --wait --download writes a BigTIFF', async () => 
   expect(again.stdout).toMatch(new RegExp(`^0 files \\(0 B\\) written to ${dir}; 1 already there$`, 'm'));
   expect(again.stdout).not.toContain('never written');
 }, 300_000);
+
+test('export --download given an expired file link reads the manifest again and downloads the file', async () => {
+  const proxy = await rewritingProxy(`/api/v1/jobs/${jobId}/exports`, (manifest) => {
+    manifest.artifacts.prediction.downloadUrl = expired(manifest.artifacts.prediction.downloadUrl);
+    return manifest;
+  });
+  try {
+    const dir = path.join(home, 'export-renewed');
+    json(await throughProxy(proxy, 'export', jobId, '--format', 'ome-tiff', '--download', dir, '--json'));
+    // The request's answer with the expired link, then the manifest asked again.
+    expect(proxy.calls()).toBe(2);
+    const tiff = await readFile(path.join(dir, 'prediction.ome.tif'));
+    expect(tiff.equals(await readFile(path.join(home, 'export', 'prediction.ome.tif')))).toBe(true);
+  } finally {
+    await proxy.close();
+  }
+}, 120_000);
 
 test('segment --wait --download writes the mask store and the tables', async () => {
   const dir = path.join(home, 'segmentation');

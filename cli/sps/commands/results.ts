@@ -29,12 +29,48 @@ async function storeItems(
   }));
 }
 
-function signedItem(client: SpsClient, key: string, url: string): DownloadItem {
+/**
+ * A file behind a signed link. Refused with 403 (the link's hour is up), it asks `fresh` for
+ * the file's link in the export's manifest asked again, and reads on under it.
+ */
+function signedItem(
+  client: SpsClient,
+  key: string,
+  url: string,
+  fresh: () => Promise<string | undefined>,
+): DownloadItem {
+  let current = url;
+  const get = (range: string | undefined, signal: AbortSignal) =>
+    client.transport.send({
+      method: 'GET',
+      url: current,
+      headers: rangeHeader(range),
+      signal,
+      bearer: false,
+    });
   return {
     key,
-    fetch: (range, signal) =>
-      client.transport.send({ method: 'GET', url, headers: rangeHeader(range), signal, bearer: false }),
+    fetch: async (range, signal) => {
+      try {
+        return await get(range, signal);
+      } catch (err) {
+        // The service's own links answer `forbidden`; an object store's presigned one only 403.
+        const renewed = isSpsError(err) && err.status === 403 ? await fresh() : undefined;
+        if (renewed === undefined) throw err;
+        current = renewed;
+        return get(range, signal);
+      }
+    },
   };
+}
+
+/** `ask`, run once for all who call while it is under way. */
+function shared<T>(ask: () => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | undefined;
+  return () =>
+    (pending ??= ask().finally(() => {
+      pending = undefined;
+    }));
 }
 
 /** Downloads with a bar over files (the byte total of a store is unknown until it is read). */
@@ -296,6 +332,30 @@ function exportRecord(manifest: ExportManifest) {
   };
 }
 
+/** An export's single files (not its stores) by where they go, from one manifest. */
+function exportFiles(manifest: ExportManifest): Map<string, string> {
+  const { prediction, originalUpload, segmentation } = manifest.artifacts;
+  const files = new Map<string, string>();
+  if (prediction && manifest.format !== 'ome-zarr') {
+    const name = manifest.format === 'ome-tiff' ? 'prediction.ome.tif' : 'prediction.ome.zarr.zip';
+    files.set(name, prediction.downloadUrl);
+  }
+  if (originalUpload) files.set(`original/${originalUpload.filename}`, originalUpload.downloadUrl);
+  if (segmentation) {
+    const { downloads } = segmentation;
+    const tables: [string, { downloadUrl: string } | undefined][] = [
+      ['provenance.json', downloads.provenance],
+      ['instances.parquet', downloads.morphology],
+      ...downloads.markers.map((m): [string, { downloadUrl: string }] => [`markers/${m.marker}.parquet`, m]),
+      ['cells.geojson', downloads.outlines?.geojson],
+      ['outlines.parquet', downloads.outlines?.geoparquet],
+      ['cells.h5ad', downloads.anndata],
+    ];
+    for (const [name, file] of tables) if (file) files.set(`segmentation/${name}`, file.downloadUrl);
+  }
+  return files;
+}
+
 /** The files of a ready export: the converted file (or the native store), the source, the tables. */
 async function exportItems(
   client: SpsClient,
@@ -304,9 +364,10 @@ async function exportItems(
   selection: ExportSelection,
   signal: AbortSignal,
 ) {
-  const { prediction, he, originalUpload, segmentation } = manifest.artifacts;
+  const { prediction, he } = manifest.artifacts;
   const items: DownloadItem[] = [];
-  const again = () => client.exports.get(jobId, exportQuery(manifest.format, selection), { signal });
+  // The manifest asked again signs every link afresh: once for the reads refused together.
+  const again = shared(() => client.exports.get(jobId, exportQuery(manifest.format, selection), { signal }));
   if (manifest.format === 'ome-zarr') {
     // A segmentation job's export has no prediction artifact: its store is the job's result (the mask).
     const rootUrl = prediction?.rootUrl;
@@ -315,29 +376,14 @@ async function exportItems(
       : resultLink(client, jobId, signal);
     const reader = storeLinkReader(client, rootUrl ?? (await renew()), renew);
     items.push(...(await storeItems(reader, signal, 'prediction.ome.zarr/')));
-  } else if (prediction) {
-    const name = manifest.format === 'ome-tiff' ? 'prediction.ome.tif' : 'prediction.ome.zarr.zip';
-    items.push(signedItem(client, name, prediction.downloadUrl));
   }
   // The H&E is a store of its own unless the prediction file holds it (OME-TIFF, the zip).
   if (he && !prediction?.includesHe) {
     const renew = async () => (await again()).artifacts.he?.rootUrl ?? he.rootUrl;
     items.push(...(await storeItems(storeLinkReader(client, he.rootUrl, renew), signal, 'he.ome.zarr/')));
   }
-  if (originalUpload)
-    items.push(signedItem(client, `original/${originalUpload.filename}`, originalUpload.downloadUrl));
-  if (segmentation) {
-    const { downloads } = segmentation;
-    const files: [string, { downloadUrl: string } | undefined][] = [
-      ['provenance.json', downloads.provenance],
-      ['instances.parquet', downloads.morphology],
-      ...downloads.markers.map((m): [string, { downloadUrl: string }] => [`markers/${m.marker}.parquet`, m]),
-      ['cells.geojson', downloads.outlines?.geojson],
-      ['outlines.parquet', downloads.outlines?.geoparquet],
-      ['cells.h5ad', downloads.anndata],
-    ];
-    for (const [name, file] of files)
-      if (file) items.push(signedItem(client, `segmentation/${name}`, file.downloadUrl));
+  for (const [key, url] of exportFiles(manifest)) {
+    items.push(signedItem(client, key, url, async () => exportFiles(await again()).get(key)));
   }
   return items;
 }
