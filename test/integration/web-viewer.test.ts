@@ -741,6 +741,30 @@ test('the channels of a prediction submitted from the page appear when its job e
   await shoot('viewer-new-channel');
 }, 360_000);
 
+test('a chunk that cannot be read says why, and the error goes once chunks arrive again', async () => {
+  const alert = page.locator('#viewer-error');
+  // The network goes for the H&E's chunks (its metadata came): no such read gets an answer.
+  let down = true;
+  const chunks = '**/he/files/**';
+  await page.route(chunks, (route) =>
+    down && !route.request().url().endsWith('zarr.json')
+      ? route.abort('internetdisconnected')
+      : route.continue(),
+  );
+  try {
+    await page.goto(at(`/samples/${sampleId}`));
+    await alert.filter({ hasText: 'network' }).waitFor();
+    down = false;
+    // The next view asks again for the chunks still missing, and they arrive.
+    await canvas().focus();
+    await page.keyboard.press('ArrowRight');
+    await alert.waitFor({ state: 'hidden' });
+    await complete();
+  } finally {
+    await page.unroute(chunks);
+  }
+}, 120_000);
+
 test('the viewer broke no CSP rule and threw nothing', () => {
   expect(problems).toEqual([]);
 });

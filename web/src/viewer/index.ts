@@ -1,5 +1,5 @@
 import type { SpsClient } from '../../../sdk';
-import { h, showError } from '../dom';
+import { clearError, h, showError } from '../dom';
 import { CellTables } from './cells';
 import '../zarr-codecs';
 import { type ChannelLayer, channelLayers, heLayer, type Layer, labelLayer, publicLayers } from './sources';
@@ -241,7 +241,7 @@ function build(
   const barText = h('span', { id: 'viewer-scale-text' });
   const cursor = h('output', { id: 'viewer-cursor', 'aria-live': 'off' }, '—');
   const info = h('div', { id: 'cell-info', 'aria-live': 'polite' });
-  const error = h('p', { role: 'alert', hidden: true, class: 'field-error' });
+  const error = h('p', { id: 'viewer-error', role: 'alert', hidden: true, class: 'field-error' });
   let hovered = 0;
   let viewer: Viewer | undefined;
   const redraw = () => viewer?.redraw();
@@ -284,6 +284,9 @@ function build(
       // The console gets the cause too (zarrita wraps a codec's own error).
       console.error(String(err), String((err as { cause?: unknown }).cause ?? ''));
       showError(err, error);
+    },
+    onRecover() {
+      clearError(error);
     },
   };
   const zoomButton = (label: string, text: string, act: () => void) => {

@@ -65,10 +65,14 @@ export class TileCache {
   private wanted = new Set<string>();
   private ahead = new Set<string>();
 
+  /** Whether the last chunk that settled failed: the next to arrive says the reads work again. */
+  private failing = false;
+
   constructor(
     private readonly gl: WebGL2RenderingContext,
     private readonly onLoad: () => void,
     private readonly onError: (err: unknown) => void,
+    private readonly onRecover: () => void,
   ) {}
 
   get(address: TileAddress): Tile | undefined {
@@ -132,7 +136,10 @@ export class TileCache {
           // An abort that is not this load's own: the shard index it shared with a load that
           // was aborted (zarrita fetches an index once, with the signal of the first to ask).
           const shared = isAbort(err) && !controller.signal.aborted;
-          if (!controller.signal.aborted && !shared) this.onError(err);
+          if (!controller.signal.aborted && !shared) {
+            this.failing = true;
+            this.onError(err);
+          }
           if (shared) retry = true;
         })
         .finally(() => {
@@ -175,6 +182,10 @@ export class TileCache {
     const labels = address.layer.kind === 'labels' ? (chunk.data as Uint32Array) : undefined;
     this.tiles.set(key, { key, texture: texture!, width, height, labels });
     this.evict();
+    if (this.failing) {
+      this.failing = false;
+      this.onRecover();
+    }
     // A chunk fetched ahead is drawn when a frame asks for it: no frame now.
     if (this.wanted.has(key)) this.onLoad();
   }

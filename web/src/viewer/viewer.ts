@@ -25,6 +25,8 @@ export interface ViewerEvents {
   /** A click that did not drag, or Enter (the view's centre). */
   onPick(world: { x: number; y: number }): void;
   onError(err: unknown): void;
+  /** A chunk arrived after one failed (the network is back): what `onError` said is past. */
+  onRecover(): void;
 }
 
 interface Rect {
@@ -117,7 +119,7 @@ export class Viewer {
     if (!gl) throw new Error('this browser has no WebGL2: the viewer cannot draw');
     this.gl = gl;
     this.programs = createPrograms(gl);
-    this.cache = new TileCache(gl, () => this.loaded(), events.onError);
+    this.cache = new TileCache(gl, () => this.loaded(), events.onError, events.onRecover);
     this.listen();
     this.redraw();
   }
