@@ -126,7 +126,7 @@ const storeLinkReader = (client: SpsClient, link: string, renew: () => Promise<s
     try {
       return await get(used, key, range, signal);
     } catch (err) {
-      const again = isSpsError(err, 'forbidden') ? await root.renewedAfter(used) : undefined;
+      const again = isSpsError(err) && err.status === 403 ? await root.renewedAfter(used) : undefined;
       if (again === undefined) throw err;
       return get(again, key, range, signal);
     }
