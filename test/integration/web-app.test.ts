@@ -198,7 +198,7 @@ test("the details read as words: mpp to four digits (exact in its tooltip), the 
   }
 });
 
-test('a slide without a scale: Predict and segmentation say where to set one, and start once it is saved', async () => {
+test('a slide without a scale: Predict and segmentation say where to set one, and offer their buttons once it is saved', async () => {
   const unscaled = await insertPricedSample(stack.sql, {
     organizationId: stack.tenant.organizationId,
     createdBy: stack.tenant.userId,
@@ -216,11 +216,12 @@ test('a slide without a scale: Predict and segmentation say where to set one, an
       'segmentation needs',
     );
     await expect(start.isVisible()).resolves.toBe(false);
-    await page
-      .getByRole('region', { name: 'Predict' })
-      .locator('.scale-needed')
-      .getByRole('link', { name: 'Microns per pixel' })
-      .click();
+    const predict = page.getByRole('region', { name: 'Predict' });
+    const price = predict.getByRole('button', { name: 'Price' });
+    const submit = predict.getByRole('button', { name: 'Submit prediction' });
+    await expect(price.isVisible()).resolves.toBe(false);
+    await expect(submit.isVisible()).resolves.toBe(false);
+    await predict.locator('.scale-needed').getByRole('link', { name: 'Microns per pixel' }).click();
     await expect(page.evaluate<string>('document.activeElement.id')).resolves.toBe('mpp');
     await shoot('sample-unscaled');
     await page.keyboard.type('0.5');
@@ -229,6 +230,8 @@ test('a slide without a scale: Predict and segmentation say where to set one, an
     await notes.first().waitFor({ state: 'detached' });
     await expect(notes.count()).resolves.toBe(0);
     await start.waitFor();
+    await price.waitFor();
+    await submit.waitFor();
     const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${unscaled}`);
     expect(detail.json.mpp).toBe(0.5);
   } finally {

@@ -239,14 +239,18 @@ function scaleNeeded(needs: string): HTMLElement {
   );
 }
 
-/** Markers from `/markers`, the dry-run price and balance, submit, then the job's live stream. */
+/**
+ * Markers from `/markers`, the dry-run price and balance, submit, then the job's live stream.
+ * A slide without a scale gets Price and Submit once `scaleSet` says one was saved (the
+ * service refuses both before with `mpp_required`).
+ */
 async function predictPanel(
   sps: SpsClient,
   sample: Sample,
   reload: () => void,
   jobs: { refresh: () => Promise<void>; show: (jobId: string, event: JobEvent) => void },
   signal: AbortSignal,
-): Promise<HTMLElement> {
+): Promise<{ panel: HTMLElement; scaleSet(): void }> {
   const panel = h(
     'section',
     { 'aria-labelledby': 'predict-title' },
@@ -259,9 +263,10 @@ async function predictPanel(
       ? 'This sample could not be prepared (Details says why), so it cannot be predicted.'
       : 'A prediction can be submitted once every byte of the upload is in.';
     panel.append(h('p', {}, why));
-    return panel;
+    return { panel, scaleSet: () => {} };
   }
-  if (sample.mpp === null) panel.append(scaleNeeded('pricing and prediction need'));
+  const unscaled = sample.mpp === null;
+  if (unscaled) panel.append(scaleNeeded('pricing and prediction need'));
   if (early)
     panel.append(
       h(
@@ -327,50 +332,44 @@ async function predictPanel(
     cancel.hidden = true;
     reload();
   };
-  panel.append(
-    picker,
+  const actions = h(
+    'div',
+    { class: 'actions', hidden: unscaled },
+    // A dry run prices exactly, which only a ready sample can be.
+    early
+      ? null
+      : h(
+          'button',
+          {
+            type: 'button',
+            onclick: guarded(async () => {
+              const estimate = await sps.predictions.estimate({ uploadId: sample.id, markers: chosen() });
+              price.textContent = `${estimate.estimatedCredits} credits for ${estimate.patchCount} patches × ${estimate.markerCount} markers; balance ${estimate.orgBalance} (${estimate.orgPending} pending).`;
+            }),
+          },
+          'Price',
+        ),
     h(
-      'div',
-      { class: 'actions' },
-      // A dry run prices exactly, which only a ready sample can be.
-      early
-        ? null
-        : h(
-            'button',
-            {
-              type: 'button',
-              onclick: guarded(async () => {
-                const estimate = await sps.predictions.estimate({ uploadId: sample.id, markers: chosen() });
-                price.textContent = `${estimate.estimatedCredits} credits for ${estimate.patchCount} patches × ${estimate.markerCount} markers; balance ${estimate.orgBalance} (${estimate.orgPending} pending).`;
-              }),
-            },
-            'Price',
-          ),
-      h(
-        'button',
-        {
-          type: 'button',
-          onclick: guarded(async () => {
-            const job = await sps.predictions.submit({ uploadId: sample.id, markers: chosen() });
-            jobState.textContent = `Job queued, ${job.reservedCredits} credits reserved.`;
-            // The new job belongs in the history now, not only once it ends.
-            await jobs.refresh();
-            await follow(job.jobId);
-          }),
-        },
-        'Submit prediction',
-      ),
-      cancel,
+      'button',
+      {
+        type: 'button',
+        onclick: guarded(async () => {
+          const job = await sps.predictions.submit({ uploadId: sample.id, markers: chosen() });
+          jobState.textContent = `Job queued, ${job.reservedCredits} credits reserved.`;
+          // The new job belongs in the history now, not only once it ends.
+          await jobs.refresh();
+          await follow(job.jobId);
+        }),
+      },
+      'Submit prediction',
     ),
-    price,
-    status,
-    progress,
-    jobState,
+    cancel,
   );
+  panel.append(picker, actions, price, status, progress, jobState);
   // A job still running when the page opens (a reload, a second tab) is followed as well.
   const running = sample.jobs.find((job) => !isTerminalJobStatus(job.status));
   if (running) void guarded(() => follow(running.id))();
-  return panel;
+  return { panel, scaleSet: () => (actions.hidden = false) };
 }
 
 /** The streams the page as drawn follows, stopped when it is drawn again. */
@@ -403,22 +402,23 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       jobs.replaceChildren(h('h2', { id: 'jobs-title' }, 'Job history'), jobHistory(current));
     paintJobs(sample);
     const segmentation = segmentationSection(sps, sample, () => scaleNeeded('segmentation needs'));
+    const predict = await predictPanel(
+      sps,
+      sample,
+      reload,
+      {
+        refresh: async () => paintJobs(await sps.samples.get(id)),
+        show: (jobId, event) => showJobEvent(jobs, jobId, event),
+      },
+      signal,
+    );
     const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
     void import('./viewer').then(({ mountViewer }) => mountViewer(viewer, sps, sample));
     // What a sample is for first (look, predict, follow, segment, export), then its upkeep.
     content.append(
       details,
       viewer,
-      await predictPanel(
-        sps,
-        sample,
-        reload,
-        {
-          refresh: async () => paintJobs(await sps.samples.get(id)),
-          show: (jobId, event) => showJobEvent(jobs, jobId, event),
-        },
-        signal,
-      ),
+      predict.panel,
       jobs,
       segmentation.section,
       exportsSection(sps, sample.jobs),
@@ -430,6 +430,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
           paint(updated);
           if (updated.mpp !== null) {
             for (const note of main().querySelectorAll('.scale-needed')) note.remove();
+            predict.scaleSet();
             segmentation.scaleSet();
           }
           main().querySelector('h1')!.textContent = updated.name ?? updated.filename;
