@@ -110,11 +110,23 @@ async function appendBody(
 const ATTEMPTS = 5;
 
 /**
- * `downloadOne`, again after a connection that failed or broke off mid-file (up to `ATTEMPTS`
- * in all, the pause doubling from 0.5 s): each attempt resumes from what reached `FILE.part`.
- * A refusal of the service, a wrong size or this machine's own failure is not retried.
+ * `run`, again after a connection that failed or broke off (up to `ATTEMPTS` in all, the pause
+ * doubling from 0.5 s); each run is to go on from what the last one left. A refusal of the
+ * service, a wrong size or this machine's own failure is not retried.
  */
-async function downloadWithRetries(
+export async function retryingLostConnections<T>(signal: AbortSignal, run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (signal.aborted || attempt >= ATTEMPTS || !connectionLost(err)) throw err;
+      await sleep(500 * 2 ** (attempt - 1), undefined, { signal });
+    }
+  }
+}
+
+/** `downloadOne`, each attempt resuming from what reached `FILE.part`. */
+function downloadWithRetries(
   dir: string,
   item: DownloadItem,
   signal: AbortSignal,
@@ -125,14 +137,7 @@ async function downloadWithRetries(
     counted += bytes;
     onBytes(bytes);
   };
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await downloadOne(dir, item, signal, count, counted);
-    } catch (err) {
-      if (signal.aborted || attempt >= ATTEMPTS || !connectionLost(err)) throw err;
-      await sleep(500 * 2 ** (attempt - 1), undefined, { signal });
-    }
-  }
+  return retryingLostConnections(signal, () => downloadOne(dir, item, signal, count, counted));
 }
 
 /** No answer (`network`), or an answer whose body stopped coming (undici: `terminated`). */

@@ -95,13 +95,15 @@ function zip64Sizes(extra: Buffer, fields: { compressed: number; size: number; l
 /**
  * Reads a zip's bytes front to back once (one GET, whatever its size) and hands each wanted
  * entry's data to `write` as a stream of pieces, in file order; what lies between is skipped.
+ * `body` starts at the zip's byte `start` (a ranged GET resuming at an entry's local header).
  */
 export async function extractStoredEntries(
   body: AsyncIterable<Uint8Array>,
   entries: readonly ZipEntry[],
   write: (entry: ZipEntry, data: AsyncIterable<Buffer>) => Promise<void>,
+  start = 0,
 ): Promise<void> {
-  const reader = new SequentialReader(body[Symbol.asyncIterator]());
+  const reader = new SequentialReader(body[Symbol.asyncIterator](), start);
   for (const entry of [...entries].sort((a, b) => a.localHeader - b.localHeader)) {
     if (entry.localHeader < reader.position) throw broken(`${entry.name} overlaps another entry`);
     await reader.skip(entry.localHeader - reader.position);
@@ -123,10 +125,12 @@ export async function extractStoredEntries(
 
 /** A byte stream read forward only: take a few bytes, stream a run of them, or skip some. */
 class SequentialReader {
-  position = 0;
   private buffer: Buffer = Buffer.alloc(0);
 
-  constructor(private readonly chunks: AsyncIterator<Uint8Array>) {}
+  constructor(
+    private readonly chunks: AsyncIterator<Uint8Array>,
+    public position: number,
+  ) {}
 
   private async more(): Promise<void> {
     const next = await this.chunks.next();

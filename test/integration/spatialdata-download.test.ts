@@ -1,11 +1,14 @@
 /** @jest-environment ./test/support/onnx-environment.js */
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningWorkers } from '../../cli/runtime';
 import { latestCompletedLayer } from '../../db/segmentation-runs';
 import { runPythonJson, spatialDataPython } from '../support/python';
+import { expiredLink } from '../support/signed-links';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
 
 /**
@@ -21,6 +24,8 @@ let home: string;
 let sampleId: string;
 let jobId: string;
 let markers: readonly string[];
+/** What the first download printed, and where it wrote. */
+let first: { dir: string; files: number; bytes: number };
 
 beforeAll(async () => {
   stack = await startStack({ sharedSlides: 'processed' });
@@ -35,13 +40,20 @@ afterAll(async () => {
 });
 
 function sps(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return spsAt(stack.baseUrl, ...args);
+}
+
+function spsAt(
+  baseUrl: string,
+  ...args: string[]
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [BIN, ...args], {
     env: {
       PATH: process.env.PATH ?? '',
       HOME: home,
       XDG_CONFIG_HOME: path.join(home, 'config'),
       XDG_STATE_HOME: path.join(home, 'state'),
-      SPS_BASE_URL: stack.baseUrl,
+      SPS_BASE_URL: baseUrl,
       SPS_API_KEY: stack.tenant.apiKey,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -91,8 +103,9 @@ test('sps download SAMPLE DIR --format spatialdata writes a folder that spatiald
   // stderr carries the progress lines; on a failure, the message.
   expect(run.code === 0 ? 0 : run.stderr).toBe(0);
   const printed = JSON.parse(run.stdout);
-  expect(printed).toMatchObject({ dir, jobId, format: 'spatialdata' });
+  expect(printed).toMatchObject({ dir, jobId, format: 'spatialdata', skipped: 0 });
   expect(printed.files).toBeGreaterThan(10);
+  first = { dir, files: printed.files, bytes: printed.bytes };
 
   // SpatialData's elements and its root only: the native markers (the same pixels as the
   // `prediction` image) stay in the service's store.
@@ -131,6 +144,93 @@ test('sps download SAMPLE DIR --format spatialdata writes a folder that spatiald
     await readFile(path.join(dir, 'zarr.json'), 'utf8'),
   );
 }, 600_000);
+
+async function filesUnder(dir: string): Promise<Map<string, Buffer>> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  const files = new Map<string, Buffer>();
+  for (const entry of entries.filter((e) => e.isFile())) {
+    const file = path.join(entry.parentPath, entry.name);
+    files.set(path.relative(dir, file), await readFile(file));
+  }
+  return files;
+}
+
+/**
+ * A proxy in front of the API that points every link it answers at itself, hands out the
+ * export's first manifest with its zip link expired, and breaks the first streamed read of the
+ * zip (an open `Range`) off halfway through.
+ */
+async function breakingProxy() {
+  const manifests: string[] = [];
+  const streamed: string[] = [];
+  const server = http.createServer(async (request, response) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const upstream = await fetch(`${stack.baseUrl}${request.url}`, {
+      method: request.method,
+      headers: Object.fromEntries(
+        Object.entries(request.headers).filter(
+          (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
+        ),
+      ),
+      ...(chunks.length > 0 && { body: Buffer.concat(chunks) }),
+    });
+    const headers = Object.fromEntries(
+      [...upstream.headers].filter(([name]) => !['content-encoding', 'transfer-encoding'].includes(name)),
+    );
+    let body = Buffer.from(await upstream.arrayBuffer());
+    if (new URL(request.url!, stack.baseUrl).pathname === `/api/v1/jobs/${jobId}/exports`) {
+      const manifest = JSON.parse(body.toString().replaceAll(stack.baseUrl, url));
+      if (manifests.push(request.method!) === 1 && upstream.ok)
+        manifest.artifacts.prediction.downloadUrl = expiredLink(
+          stack.signingSecret,
+          manifest.artifacts.prediction.downloadUrl,
+        );
+      body = Buffer.from(JSON.stringify(manifest));
+      headers['content-length'] = String(body.length);
+    }
+    const range = request.headers.range ?? '';
+    if (upstream.status === 206 && /^bytes=\d+-$/.test(range) && streamed.push(range) === 1) {
+      // The length stays as announced: the client sees a body that stopped coming.
+      response.writeHead(upstream.status, headers);
+      response.write(body.subarray(0, Math.floor(body.length / 2)), () => response.destroy());
+      return;
+    }
+    response.writeHead(upstream.status, headers).end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    manifests,
+    streamed,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+test('a download whose link expired and whose zip broke off halfway renews the link, goes on from the first file missing, and writes the same store', async () => {
+  const proxy = await breakingProxy();
+  try {
+    const dir = path.join(home, 'broken-off.zarr');
+    const run = await spsAt(proxy.url, '--json', 'download', jobId, dir, '--format', 'spatialdata');
+    expect(run.code === 0 ? 0 : run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ files: first.files, bytes: first.bytes, skipped: 0 });
+    // The request's manifest with the expired link, then the manifest asked again.
+    expect(proxy.manifests).toEqual(['POST', 'GET']);
+    expect(proxy.streamed).toHaveLength(2);
+    const [from, resumed] = proxy.streamed.map((range) => Number(/\d+/.exec(range)![0]));
+    expect(resumed).toBeGreaterThan(from!);
+    expect(await filesUnder(dir)).toEqual(await filesUnder(first.dir));
+
+    // A rerun finds every file there and streams nothing.
+    const again = await spsAt(proxy.url, '--json', 'download', jobId, dir, '--format', 'spatialdata');
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ files: 0, bytes: 0, skipped: first.files });
+    expect(proxy.streamed).toHaveLength(2);
+  } finally {
+    await proxy.close();
+  }
+}, 300_000);
 
 test('an unknown format is a usage error (exit 2), an unknown id not found (exit 5)', async () => {
   const format = await sps('download', sampleId, path.join(home, 'x'), '--format', 'h5ad');

@@ -9,9 +9,9 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findSlide } from '../../db/sample-slides';
 import { createClient, type SpsClient } from '../../sdk';
-import { signToken } from '../../storage';
 import { insertPricedSample } from '../support/predictions';
 import { insertJob } from '../support/samples';
+import { expiredLink } from '../support/signed-links';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
@@ -332,21 +332,7 @@ test('results download: every store file, sizes checked; a rerun skips them and 
   expect(await readFile(path.join(dir, chunk))).toEqual(full);
 }, 120_000);
 
-/** `url` with its token signed again for the same grant, expired a second ago: the link an hour on. */
-function expired(url: string): string {
-  const match = /\/stores\/([^/]+)\/|[?&]token=([^&]+)/.exec(url)!;
-  const token = match[1] ?? match[2]!;
-  const claims = JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as {
-    scope: string;
-    sub: string;
-  };
-  const again = signToken(stack.signingSecret, {
-    scope: claims.scope,
-    subject: claims.sub,
-    expiresAt: new Date(Date.now() - 1000),
-  });
-  return url.replace(token, again);
-}
+const expired = (url: string) => expiredLink(stack.signingSecret, url);
 
 /**
  * A proxy in front of the API whose first answer at `pathname` (a JSON body) goes through

@@ -1,5 +1,5 @@
 import { createWriteStream } from 'node:fs';
-import { mkdir, rename } from 'node:fs/promises';
+import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -9,16 +9,19 @@ import type { ExportSelection } from '../../../schemas/exports';
 import { isSpsError, type SpsClient, SpsError } from '../../../sdk';
 import { UsageError } from '../config';
 import type { Context } from '../context';
+import { type DownloadItem, retryingLostConnections } from '../download';
 import { exitCodes } from '../exit-codes';
 import { writeFileAtomic } from '../files';
 import { formatBytes } from '../output';
 import { extractStoredEntries, readZipDirectory, type ZipEntry } from '../zip';
-import { readyExport } from './results';
+import { exportFileItems, manifestAgain, readyExport } from './results';
 
 const formats = ['spatialdata'] as const;
 
 /** The SpatialData elements of the zipped export; its native prediction store stays behind. */
 const ELEMENT_GROUPS = ['images/', 'labels/', 'tables/'];
+/** The zipped store among the export's files (exportFileItems). */
+const ZIP_KEY = 'prediction.ome.zarr.zip';
 
 export function registerDownload(program: Command, context: () => Context): void {
   program
@@ -40,16 +43,21 @@ export function registerDownload(program: Command, context: () => Context): void
         includeOriginalUpload: false,
       };
       const manifest = await readyExport(ctx, client, jobId, 'ome-zarr-zip', selection);
-      const url = manifest.artifacts.prediction?.downloadUrl;
-      if (manifest.status !== 'ready' || !url) {
+      const zip = exportFileItems(
+        client,
+        manifest,
+        manifestAgain(client, jobId, manifest, selection, ctx.signal),
+      ).find((item) => item.key === ZIP_KEY);
+      if (manifest.status !== 'ready' || !zip) {
         process.exitCode = exitCodes.workFailed;
         ctx.print(() => `the export ${manifest.status}: ${manifest.error ?? ''}`, manifest);
         return;
       }
-      const written = await writeSpatialData(ctx, client, url, dir);
+      const written = await writeSpatialData(ctx, zip, dir);
+      const skipped = written.skipped > 0 ? `; ${written.skipped} already there` : '';
       ctx.print(
         () =>
-          `SpatialData store of job ${jobId} written to ${dir}: ${written.files} files (${formatBytes(written.bytes)}); open it with spatialdata.read_zarr("${dir}")`,
+          `SpatialData store of job ${jobId} written to ${dir}: ${written.files} files (${formatBytes(written.bytes)})${skipped}; open it with spatialdata.read_zarr("${dir}")`,
         { dir, jobId, format: flags.format, ...written },
       );
     });
@@ -74,20 +82,15 @@ async function jobOf(client: SpsClient, id: string, signal: AbortSignal): Promis
 
 /**
  * The SpatialData part of the zipped export, unzipped into `dir` as it downloads: its
- * directory read with two ranged GETs, then the archive streamed once; `images/`, `labels/`
- * and `tables/` written as they are, the root `zarr.json` with SpatialData's attributes only
- * (its NGFF copy of the prediction names the native `markers/` arrays, which stay behind: the
- * same pixels are the `prediction` image). Each file goes to `FILE.part`, then its name.
+ * directory read with ranged GETs, then the archive streamed once; `images/`, `labels/` and
+ * `tables/` written as they are, the root `zarr.json` with SpatialData's attributes only (its
+ * NGFF copy of the prediction names the native `markers/` arrays, which stay behind: the same
+ * pixels are the `prediction` image). Each file goes to `FILE.part`, then its name; a file at
+ * its name is done, so a connection that breaks off (or a rerun) goes on with a ranged GET
+ * from the first entry still missing.
  */
-async function writeSpatialData(ctx: Context, client: SpsClient, url: string, dir: string) {
-  const get = async (range?: string) =>
-    client.transport.send({
-      method: 'GET',
-      url,
-      headers: range ? { range } : {},
-      signal: ctx.signal,
-      bearer: false,
-    });
+async function writeSpatialData(ctx: Context, zip: DownloadItem, dir: string) {
+  const get = (range: string) => zip.fetch(range, ctx.signal);
   const entries = (
     await readZipDirectory(async (range) => new Uint8Array(await (await get(range)).arrayBuffer()))
   ).filter(
@@ -95,16 +98,19 @@ async function writeSpatialData(ctx: Context, client: SpsClient, url: string, di
   );
   if (!entries.some((entry) => entry.name === 'zarr.json'))
     throw new SpsError('invalid_response', 'the zip has no root zarr.json');
-  const progress = ctx.progress();
-  const bar = progress.bar(`download ${entries.length} files`, { total: entries.length, bytes: false });
-  let files = 0;
-  let bytes = 0;
   const root = path.resolve(dir);
-  const write = async (entry: ZipEntry, data: AsyncIterable<Buffer>) => {
+  const targetOf = (entry: ZipEntry) => {
     const target = path.resolve(root, entry.name);
     if (!target.startsWith(root + path.sep)) {
       throw new SpsError('invalid_response', `refusing a key outside the folder: ${entry.name}`);
     }
+    return target;
+  };
+  const progress = ctx.progress();
+  const bar = progress.bar(`download ${entries.length} files`, { total: entries.length, bytes: false });
+  const summary = { files: 0, bytes: 0, skipped: 0 };
+  const write = async (entry: ZipEntry, data: AsyncIterable<Buffer>) => {
+    const target = targetOf(entry);
     await mkdir(path.dirname(target), { recursive: true });
     if (entry.name === 'zarr.json') {
       const pieces: Buffer[] = [];
@@ -114,18 +120,46 @@ async function writeSpatialData(ctx: Context, client: SpsClient, url: string, di
       await pipeline(Readable.from(data), createWriteStream(`${target}.part`), { signal: ctx.signal });
       await rename(`${target}.part`, target);
     }
-    bytes += entry.size;
-    bar.update(++files, formatBytes(bytes));
+    summary.files++;
+    summary.bytes += entry.size;
+    bar.update(summary.files + summary.skipped, formatBytes(summary.bytes));
   };
   try {
-    const body = (await get()).body;
-    if (!body) throw new SpsError('invalid_response', 'the export answered no body');
-    await extractStoredEntries(Readable.fromWeb(body as WebReadableStream<Uint8Array>), entries, write);
-    bar.done(formatBytes(bytes));
+    const missing: ZipEntry[] = [];
+    for (const entry of entries) {
+      if (await exists(targetOf(entry))) summary.skipped++;
+      else missing.push(entry);
+    }
+    await retryingLostConnections(ctx.signal, async () => {
+      const left = [];
+      for (const entry of missing) if (!(await exists(targetOf(entry)))) left.push(entry);
+      if (left.length === 0) return;
+      const start = Math.min(...left.map((entry) => entry.localHeader));
+      const response = await get(`bytes=${start}-`);
+      await extractStoredEntries(body(response, start), left, write, start);
+    });
+    bar.done(formatBytes(summary.bytes));
   } finally {
     progress.stop();
   }
-  return { files, bytes };
+  return summary;
+}
+
+/** A ranged answer's body, checked to start where it was asked to. */
+function body(response: Response, start: number): Readable {
+  const range = /^bytes (\d+)-/.exec(response.headers.get('content-range') ?? '');
+  if (response.status !== 206 || Number(range?.[1]) !== start || !response.body)
+    throw new SpsError('invalid_response', `the export did not answer its bytes from ${start}`);
+  return Readable.fromWeb(response.body as WebReadableStream<Uint8Array>);
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The zip's root group with only SpatialData's container attributes. */

@@ -366,8 +366,7 @@ async function exportItems(
 ) {
   const { prediction, he } = manifest.artifacts;
   const items: DownloadItem[] = [];
-  // The manifest asked again signs every link afresh: once for the reads refused together.
-  const again = shared(() => client.exports.get(jobId, exportQuery(manifest.format, selection), { signal }));
+  const again = manifestAgain(client, jobId, manifest, selection, signal);
   if (manifest.format === 'ome-zarr') {
     // A segmentation job's export has no prediction artifact: its store is the job's result (the mask).
     const rootUrl = prediction?.rootUrl;
@@ -382,8 +381,29 @@ async function exportItems(
     const renew = async () => (await again()).artifacts.he?.rootUrl ?? he.rootUrl;
     items.push(...(await storeItems(storeLinkReader(client, he.rootUrl, renew), signal, 'he.ome.zarr/')));
   }
-  for (const [key, url] of exportFiles(manifest)) {
-    items.push(signedItem(client, key, url, async () => exportFiles(await again()).get(key)));
-  }
+  items.push(...exportFileItems(client, manifest, again));
   return items;
 }
+
+/**
+ * An export's single files as download items by where they go; a link refused after its hour
+ * renews from `again`, the manifest asked again (once for the reads refused together).
+ */
+export function exportFileItems(
+  client: SpsClient,
+  manifest: ExportManifest,
+  again: () => Promise<ExportManifest>,
+): DownloadItem[] {
+  return [...exportFiles(manifest)].map(([key, url]) =>
+    signedItem(client, key, url, async () => exportFiles(await again()).get(key)),
+  );
+}
+
+/** The export's manifest asked again (every link signed afresh), once for all who ask together. */
+export const manifestAgain = (
+  client: SpsClient,
+  jobId: string,
+  manifest: ExportManifest,
+  selection: ExportSelection,
+  signal: AbortSignal,
+) => shared(() => client.exports.get(jobId, exportQuery(manifest.format, selection), { signal }));
