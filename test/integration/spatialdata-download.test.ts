@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { RunningWorkers } from '../../cli/runtime';
 import { latestCompletedLayer } from '../../db/segmentation-runs';
+import { forwarded } from '../support/http';
 import { runPythonJson, spatialDataPython } from '../support/python';
 import { expiredLink } from '../support/signed-links';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
@@ -164,17 +165,7 @@ async function breakingProxy() {
   const manifests: string[] = [];
   const streamed: string[] = [];
   const server = http.createServer(async (request, response) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const upstream = await fetch(`${stack.baseUrl}${request.url}`, {
-      method: request.method,
-      headers: Object.fromEntries(
-        Object.entries(request.headers).filter(
-          (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
-        ),
-      ),
-      ...(chunks.length > 0 && { body: Buffer.concat(chunks) }),
-    });
+    const upstream = await forwarded(request, stack.baseUrl);
     const headers = Object.fromEntries(
       [...upstream.headers].filter(([name]) => !['content-encoding', 'transfer-encoding'].includes(name)),
     );

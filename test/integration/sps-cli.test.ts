@@ -9,6 +9,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findSlide } from '../../db/sample-slides';
 import { createClient, type SpsClient } from '../../sdk';
+import { forwarded } from '../support/http';
 import { insertPricedSample } from '../support/predictions';
 import { insertJob } from '../support/samples';
 import { expiredLink } from '../support/signed-links';
@@ -345,17 +346,7 @@ async function rewritingProxy(
 ): Promise<{ url: string; calls: () => number; close(): Promise<void> }> {
   let calls = 0;
   const server = http.createServer(async (request, response) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const upstream = await fetch(`${stack.baseUrl}${request.url}`, {
-      method: request.method,
-      headers: Object.fromEntries(
-        Object.entries(request.headers).filter(
-          (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
-        ),
-      ),
-      ...(chunks.length > 0 && { body: Buffer.concat(chunks) }),
-    });
+    const upstream = await forwarded(request, stack.baseUrl);
     let body = Buffer.from(await upstream.arrayBuffer());
     if (new URL(request.url!, stack.baseUrl).pathname === pathname && upstream.ok && calls++ === 0)
       body = Buffer.from(JSON.stringify(rewrite(JSON.parse(body.toString()))));

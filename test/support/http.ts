@@ -1,4 +1,4 @@
-import { request } from 'node:http';
+import { type IncomingMessage, request } from 'node:http';
 
 /** fetch with the tenant's bearer key and JSON bodies. */
 export function apiClient(api: string, apiKey: string) {
@@ -42,5 +42,20 @@ export function interruptedPut(
     req.on('error', () => resolve());
     req.on('close', () => resolve());
     req.write(partial, () => setTimeout(() => req.destroy(), 200));
+  });
+}
+
+/** `request` as it came (method, headers, body), sent on to `origin`: a test proxy's upstream call. */
+export async function forwarded(request: IncomingMessage, origin: string): Promise<Response> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return fetch(`${origin}${request.url}`, {
+    method: request.method,
+    headers: Object.fromEntries(
+      Object.entries(request.headers).filter(
+        (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
+      ),
+    ),
+    ...(chunks.length > 0 && { body: Buffer.concat(chunks) }),
   });
 }
