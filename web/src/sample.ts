@@ -334,7 +334,7 @@ async function predictPanel(
   };
   const actions = h(
     'div',
-    { class: 'actions', hidden: unscaled },
+    { class: 'actions' },
     // A dry run prices exactly, which only a ready sample can be.
     early
       ? null
@@ -342,6 +342,7 @@ async function predictPanel(
           'button',
           {
             type: 'button',
+            hidden: unscaled,
             onclick: guarded(async () => {
               const estimate = await sps.predictions.estimate({ uploadId: sample.id, markers: chosen() });
               price.textContent = `${estimate.estimatedCredits} credits for ${estimate.patchCount} patches × ${estimate.markerCount} markers; balance ${estimate.orgBalance} (${estimate.orgPending} pending).`;
@@ -353,6 +354,7 @@ async function predictPanel(
       'button',
       {
         type: 'button',
+        hidden: unscaled,
         onclick: guarded(async () => {
           const job = await sps.predictions.submit({ uploadId: sample.id, markers: chosen() });
           jobState.textContent = `Job queued, ${job.reservedCredits} credits reserved.`;
@@ -369,7 +371,12 @@ async function predictPanel(
   // A job still running when the page opens (a reload, a second tab) is followed as well.
   const running = sample.jobs.find((job) => !isTerminalJobStatus(job.status));
   if (running) void guarded(() => follow(running.id))();
-  return { panel, scaleSet: () => (actions.hidden = false) };
+  return {
+    panel,
+    scaleSet: () => {
+      for (const button of actions.querySelectorAll('button')) if (button !== cancel) button.hidden = false;
+    },
+  };
 }
 
 /** The streams the page as drawn follows, stopped when it is drawn again. */
