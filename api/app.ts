@@ -5,6 +5,7 @@ import { createJobEventHub } from '../db/job-events';
 import { markerCatalog } from '../models/registry';
 import { type Endpoint, endpoints } from '../schemas/endpoints';
 import { JOB_STREAM_DEFAULTS } from '../schemas/job-stream';
+import { WEB_APP_ICON } from '../schemas/oauth';
 import { API_PREFIX, buildOpenApiDocument } from '../schemas/openapi';
 import type { ObjectStore } from '../storage';
 import { authenticate } from './auth';
@@ -183,6 +184,8 @@ export function createApp(deps: ApiDeps): Express {
           issuer: settings.publicBaseUrl,
           resource,
           cookieSecret: settings.signingSecret,
+          // The API serves the web app under APP_URL's path at its own address too.
+          iconUrl: `${settings.publicBaseUrl}${new URL(settings.appUrl).pathname.replace(/\/+$/, '')}/${WEB_APP_ICON}`,
           accessTokenTtlSeconds: oauth.accessTokenTtlSeconds ?? 3600,
           refreshTokenTtlSeconds: oauth.refreshTokenTtlSeconds ?? 30 * 24 * 3600,
         },

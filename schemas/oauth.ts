@@ -62,6 +62,8 @@ export type AuthorizationServerMetadata = z.infer<typeof AuthorizationServerMeta
 export const WEB_APP_CLIENT_ID = 'sps-web-app';
 /** Where the authorization server sends the browser back, relative to APP_URL. */
 export const WEB_APP_CALLBACK_PATH = '/signin/callback';
+/** The web app's icon, relative to APP_URL (`web/public/`): the sign-in pages show it too. */
+export const WEB_APP_ICON = 'icon.svg';
 
 /** A token endpoint answer (RFC 6749 5.1); the refresh token is new on every refresh. */
 export const TokenResponse = z.object({

@@ -29,7 +29,7 @@ function shell(page: string, { title, body = '' }: { title: string; body?: strin
     <meta charset="utf-8" />
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <title>${title} · Slide Prediction Service</title>
-    <link rel="icon" type="image/svg+xml" href="./src/icon.svg" />
+    <link rel="icon" type="image/svg+xml" href="/icon.svg" />
     <link rel="stylesheet" href="./src/style.css" />
     <script type="module" src="./src/${page}.ts"></script>
   </head>
@@ -70,6 +70,8 @@ function pageShells(): Plugin {
  * `/samples/{id}`, `/upload` and `/settings` to these files; nothing falls back to an index. A
  * browser at an address with no page gets `not-found.html`, as a 404.
  * `base: './'` lets the pages live under any APP_URL path (the server adds a `<base>`).
+ * The icon is in `public/`, so it keeps its name (`icon.svg` beside the pages): the
+ * authorization server's sign-in pages, which are not built here, link it too.
  */
 export default defineConfig({
   root,

@@ -10,7 +10,6 @@ import { endpoints } from '../../schemas/endpoints';
 import { oauthRoutes } from '../../schemas/oauth';
 import { notFound } from '../errors';
 import { mount } from '../route';
-import { consentPage, errorPage, PAGE_HEADERS, signInPage } from './pages';
 import { verifyAgainstNothing, verifyPassword } from './passwords';
 import { type AuthorizationServer, authorizationServerMetadata } from './server';
 import type { SignInThrottle } from './throttle';
@@ -20,10 +19,6 @@ type Interaction = Awaited<
 >;
 
 const formBody = express.urlencoded({ extended: false, limit: '16kb' });
-
-function sendPage(res: Response, status: number, html: string): void {
-  res.status(status).set(PAGE_HEADERS).type('html').send(html);
-}
 
 /** Scopes the consent page asks for: the missing resource scopes of the one resource. */
 function requestedScopes(interaction: Interaction): { resource: string; scopes: string[] } {
@@ -48,6 +43,11 @@ export function authorizationServerRoutes(deps: {
     if (!server) return next(notFound('endpoint'));
     await server.handle(req, res);
   };
+  const pages = server?.pages;
+  // Only called from routes that run once `server` exists (`interactionOf` answers first).
+  const sendPage = (res: Response, status: number, html: string) => {
+    res.status(status).set(pages!.headers).type('html').send(html);
+  };
   /** The interaction the request's cookie names, or an error page (expired, no cookie). */
   async function interactionOf(req: Request, res: Response): Promise<Interaction | undefined> {
     try {
@@ -57,7 +57,7 @@ export function authorizationServerRoutes(deps: {
       sendPage(
         res,
         400,
-        errorPage('interaction_expired', `${description}: start again from the application`),
+        pages!.error('interaction_expired', `${description}: start again from the application`),
       );
       return undefined;
     }
@@ -72,7 +72,7 @@ export function authorizationServerRoutes(deps: {
     sendPage(
       res,
       status,
-      consentPage({
+      pages!.consent({
         action: `${oauthRoutes.interaction}/${interaction.uid}/consent`,
         clientName: await clientName(interaction),
         email: email ?? '',
@@ -101,7 +101,7 @@ export function authorizationServerRoutes(deps: {
       sendPage(
         res,
         200,
-        signInPage({
+        pages!.signIn({
           action: `${oauthRoutes.interaction}/${interaction.uid}/login`,
           clientName: await clientName(interaction),
         }),
@@ -128,7 +128,7 @@ export function authorizationServerRoutes(deps: {
         sendPage(
           res,
           429,
-          signInPage({
+          pages!.signIn({
             action: `${oauthRoutes.interaction}/${interaction.uid}/login`,
             clientName: await clientName(interaction),
             email,
@@ -148,7 +148,7 @@ export function authorizationServerRoutes(deps: {
         sendPage(
           res,
           401,
-          signInPage({
+          pages!.signIn({
             action: `${oauthRoutes.interaction}/${interaction.uid}/login`,
             clientName: await clientName(interaction),
             email: form.success ? form.data.email : undefined,
@@ -177,7 +177,7 @@ export function authorizationServerRoutes(deps: {
       const interaction = await interactionOf(req, res);
       if (!interaction) return;
       if (interaction.prompt.name !== 'consent' || !interaction.session?.accountId) {
-        sendPage(res, 400, errorPage('invalid_request', 'sign in first'));
+        sendPage(res, 400, pages!.error('invalid_request', 'sign in first'));
         return;
       }
       const form = endpoints.oauthConsent.request.body.safeParse(req.body);

@@ -13,7 +13,7 @@ import {
   oauthRoutes,
 } from '../../schemas/oauth';
 import { postgresAdapter } from './adapter';
-import { errorPage, PAGE_HEADERS } from './pages';
+import { type AuthorizationPages, authorizationPages } from './pages';
 
 /** Access tokens are ES256 JWTs: short signatures, and every JOSE library verifies them. */
 export const ACCESS_TOKEN_ALG = 'ES256';
@@ -25,6 +25,8 @@ export interface AuthorizationServerSettings {
   resource: string;
   /** Keys the interaction and session cookies (derived from the signing secret). */
   cookieSecret: string;
+  /** The web app's icon, shown on the sign-in and consent pages. */
+  iconUrl: string;
   accessTokenTtlSeconds: number;
   refreshTokenTtlSeconds: number;
 }
@@ -159,9 +161,10 @@ function buildProvider(
       IdToken: 3600,
     },
     renderError: async (ctx, out) => {
-      ctx.set(PAGE_HEADERS);
+      const pages = authorizationPages(settings.iconUrl);
+      ctx.set(pages.headers);
       ctx.type = 'html';
-      ctx.body = errorPage(out.error, out.error_description);
+      ctx.body = pages.error(out.error, out.error_description);
     },
   });
   provider.on('server_error', (_ctx, err) => logger.error({ err }, 'oauth server error'));
@@ -170,6 +173,8 @@ function buildProvider(
 
 export interface AuthorizationServer {
   settings: AuthorizationServerSettings;
+  /** The sign-in, consent and error pages. */
+  pages: AuthorizationPages;
   /** The provider, made on first use (it needs the keys from the database). */
   provider(): Promise<Provider>;
   /** Verification keys of the access tokens it issues. */
@@ -204,6 +209,7 @@ export function createAuthorizationServer(deps: {
   };
   return {
     settings: deps.settings,
+    pages: authorizationPages(deps.settings.iconUrl),
     provider: async () => (await start()).provider,
     verificationKeys: async () => createLocalJWKSet({ keys: (await start()).keys.map(publicJwk) }),
     handle: async (req, res) => {

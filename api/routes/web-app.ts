@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import express, { type RequestHandler, Router } from 'express';
-import { WEB_APP_CALLBACK_PATH } from '../../schemas/oauth';
+import { WEB_APP_CALLBACK_PATH, WEB_APP_ICON } from '../../schemas/oauth';
 import { AppError } from '../errors';
 
 /** Each route of the web application and the page (a vite `mpa` entry) that answers it. */
@@ -100,6 +100,11 @@ export function webAppRoutes(settings: { appUrl: string; publicBaseUrl: string; 
     '/assets',
     express.static(path.join(settings.webRoot, 'assets'), { immutable: true, maxAge: '1y' }),
   );
+  app.get(`/${WEB_APP_ICON}`, (_req, res, next) => {
+    res.sendFile(path.join(settings.webRoot, WEB_APP_ICON), { maxAge: '1d' }, (err) => {
+      if (err && !res.headersSent) next();
+    });
+  });
   // A person at an address with no page gets a page of the app, with its links; programs (who
   // do not prefer HTML) go on to the contract's JSON error after this router.
   app.use(async (req, res, next) => {

@@ -143,6 +143,16 @@ describe('a signed-in tab', () => {
     expect(signInPage.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
     expect(signInPage.headers.get('content-security-policy')).toContain("default-src 'none'");
     expect(signInPage.headers.get('x-content-type-options')).toBe('nosniff');
+    // Its icon is the web app's, and its CSP lets that image in (else the browser asks for a
+    // /favicon.ico that is not there).
+    await expect(
+      page.evaluate(`(async () => {
+        const href = document.querySelector('link[rel="icon"]')?.href ?? null;
+        const image = new Image();
+        image.src = href ?? '';
+        return { href, loaded: await image.decode().then(() => true, () => false) };
+      })()`),
+    ).resolves.toEqual({ href: at('/icon.svg'), loaded: true });
     await expect(accessibilityViolations(page)).resolves.toEqual([]);
     await page.screenshot({ path: path.join(screenshots, 'signin.png'), fullPage: true });
     // A wrong password: the page again, the reason announced to assistive technology.
