@@ -198,6 +198,36 @@ test("the details read as words: mpp to four digits (exact in its tooltip), the 
   }
 });
 
+test("a sample's expiration control opens on the rule it follows and sets a day", async () => {
+  const api = apiClient(stack.api, stack.tenant.apiKey);
+  const rule = page.getByLabel('Expiration rule');
+  const day = page.getByLabel('Expiration day (UTC)');
+  try {
+    await page.goto(at(`/samples/${sampleId}`));
+    await expect(rule.inputValue()).resolves.toBe('default');
+    await expect(day.isHidden()).resolves.toBe(true);
+    await rule.selectOption('date');
+    await day.fill('2031-05-06');
+    await page.getByRole('button', { name: 'Set expiration' }).click();
+    await page
+      .locator('dt', { hasText: 'Expires' })
+      .locator('+ dd', { hasText: 'set for this sample' })
+      .waitFor();
+    await expect(api('GET', `/samples/${sampleId}`).then((answer) => answer.json.expiresAt)).resolves.toBe(
+      '2031-05-06T23:59:59.000Z',
+    );
+    await page.reload();
+    await expect(rule.inputValue()).resolves.toBe('date');
+    await expect(day.inputValue()).resolves.toBe('2031-05-06');
+    await api('PATCH', `/samples/${sampleId}/expiration`, { neverExpire: true });
+    await page.reload();
+    await expect(rule.inputValue()).resolves.toBe('never');
+    await expect(day.isHidden()).resolves.toBe(true);
+  } finally {
+    await api('PATCH', `/samples/${sampleId}/expiration`, { useOrgDefault: true });
+  }
+});
+
 test('a slide without a scale: Predict and segmentation say where to set one, and offer their buttons once it is saved', async () => {
   const unscaled = await insertPricedSample(stack.sql, {
     organizationId: stack.tenant.organizationId,

@@ -2,13 +2,25 @@ import type { SpsClient } from '../../sdk';
 import { clearError, h, showError } from './dom';
 
 type Rule = Parameters<SpsClient['samples']['setExpiration']>[1];
+type RuleChoice = 'date' | 'never' | 'default';
+type Sample = Awaited<ReturnType<SpsClient['samples']['get']>>;
+
+/** The rule a sample follows now, and its day in UTC: what its page's control opens on. */
+function currentRule({ expiresAt, expiresAtSource }: Sample): { choice: RuleChoice; day: string } {
+  const day = expiresAt ? new Date(expiresAt).toISOString().slice(0, 10) : '';
+  if (expiresAtSource !== 'custom') return { choice: 'default', day };
+  return { choice: expiresAt ? 'date' : 'never', day };
+}
 
 /**
  * The expiration rule of PATCH /samples/{id}/expiration and its bulk form: a day, never, or
  * the organization default (exactly one). A day means its end in UTC: the sample is kept
  * through the day picked.
  */
-function rulePicker(idPrefix: string) {
+function rulePicker(
+  idPrefix: string,
+  current: { choice: RuleChoice; day: string } = { choice: 'date', day: '' },
+) {
   const choice = h(
     'select',
     { id: `${idPrefix}-rule`, 'aria-label': 'Expiration rule' },
@@ -17,9 +29,13 @@ function rulePicker(idPrefix: string) {
     h('option', { value: 'default' }, 'Organization default'),
   );
   const day = h('input', { id: `${idPrefix}-day`, type: 'date', 'aria-label': 'Expiration day (UTC)' });
-  choice.addEventListener('change', () => {
+  choice.value = current.choice;
+  day.value = current.day;
+  const showDay = () => {
     day.hidden = choice.value !== 'date';
-  });
+  };
+  showDay();
+  choice.addEventListener('change', showDay);
   const rule = (): Rule => {
     if (choice.value === 'never') return { neverExpire: true };
     if (choice.value === 'default') return { useOrgDefault: true };
@@ -77,15 +93,15 @@ export function bulkExpiration(sps: SpsClient, selected: () => string[], onDone:
   return { node, update };
 }
 
-/** The expiration control of one sample's page. */
-export function sampleExpiration(sps: SpsClient, sampleId: string, onDone: () => void): HTMLElement {
-  const picker = rulePicker('expiration');
+/** The expiration control of one sample's page, opened on the rule the sample follows now. */
+export function sampleExpiration(sps: SpsClient, sample: Sample, onDone: () => void): HTMLElement {
+  const picker = rulePicker('expiration', currentRule(sample));
   const { result, error } = outcome('expiration');
   const apply = h('button', { type: 'button' }, 'Set expiration');
   apply.addEventListener('click', async () => {
     clearError(error);
     try {
-      await sps.samples.setExpiration(sampleId, picker.rule());
+      await sps.samples.setExpiration(sample.id, picker.rule());
       onDone();
     } catch (err) {
       showError(err, error);

@@ -447,7 +447,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         'section',
         { 'aria-labelledby': 'expiration-title' },
         h('h2', { id: 'expiration-title' }, 'Expiration'),
-        sampleExpiration(sps, sample.id, reload),
+        sampleExpiration(sps, sample, reload),
       ),
       h(
         'section',
