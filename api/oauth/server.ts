@@ -73,6 +73,7 @@ function buildProvider(
   settings: AuthorizationServerSettings,
   keys: JWK[],
   logger: Logger,
+  pages: AuthorizationPages,
 ): Provider {
   const cookieKey = createHmac('sha256', settings.cookieSecret).update('oauth-cookies').digest('base64url');
   const provider = new Provider(settings.issuer, {
@@ -161,7 +162,6 @@ function buildProvider(
       IdToken: 3600,
     },
     renderError: async (ctx, out) => {
-      const pages = authorizationPages(settings.iconUrl);
       ctx.set(pages.headers);
       ctx.type = 'html';
       ctx.body = pages.error(out.error, out.error_description);
@@ -193,11 +193,12 @@ export function createAuthorizationServer(deps: {
     keys: JWK[];
     callback: (req: IncomingMessage, res: ServerResponse) => void;
   };
+  const pages = authorizationPages(deps.settings.iconUrl);
   let started: Promise<Started> | undefined;
   const start = () => {
     started ??= loadSigningKeys(deps.sql)
       .then((keys) => {
-        const provider = buildProvider(deps.sql, deps.settings, keys, deps.logger);
+        const provider = buildProvider(deps.sql, deps.settings, keys, deps.logger, pages);
         return { keys, provider, callback: provider.callback() };
       })
       .catch((err) => {
@@ -209,7 +210,7 @@ export function createAuthorizationServer(deps: {
   };
   return {
     settings: deps.settings,
-    pages: authorizationPages(deps.settings.iconUrl),
+    pages,
     provider: async () => (await start()).provider,
     verificationKeys: async () => createLocalJWKSet({ keys: (await start()).keys.map(publicJwk) }),
     handle: async (req, res) => {
