@@ -10,7 +10,7 @@ import { registerUpload } from './commands/upload';
 import { UsageError } from './config';
 import { createContext, type GlobalOptions } from './context';
 import { exitCodeOf, exitCodes } from './exit-codes';
-import { nextStepAfter } from './hints';
+import { nextStepAfter, type RefusedCommand } from './hints';
 
 /** `sps`: the command line of the Slide Prediction Service, a client of the SDK only. */
 export async function main(argv: string[]): Promise<number> {
@@ -35,9 +35,9 @@ export async function main(argv: string[]): Promise<number> {
   registerResults(program, context);
   registerDownload(program, context);
   for (const command of program.commands) command.exitOverride();
-  let ran: string | undefined;
+  let ran: RefusedCommand = { args: [] };
   program.hook('preAction', (_program, action) => {
-    ran = action.name();
+    ran = { name: action.name(), args: action.args };
   });
 
   const json = argv.includes('--json');

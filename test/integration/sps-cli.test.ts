@@ -258,7 +258,7 @@ test('predict: --dry-run prices, no --yes without a terminal refuses, --yes --wa
   jobId = job.id;
 }, 300_000);
 
-test("a slide without a scale: predict says how to set one with sps, beside the service's message", async () => {
+test("a slide without a scale: predict and segment say how to set one with sps, beside the service's message", async () => {
   const unscaled = await insertPricedSample(stack.sql, {
     organizationId: stack.tenant.organizationId,
     patchCount: 10,
@@ -268,11 +268,14 @@ test("a slide without a scale: predict says how to set one with sps, beside the 
   expect(run.code).toBe(6);
   expect(run.stderr.trim().split('\n')).toEqual([
     'sps: mpp_required: the sample has no usable scale: set its mpp first (PATCH /samples/{id})',
-    "hint: set the slide's scale with `sps samples edit SAMPLE --mpp MICRONS_PER_PIXEL`, then run this again",
+    `hint: set the slide's scale with \`sps samples edit ${unscaled} --mpp MICRONS_PER_PIXEL\`, then run this again`,
   ]);
   // Scripts read the contract's error body alone.
   const scripted = await sps('predict', unscaled, '--markers', 'DAPI', '--dry-run', '--json');
   expect(JSON.parse(scripted.stderr)).toMatchObject({ error: 'mpp_required' });
+  const segment = await sps('segment', unscaled);
+  expect(segment.code).toBe(6);
+  expect(segment.stderr).toContain(`hint: set the slide's scale with \`sps samples edit ${unscaled} --mpp`);
 });
 
 test('jobs ls, show, watch, and cancel of a finished job (the contract code, exit 3)', async () => {
