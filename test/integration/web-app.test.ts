@@ -316,8 +316,33 @@ test('the sample page prices a prediction, submits it, follows its stream and ca
   await expect(page.locator('#price', { hasText: 'credits' }).textContent()).resolves.toMatch(
     /\d+ credits for \d+ patches × 1 markers; balance \d+/,
   );
-  await page.getByRole('button', { name: 'Submit prediction' }).click();
-  await page.locator('#job-state .badge').waitFor();
+  // The submission is held on its way until the button has been clicked twice: it is sent once.
+  const submit = page.getByRole('button', { name: 'Submit prediction' });
+  const submissions: string[] = [];
+  const jobCount = async () =>
+    (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE sample_id = ${sampleId}`)[0]!
+      .n;
+  const jobsBefore = await jobCount();
+  let letThrough = () => {};
+  const clickedTwice = new Promise<void>((resolve) => {
+    letThrough = resolve;
+  });
+  await page.route('**/api/v1/predict', async (route) => {
+    submissions.push(route.request().method());
+    await clickedTwice;
+    await route.continue();
+  });
+  try {
+    await submit.click();
+    await expect(submit.isDisabled()).resolves.toBe(true);
+    await submit.click({ force: true });
+    letThrough();
+    await page.locator('#job-state .badge').waitFor();
+  } finally {
+    await page.unroute('**/api/v1/predict');
+  }
+  expect(submissions).toEqual(['POST']);
+  await expect(submit.isEnabled()).resolves.toBe(true);
   // The submitted job is in the history while it runs, not only once it ends.
   await page.locator('#jobs tbody tr').first().waitFor();
   await shoot('sample-predicting');
@@ -326,7 +351,65 @@ test('the sample page prices a prediction, submits it, follows its stream and ca
   await page.locator('#jobs .badge-cancelled').waitFor({ timeout: 60_000 });
   const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${sampleId}`);
   expect(detail.json.jobs[0]).toMatchObject({ status: 'cancelled' });
+  await expect(jobCount()).resolves.toBe(jobsBefore + 1);
 }, 120_000);
+
+test('a page whose redraw fails keeps what it showed and says why', async () => {
+  const api = apiClient(stack.api, stack.tenant.apiKey);
+  await page.goto(at(`/samples/${sampleId}`));
+  await page.locator('fieldset.markers').waitFor();
+  // Trashing redraws the page from the sample, which the service now fails to give.
+  await page.route(`**/api/v1/samples/${sampleId}`, (route) =>
+    route.request().method() === 'GET'
+      ? route.fulfill({
+          status: 500,
+          contentType: 'application/json',
+          body: JSON.stringify({
+            error: 'internal',
+            message: 'the database went away',
+            required: null,
+            retryAfterSeconds: null,
+          }),
+        })
+      : route.fallback(),
+  );
+  try {
+    await page.getByRole('button', { name: 'Move to Trash' }).click();
+    await page.locator('#status code', { hasText: 'internal' }).waitFor();
+    await expect(page.locator('#status').textContent()).resolves.toContain('the database went away');
+    await expect(page.locator('#sample').count()).resolves.toBe(1);
+    await expect(page.getByRole('region', { name: 'Details' }).isVisible()).resolves.toBe(true);
+    await expect(page.locator('fieldset.markers').isVisible()).resolves.toBe(true);
+    await shoot('sample-redraw-failed');
+  } finally {
+    await page.unroute(`**/api/v1/samples/${sampleId}`);
+    await api('POST', `/samples/${sampleId}/restore`);
+  }
+  await expect(
+    api('GET', `/samples/${sampleId}`).then((answer) => answer.json.trashedAt),
+  ).resolves.toBeNull();
+});
+
+test('a viewer whose code cannot be loaded says so where the slide would be', async () => {
+  // The viewer is a chunk of its own (a dynamic import); the rest of the page does without it.
+  let refused = 0;
+  await page.route('**/assets/viewer-*.js', (route) => {
+    refused += 1;
+    return route.abort('connectionfailed');
+  });
+  try {
+    await page.goto(at(`/samples/${sampleId}`));
+    const why = page.locator('#viewer [role="alert"]');
+    await why.waitFor();
+    await expect(why.textContent()).resolves.toMatch(
+      /^Error\s+the viewer could not be loaded; reload the page/,
+    );
+    await expect(page.locator('fieldset.markers').isVisible()).resolves.toBe(true);
+  } finally {
+    await page.unroute('**/assets/viewer-*.js');
+  }
+  expect(refused).toBeGreaterThan(0);
+});
 
 test('a trashed sample is listed in Trash and restored from there', async () => {
   await page.goto(at(`/samples/${sampleId}`));

@@ -343,6 +343,49 @@ test('a sample trashed from its page is in Trash and restored from there', async
   expect((await call('GET', `/samples/${facet.gamma}`)).json.trashedAt).toBeNull();
 });
 
+test('Trash pages with Load more, and a second click while a page loads does not add it twice', async () => {
+  const binned: string[] = [];
+  for (let i = 0; i < 50; i++) {
+    const id = await insertSample(stack.sql, {
+      organizationId: stack.tenant.organizationId,
+      name: `Binned ${i}`,
+    });
+    await stack.sql`UPDATE samples SET trashed_at = now() - ${i} * interval '1 second' WHERE id = ${id}`;
+    binned.push(id);
+  }
+  try {
+    const first = (await call('GET', '/samples/trash')).json;
+    const second = (await call('GET', `/samples/trash?cursor=${encodeURIComponent(first.nextCursor)}`)).json;
+    expect(second.nextCursor).toBeNull();
+    await page.goto(at('/samples/trash'));
+    await page.locator('#trash-summary', { hasText: `${first.items.length} sample(s) in Trash.` }).waitFor();
+    // The second page is held on its way until the button has been clicked twice.
+    const more = page.getByRole('button', { name: 'Load more' });
+    let letThrough = () => {};
+    const clickedTwice = new Promise<void>((resolve) => {
+      letThrough = resolve;
+    });
+    await page.route('**/api/v1/samples/trash?cursor=*', async (route) => {
+      await clickedTwice;
+      await route.continue();
+    });
+    try {
+      await more.click();
+      await more.click({ force: true });
+      letThrough();
+      await more.waitFor({ state: 'hidden' });
+    } finally {
+      await page.unroute('**/api/v1/samples/trash?cursor=*');
+    }
+    const rows = await page
+      .locator('tr[data-id]')
+      .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id')));
+    expect(rows).toEqual([...first.items, ...second.items].map((item: { id: string }) => item.id));
+  } finally {
+    await stack.sql`DELETE FROM samples WHERE id = ANY(${binned})`;
+  }
+});
+
 test('an upload survives a lost connection and a reload: it resumes from the stored bytes', async () => {
   const total = (await readFile(SLIDE)).length;
   const ranges: string[] = [];

@@ -1,4 +1,4 @@
-import { h, showError } from './dom';
+import { h, pressed } from './dom';
 import { apiKey, SESSION_EVENT, setApiKey, signedIn, signOut, startSignIn } from './session';
 
 /**
@@ -8,20 +8,6 @@ import { apiKey, SESSION_EVENT, setApiKey, signedIn, signOut, startSignIn } from
  */
 const slot = h('div', { class: 'account', id: 'account' });
 
-function act(work: () => Promise<void>) {
-  return async (event: Event) => {
-    const button = event.currentTarget as HTMLButtonElement;
-    button.disabled = true;
-    try {
-      await work();
-    } catch (err) {
-      showError(err);
-    } finally {
-      button.disabled = false;
-    }
-  };
-}
-
 function render(): void {
   if (signedIn()) {
     slot.replaceChildren(
@@ -30,7 +16,7 @@ function render(): void {
         'button',
         {
           type: 'button',
-          onclick: act(async () => {
+          onclick: pressed(async () => {
             await signOut();
             location.reload();
           }),
@@ -48,7 +34,7 @@ function render(): void {
     return;
   }
   slot.replaceChildren(
-    h('button', { type: 'button', onclick: act(() => startSignIn(location.href)) }, 'Sign in'),
+    h('button', { type: 'button', onclick: pressed(() => startSignIn(location.href)) }, 'Sign in'),
   );
 }
 

@@ -44,6 +44,25 @@ export function clearError(where: HTMLElement = document.getElementById('status'
   where.hidden = true;
 }
 
+/**
+ * A button's click handler: its work runs with the button held, so a second click cannot send
+ * the request again, and a failure is said in `where` (the page's status line by default).
+ */
+export function pressed(work: () => Promise<unknown>, where?: HTMLElement): (event: Event) => Promise<void> {
+  return async (event) => {
+    const button = event.currentTarget as HTMLButtonElement;
+    clearError(where);
+    button.disabled = true;
+    try {
+      await work();
+    } catch (err) {
+      showError(err, where);
+    } finally {
+      button.disabled = false;
+    }
+  };
+}
+
 /** The page's message when no credential is set: how to sign in or set one. */
 export function needKey(): void {
   const status = document.getElementById('status')!;

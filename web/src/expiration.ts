@@ -1,5 +1,5 @@
 import type { SpsClient } from '../../sdk';
-import { clearError, h, showError } from './dom';
+import { clearError, h, pressed, showError } from './dom';
 
 type Rule = Parameters<SpsClient['samples']['setExpiration']>[1];
 type RuleChoice = 'date' | 'never' | 'default';
@@ -98,14 +98,12 @@ export function sampleExpiration(sps: SpsClient, sample: Sample, onDone: () => v
   const picker = rulePicker('expiration', currentRule(sample));
   const { result, error } = outcome('expiration');
   const apply = h('button', { type: 'button' }, 'Set expiration');
-  apply.addEventListener('click', async () => {
-    clearError(error);
-    try {
+  apply.addEventListener(
+    'click',
+    pressed(async () => {
       await sps.samples.setExpiration(sample.id, picker.rule());
       onDone();
-    } catch (err) {
-      showError(err, error);
-    }
-  });
+    }, error),
+  );
   return h('div', {}, h('div', { class: 'actions' }, ...picker.controls, apply), error, result);
 }

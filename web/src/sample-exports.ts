@@ -1,6 +1,6 @@
 import { type ExportFormat, exportFormats } from '../../schemas/exports';
 import type { SpsClient } from '../../sdk';
-import { badge, bytes, clearError, h, showError, when } from './dom';
+import { badge, bytes, h, pressed, showError, when } from './dom';
 
 type Manifest = Awaited<ReturnType<SpsClient['exports']['get']>>;
 type Job = {
@@ -134,15 +134,13 @@ export function exportsSection(sps: SpsClient, jobs: Job[]): HTMLElement {
       }, POLL_MS);
   };
   const request = h('button', { type: 'button' }, 'Request export');
-  request.addEventListener('click', async () => {
-    clearError(error);
-    const chosen = selection();
-    try {
+  request.addEventListener(
+    'click',
+    pressed(async () => {
+      const chosen = selection();
       paint(job.value, chosen, await sps.exports.request(job.value, chosen));
-    } catch (err) {
-      showError(err, error);
-    }
-  });
+    }, error),
+  );
   section.append(
     h('div', { class: 'field' }, h('label', { for: 'export-job' }, 'Prediction'), job),
     h('div', { class: 'field' }, h('label', { for: 'export-format' }, 'Format'), format),

@@ -1,5 +1,5 @@
 import type { SpsClient } from '../../sdk';
-import { badge, clearError, h, showError, when } from './dom';
+import { badge, h, pressed, showError, when } from './dom';
 
 type State = Awaited<ReturnType<SpsClient['segmentation']['get']>>;
 
@@ -59,14 +59,10 @@ export function segmentationSection(
       showError(err, error);
     }
   };
-  start.addEventListener('click', async () => {
-    clearError(error);
-    try {
-      paint(await sps.segmentation.start(sample.id));
-    } catch (err) {
-      showError(err, error);
-    }
-  });
+  start.addEventListener(
+    'click',
+    pressed(async () => paint(await sps.segmentation.start(sample.id)), error),
+  );
   void refresh();
   const section = h(
     'section',

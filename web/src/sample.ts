@@ -3,7 +3,7 @@ import { failedSampleStatuses, preparingSampleStatuses } from '../../schemas/enu
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
 import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
-import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
+import { badge, bytes, clearError, h, main, needKey, pressed, showError, when } from './dom';
 import { sampleExpiration } from './expiration';
 import { exportsSection } from './sample-exports';
 import { customFieldInputs } from './sample-fields';
@@ -201,15 +201,10 @@ function trashControls(sps: SpsClient, sample: Sample, reload: () => void): HTML
       'button',
       {
         type: 'button',
-        onclick: async () => {
-          clearError(status);
-          try {
-            await run();
-            reload();
-          } catch (err) {
-            showError(err, status);
-          }
-        },
+        onclick: pressed(async () => {
+          await run();
+          reload();
+        }, status),
       },
       label,
     );
@@ -303,21 +298,11 @@ async function predictPanel(
     [...picker.querySelectorAll<HTMLInputElement>('input[name="marker"]:checked')].map(
       (input) => input.value,
     );
-  const guarded = (run: () => Promise<void>) => async () => {
-    clearError(status);
-    try {
-      await run();
-    } catch (err) {
-      showError(err, status);
-    }
-  };
   const cancel = h('button', { type: 'button', hidden: true }, 'Cancel job');
   const follow = async (jobId: string) => {
     progress.hidden = false;
     cancel.hidden = false;
-    cancel.onclick = guarded(async () => {
-      await sps.jobs.cancel(jobId);
-    });
+    cancel.onclick = pressed(() => sps.jobs.cancel(jobId), status);
     for await (const event of streamJob(sps, jobId, { signal })) {
       progress.value = event.progress ?? 0;
       jobState.replaceChildren(
@@ -332,6 +317,8 @@ async function predictPanel(
     cancel.hidden = true;
     reload();
   };
+  /** A job's stream followed to its end; a broken stream is said beside the buttons. */
+  const followed = (jobId: string) => void follow(jobId).catch((err) => showError(err, status));
   const actions = h(
     'div',
     { class: 'actions' },
@@ -343,10 +330,10 @@ async function predictPanel(
           {
             type: 'button',
             hidden: unscaled,
-            onclick: guarded(async () => {
+            onclick: pressed(async () => {
               const estimate = await sps.predictions.estimate({ uploadId: sample.id, markers: chosen() });
               price.textContent = `${estimate.estimatedCredits} credits for ${estimate.patchCount} patches × ${estimate.markerCount} markers; balance ${estimate.orgBalance} (${estimate.orgPending} pending).`;
-            }),
+            }, status),
           },
           'Price',
         ),
@@ -355,13 +342,13 @@ async function predictPanel(
       {
         type: 'button',
         hidden: unscaled,
-        onclick: guarded(async () => {
+        onclick: pressed(async () => {
           const job = await sps.predictions.submit({ uploadId: sample.id, markers: chosen() });
           jobState.textContent = `Job queued, ${job.reservedCredits} credits reserved.`;
           // The new job belongs in the history now, not only once it ends.
           await jobs.refresh();
-          await follow(job.jobId);
-        }),
+          followed(job.jobId);
+        }, status),
       },
       'Submit prediction',
     ),
@@ -370,7 +357,7 @@ async function predictPanel(
   panel.append(picker, actions, price, status, progress, jobState);
   // A job still running when the page opens (a reload, a second tab) is followed as well.
   const running = sample.jobs.find((job) => !isTerminalJobStatus(job.status));
-  if (running) void guarded(() => follow(running.id))();
+  if (running) followed(running.id);
   return {
     panel,
     scaleSet: () => {
@@ -379,13 +366,20 @@ async function predictPanel(
   };
 }
 
+/** The viewer's section when its code could not be fetched (the network, or a newer deployment). */
+function viewerUnavailable(section: HTMLElement, err: unknown): void {
+  const why = h('p', { role: 'alert', class: 'field-error' });
+  section.replaceChildren(h('h2', { id: 'viewer-title' }, 'Viewer'), why);
+  const cause = err instanceof Error ? err.message : String(err);
+  showError(new Error(`the viewer could not be loaded; reload the page to try again (${cause})`), why);
+}
+
 /** The streams the page as drawn follows, stopped when it is drawn again. */
 let drawn = new AbortController();
 
 async function render(sps: SpsClient, id: string): Promise<void> {
-  drawn.abort();
-  drawn = new AbortController();
-  const { signal } = drawn;
+  const next = new AbortController();
+  const { signal } = next;
   const content = h('div', { id: 'sample' });
   const reload = () => void render(sps, id);
   try {
@@ -420,7 +414,10 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       signal,
     );
     const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
-    void import('./viewer').then(({ mountViewer }) => mountViewer(viewer, sps, sample));
+    void import('./viewer').then(
+      ({ mountViewer }) => mountViewer(viewer, sps, sample),
+      (err: unknown) => viewerUnavailable(viewer, err),
+    );
     // What a sample is for first (look, predict, follow, segment, export), then its upkeep.
     content.append(
       details,
@@ -459,7 +456,14 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     clearError();
   } catch (err) {
     showError(err);
+    // A page drawn again keeps what it showed (and follows) when its reload fails.
+    if (main().querySelector('#sample')) {
+      next.abort();
+      return;
+    }
   }
+  drawn.abort();
+  drawn = next;
   main().querySelector('#sample')?.remove();
   main().append(content);
 }

@@ -1,6 +1,6 @@
 import './account';
 import type { SpsClient } from '../../sdk';
-import { bytes, clearError, h, main, needKey, showError, when } from './dom';
+import { bytes, clearError, h, main, needKey, pressed, showError, when } from './dom';
 import { client } from './session';
 
 type TrashItem = Awaited<ReturnType<SpsClient['samples']['listTrash']>>['items'][number];
@@ -19,15 +19,10 @@ function start(sps: SpsClient): void {
       {
         type: 'button',
         'aria-label': `Restore ${item.name ?? item.filename}`,
-        onclick: async () => {
-          clearError(error);
-          try {
-            await sps.samples.restore(item.id);
-            tr.remove();
-          } catch (err) {
-            showError(err, error);
-          }
-        },
+        onclick: pressed(async () => {
+          await sps.samples.restore(item.id);
+          tr.remove();
+        }, error),
       },
       'Restore',
     );
@@ -57,7 +52,10 @@ function start(sps: SpsClient): void {
     }
   }
 
-  more.addEventListener('click', () => void load(true));
+  more.addEventListener(
+    'click',
+    pressed(() => load(true)),
+  );
   main().append(
     summary,
     h(
