@@ -64,10 +64,32 @@ export function retryAfterMs(header: string | null, now = Date.now()): number | 
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
-const codeByStatus = new Map<number, ErrorCode>();
-for (const [code, status] of Object.entries(errorStatus) as [ErrorCode, number][]) {
-  if (!codeByStatus.has(status)) codeByStatus.set(status, code);
-}
+/**
+ * The code of an answer without the contract's error body (a proxy's page, a store's XML): the
+ * generic code of its status, never a specific one such as `recount_enqueue_failed` or
+ * `insufficient_scope` that would say what did not happen. A gateway that could not reach the
+ * service (502, 504) is `unavailable`; a status with no generic code, by its class.
+ */
+const genericCodeByStatus = new Map<number, ErrorCode>([
+  ...(
+    [
+      'invalid_request',
+      'unauthorized',
+      'forbidden',
+      'not_found',
+      'method_not_allowed',
+      'request_timeout',
+      'payload_too_large',
+      'range_not_satisfiable',
+      'validation_failed',
+      'rate_limited',
+      'internal',
+      'unavailable',
+    ] as const
+  ).map((code) => [errorStatus[code], code] as const),
+  [502, 'unavailable'],
+  [504, 'unavailable'],
+]);
 
 /** The error an answer carries; a body that is not the contract's error body still yields a code. */
 export async function errorOf(response: Response): Promise<SpsError> {
@@ -83,7 +105,8 @@ export async function errorOf(response: Response): Promise<SpsError> {
       body: parsed.data,
     });
   }
-  const code = codeByStatus.get(response.status) ?? (response.status >= 500 ? 'internal' : 'invalid_request');
+  const code =
+    genericCodeByStatus.get(response.status) ?? (response.status >= 500 ? 'internal' : 'invalid_request');
   return new SpsError(code, `HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''}`, {
     status: response.status,
   });

@@ -20,7 +20,10 @@ export const exitCodes = {
   conflict: 6,
   /** Not enough credits (402). */
   insufficientCredits: 7,
-  /** The service could not be reached or stayed busy (network, 429 or 503 after retries). */
+  /**
+   * The service could not be reached or stayed busy: the network, a gateway that could not reach
+   * it (502, 504), or 429 or 503 after the retries.
+   */
   unavailable: 8,
   /** A waited-for job, export or segmentation ended failed or cancelled. */
   workFailed: 9,
@@ -31,7 +34,7 @@ export const exitCodes = {
 } as const;
 
 export function exitCodeOf(error: SpsError): number {
-  if (error.code === 'network') return exitCodes.unavailable;
+  if (error.code === 'network' || error.code === 'unavailable') return exitCodes.unavailable;
   switch (error.status) {
     case 400:
     case 413:
