@@ -108,8 +108,9 @@ async function tabTo(selector: string, limit = 80): Promise<void> {
   throw new Error(`${limit} presses of Tab never reached ${selector}`);
 }
 
+/** The view in the address, read in the page (`page.url()` learns of a `replaceState` late). */
 const viewOf = async () => {
-  const match = /#view=([^&]+)/.exec(new URL(page.url()).hash)!;
+  const match = /#view=([^&]+)/.exec(await page.evaluate<string>('location.hash'))!;
   const [x, y, zoom] = match[1]!.split(',').map(Number) as [number, number, number];
   return { x, y, zoom };
 };
@@ -156,3 +157,45 @@ test('the keyboard alone opens a sample from the list, then zooms, pans and swit
   expect(centre.slice(0, 3)).toEqual([0, 0, 0]);
   expect(problems).toEqual([]);
 }, 180_000);
+
+test('a slide dropped again while it uploads is sent once, and its row says so', async () => {
+  await page.goto(at('/upload'));
+  await page.getByLabel('Segment cells once each slide is ready').uncheck();
+  const base64 = (await readFile(path.join(SHARED_WSI, SLIDES[1]!))).toString('base64');
+  // The same file twice, as a desktop hands it over: same name, size and modification time.
+  const drop = async () => {
+    const dataTransfer = await page.evaluateHandle(`(() => {
+      const transfer = new DataTransfer();
+      const bytes = Uint8Array.from(atob(${JSON.stringify(base64)}), (c) => c.charCodeAt(0));
+      transfer.items.add(new File([bytes], 'twice.ome.tif', { type: 'image/tiff', lastModified: 1700000000000 }));
+      return transfer;
+    })()`);
+    await page.locator('#drop-zone').dispatchEvent('drop', { dataTransfer });
+  };
+  // The upload's creation is held until the slide has been dropped twice.
+  const creations: string[] = [];
+  let letThrough = () => {};
+  const droppedTwice = new Promise<void>((resolve) => {
+    letThrough = resolve;
+  });
+  await page.route('**/api/v1/uploads', async (route) => {
+    creations.push(route.request().method());
+    await droppedTwice;
+    await route.continue();
+  });
+  const rows = page.locator('li.upload', { hasText: 'twice.ome.tif' });
+  try {
+    await drop();
+    await rows.first().waitFor();
+    await drop();
+    await rows.getByText('Chosen again while it uploads: it is sent once.').waitFor();
+    letThrough();
+    await rows.locator('.badge').waitFor({ timeout: 60_000 });
+  } finally {
+    await page.unroute('**/api/v1/uploads');
+  }
+  expect(creations).toEqual(['POST']);
+  await expect(rows.count()).resolves.toBe(1);
+  const samples = await stack.sql`SELECT id FROM samples WHERE filename = 'twice.ome.tif'`;
+  expect(samples).toHaveLength(1);
+}, 120_000);

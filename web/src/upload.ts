@@ -62,12 +62,33 @@ async function follow(
   reason.hidden = upload.statusMessage === null;
 }
 
+/**
+ * The files this tab is sending now, by session key, each with its row's note: a file chosen
+ * again while its bytes go up is sent once (two sends would make two samples, or fight over one
+ * session), and its row says so.
+ */
+const sending = new Map<string, HTMLElement>();
+
 async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegment: boolean): Promise<void> {
+  const key = sessionKey(file);
+  const chosenAgain = sending.get(key);
+  if (chosenAgain) {
+    chosenAgain.hidden = false;
+    return;
+  }
+  const again = h(
+    'p',
+    { class: 'note', role: 'status', hidden: true },
+    'Chosen again while it uploads: it is sent once.',
+  );
+  sending.set(key, again);
   const progress = h('progress', { max: file.size, value: 0, 'aria-label': `Upload of ${file.name}` });
   const figures = h('span', { class: 'figures' }, `0 B of ${bytes(file.size)}`);
   const state = h('span', { class: 'upload-state', role: 'status' }, 'starting');
   const error = h('p', { role: 'alert', hidden: true, class: 'field-error' });
-  list.append(h('li', { class: 'upload' }, h('strong', {}, file.name), progress, figures, state, error));
+  list.append(
+    h('li', { class: 'upload' }, h('strong', {}, file.name), progress, figures, state, error, again),
+  );
   const startedAt = performance.now();
   try {
     const upload = await uploadSource(sps, blobSource(file), {
@@ -75,14 +96,14 @@ async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegm
       autoSegment,
       resume: rememberedSession(file),
       chunkBytes: chunkBytesFor(file.size),
-      onSession: (session) => sessionStorage.setItem(sessionKey(file), JSON.stringify(session)),
+      onSession: (session) => sessionStorage.setItem(key, JSON.stringify(session)),
       onProgress: ({ sentBytes, totalBytes, resumedFrom }) => {
         progress.value = sentBytes;
         state.textContent = resumedFrom > 0 ? `resumed at ${bytes(resumedFrom)}` : 'uploading';
         figures.textContent = `${bytes(sentBytes)} of ${bytes(totalBytes)}${rate(sentBytes - resumedFrom, startedAt, totalBytes - resumedFrom)}`;
       },
-    });
-    sessionStorage.removeItem(sessionKey(file));
+    }).finally(() => sending.delete(key));
+    sessionStorage.removeItem(key);
     progress.value = file.size;
     await follow(sps, upload.id, state, error);
   } catch (err) {
