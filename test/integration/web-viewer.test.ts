@@ -563,9 +563,12 @@ test('the scale bar and the cursor position are in micrometres', async () => {
   expect(Math.abs(cy! - (top + 50) / zoom)).toBeLessThan(1 / zoom);
 }, 120_000);
 
-/** The view in the page's address (`#view=x,y,zoom`). */
+/**
+ * The view in the page's address (`#view=x,y,zoom`), read in the page: Playwright's `page.url()`
+ * learns of a `replaceState` only later, by an event, so it can still hold the view before.
+ */
 async function addressView(): Promise<{ x: number; y: number; zoom: number }> {
-  const hash = new URL(page.url()).hash;
+  const hash = await page.evaluate<string>('location.hash');
   const [x, y, zoom] = /#view=([^&]+)/.exec(hash)![1]!.split(',').map(Number);
   return { x: x!, y: y!, zoom: zoom! };
 }
