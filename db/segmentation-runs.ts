@@ -194,8 +194,9 @@ export async function finishSegmentationRun(
 
 /**
  * Queues run 1 of a sample that asked for automatic segmentation (`auto_segment`, resolved at
- * upload) and is ready, unless it has any run already: ingest calls this once it finishes, and
- * a retry or a client's POST that came first leaves nothing to do.
+ * upload), is ready and has a scale (segmentation needs one), unless it has any run already:
+ * ingest calls this once it finishes, the recount after a change of mpp again (a slide whose
+ * file gave no scale), and a retry or a client's POST that came first leaves nothing to do.
  */
 export async function queueAutoSegmentationRun(
   sql: Sql,
@@ -204,7 +205,8 @@ export async function queueAutoSegmentationRun(
   return sql.begin(async (tx) => {
     const [sample] = await tx<{ organizationId: string; wanted: boolean }[]>`
       SELECT organization_id AS "organizationId",
-        (auto_segment IS TRUE AND status = 'ready' AND trashed_at IS NULL) AS wanted
+        (auto_segment IS TRUE AND status = 'ready' AND trashed_at IS NULL
+          AND coalesce(mpp_override, mpp_calibrated) IS NOT NULL) AS wanted
       FROM samples WHERE id = ${sampleId} FOR UPDATE`;
     if (!sample?.wanted || (await latestSegmentationRun(tx, sampleId))) return undefined;
     return insertQueuedSegmentationRun(tx, { organizationId: sample.organizationId, sampleId });

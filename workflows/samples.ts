@@ -7,9 +7,14 @@ const io = proxyActivities<Activities>({
   retry: { maximumAttempts: 5, initialInterval: '2 seconds' },
 });
 
-/** Recounts tissue patches after a change of mpp (`recount-{sampleId}`). */
+/**
+ * Recounts tissue patches after a change of mpp (`recount-{sampleId}`). A sample uploaded with
+ * `autoSegment` but no scale was left unsegmented at the end of ingest (segmentation needs one):
+ * with its scale now set, its segmentation starts here.
+ */
 export async function recountWorkflow(input: { sampleId: string }): Promise<{ patchCount: number | null }> {
   const { patchCount } = await io.recountTissuePatches({ sampleId: input.sampleId });
+  if (patched('auto-segmentation-once-scaled')) await io.queueAutoSegmentation({ sampleId: input.sampleId });
   return { patchCount };
 }
 

@@ -254,4 +254,19 @@ describe('automatic segmentation', () => {
     const state = SegmentationState.parse((await call('GET', `/samples/${wanted}/segmentation`)).json);
     expect(state.job).toMatchObject({ id: first.runId, attempt: 1 });
   });
+
+  test('waits for a scale: a slide whose file gave none gets its run once mpp is set', async () => {
+    const starts = createSegmentationStartActivities({
+      sql: stack.sql,
+      startSegmentation: async () => {},
+      startSegmentationMarkers: async () => {},
+    });
+    const unscaled = await readySample({ mppCalibrated: null });
+    await stack.sql`UPDATE samples SET auto_segment = true WHERE id = ${unscaled}`;
+    expect((await starts.queueAutoSegmentation({ sampleId: unscaled })).runId).toBeNull();
+    const before = SegmentationState.parse((await call('GET', `/samples/${unscaled}/segmentation`)).json);
+    expect(before).toMatchObject({ status: 'not_started', job: null });
+    await stack.sql`UPDATE samples SET mpp_override = 0.5 WHERE id = ${unscaled}`;
+    expect((await starts.queueAutoSegmentation({ sampleId: unscaled })).runId).not.toBeNull();
+  });
 });

@@ -25,9 +25,12 @@ let state: SegmentationState;
 let manifest: SegmentationManifest;
 let scratch: string;
 
-async function waitForSegmentation(predicate: (s: SegmentationState) => boolean): Promise<SegmentationState> {
+async function waitForSegmentation(
+  predicate: (s: SegmentationState) => boolean,
+  id = sampleId,
+): Promise<SegmentationState> {
   for (let i = 0; i < 600; i++) {
-    const current = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json);
+    const current = SegmentationState.parse((await call('GET', `/samples/${id}/segmentation`)).json);
     if (predicate(current)) return current;
     await sleep(250);
   }
@@ -214,6 +217,30 @@ print(json.dumps({'rows': table.num_rows, 'joined': joined, 'columns': table.col
   const state2 = SegmentationState.parse((await call('GET', `/samples/${sampleId}/segmentation`)).json);
   expect(state2.layer!.markers).toEqual(['DAPI', 'CD3']);
 });
+
+test('an autoSegment slide whose file gives no scale waits for one, then segments once mpp is set', async () => {
+  // BRACS's crop states no pixel size.
+  const upload = await uploadFile(call, path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'), {
+    autoSegment: true,
+  });
+  const ingest = await stack.client.workflow.getHandle(workflowIds.ingest(upload.id)).result();
+  expect(ingest.status).toBe('ready');
+  // Not a failed run that a retry would have to follow after its cooldown: none yet.
+  const waiting = SegmentationState.parse((await call('GET', `/samples/${upload.id}/segmentation`)).json);
+  expect(waiting).toMatchObject({ status: 'not_started', job: null });
+  expect((await call('PATCH', `/samples/${upload.id}`, { mpp: 0.25 })).status).toBe(200);
+  await stack.client.workflow.getHandle(workflowIds.recount(upload.id)).result();
+  const segmented = await waitForSegmentation(
+    (s) => s.status === 'completed' || s.status === 'failed',
+    upload.id,
+  );
+  expect({
+    status: segmented.status,
+    error: segmented.job?.errorMessage,
+    attempt: segmented.job?.attempt,
+  }).toEqual({ status: 'completed', error: null, attempt: 1 });
+  expect(segmented.layer!.instanceCount).toBeGreaterThan(0);
+}, 300_000);
 
 async function layerPrefix(): Promise<string> {
   const [row] = await stack.sql<{ prefix: string }[]>`

@@ -5,6 +5,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
 import { recordJobProgress } from '../../db/jobs';
 import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
+import { workflowIds } from '../../schemas/temporal';
 import { accessibilityViolations } from '../support/axe';
 import { apiClient } from '../support/http';
 import { insertPricedSample } from '../support/predictions';
@@ -12,7 +13,7 @@ import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI } from '../support/uploads';
+import { SHARED_WSI, uploadFile } from '../support/uploads';
 
 /** Debian's chromium (installed by `.ci/run`), driven headless. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -273,6 +274,32 @@ test('a slide without a scale: Predict and segmentation say where to set one, an
   await page.locator('fieldset.markers').waitFor();
   await expect(page.locator('.scale-needed').count()).resolves.toBe(0);
 });
+
+test('a slide uploaded to be segmented but without a scale: its segmentation starts by itself once one is saved', async () => {
+  // BRACS's crop states no pixel size.
+  const upload = await uploadFile(
+    apiClient(stack.api, stack.tenant.apiKey),
+    path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'),
+    { autoSegment: true },
+  );
+  await stack.client.workflow.getHandle(workflowIds.ingest(upload.id)).result();
+  await page.goto(at(`/samples/${upload.id}`));
+  const segmentation = page.getByRole('region', { name: 'Cell segmentation' });
+  await segmentation.locator('#segmentation-state .badge-not_started').waitFor();
+  await expect(segmentation.locator('.scale-needed').textContent()).resolves.toContain(
+    'it starts by itself once one is saved',
+  );
+  await page.getByLabel('Microns per pixel').fill('0.25');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  // Not started by the page: the service starts it, and the section finds it without a reload.
+  await segmentation.locator('#segmentation-state .badge-completed').waitFor({ timeout: 90_000 });
+  const runs = await stack.sql`SELECT attempt FROM segmentation_runs WHERE sample_id = ${upload.id}`;
+  expect(runs).toHaveLength(1);
+  // Its end draws the page again: the details say so, and the viewer offers the cell outlines.
+  await page.locator('dt', { hasText: 'Segmentation' }).locator('+ dd', { hasText: 'completed' }).waitFor();
+  await page.locator('#viewer #viewer-outlines').waitFor();
+  await shoot('sample-segmented-once-scaled');
+}, 180_000);
 
 test('a sample still being prepared takes a prediction: no price yet, the job reserves, waits and cancels', async () => {
   await grantCredits(stack.sql, { organizationId: stack.tenant.organizationId, amount: 100_000 });

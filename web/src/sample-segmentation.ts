@@ -5,6 +5,8 @@ type State = Awaited<ReturnType<SpsClient['segmentation']['get']>>;
 
 const active = new Set(['queued', 'running', 'postprocessing']);
 const POLL_MS = 3000;
+/** How long a saved scale's own segmentation start is looked for (the recount queues it). */
+const AUTO_START_POLLS = 10;
 
 /** A failed run in the service's cooldown: a retry is refused until it has passed. */
 const coolingDown = (state: State) => state.status === 'failed' && !state.retryable;
@@ -27,13 +29,16 @@ function describe(state: State): (Node | string)[] {
  * Segmentation of an owned ready sample: its state, a start (or retry) button while none is
  * running or done, and the state followed until it settles. Credit-free (contract). A slide
  * without a scale gets the button once `scaleSet` says one was saved (the service refuses it
- * before with `mpp_required`).
+ * before with `mpp_required`); one uploaded with `autoSegment` (`autoStart`) then starts by
+ * itself, which the section looks for. A run it saw reach `completed` calls `completed` (the
+ * page draws itself again: the viewer's cell outlines, the details).
  */
 export function segmentationSection(
   sps: SpsClient,
   sample: { id: string; status: string; mpp: number | null },
-  scaleNeeded: () => HTMLElement,
+  options: { autoStart: boolean; scaleNeeded: () => HTMLElement; completed: () => void },
 ): { section: HTMLElement; scaleSet(): void } {
+  const { autoStart, scaleNeeded } = options;
   const state = h('p', { id: 'segmentation-state', role: 'status', class: 'section-state' }, 'Loading…');
   const error = h('p', { id: 'segmentation-error', role: 'alert', class: 'field-error', hidden: true });
   const start = h('button', { type: 'button', hidden: true }, 'Start segmentation');
@@ -41,16 +46,22 @@ export function segmentationSection(
   let scaled = unscaled === null;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let last: State | undefined;
+  let autoStartPolls = 0;
 
   const paint = (current: State) => {
+    // Seen ending here (a quick run may go from not started to completed between two looks).
+    if (last && last.status !== 'completed' && current.status === 'completed') options.completed();
     last = current;
     state.replaceChildren(...describe(current));
     const startable = current.status === 'not_started' || current.retryable;
     start.hidden = !startable || sample.status !== 'ready' || !scaled;
     start.textContent = current.status === 'not_started' ? 'Start segmentation' : 'Retry segmentation';
     clearTimeout(timer);
-    // Followed until it settles, and through a cooldown until the retry button can be offered.
-    if (active.has(current.status) || coolingDown(current)) timer = setTimeout(() => void refresh(), POLL_MS);
+    autoStartPolls = current.status === 'not_started' ? Math.max(0, autoStartPolls - 1) : 0;
+    // Followed until it settles, through a cooldown until the retry button can be offered, and
+    // a while after a saved scale until its own start shows.
+    if (active.has(current.status) || coolingDown(current) || autoStartPolls > 0)
+      timer = setTimeout(() => void refresh(), POLL_MS);
   };
   const refresh = async () => {
     try {
@@ -76,7 +87,10 @@ export function segmentationSection(
   const scaleSet = () => {
     scaled = true;
     unscaled?.remove();
-    if (last) paint(last);
+    if (autoStart) {
+      autoStartPolls = AUTO_START_POLLS;
+      void refresh();
+    } else if (last) paint(last);
   };
   return { section, scaleSet };
 }

@@ -218,6 +218,19 @@ function trashControls(sps: SpsClient, sample: Sample, reload: () => void): HTML
   );
 }
 
+/**
+ * Whether a ready slide without a scale was uploaded with `autoSegment` (the upload says, not the
+ * sample): its segmentation then starts by itself once a scale is saved. Unknown is no.
+ */
+async function startsOnceScaled(sps: SpsClient, sample: Sample): Promise<boolean> {
+  if (sample.mpp !== null || sample.status !== 'ready' || sample.segmentation.status !== 'not_started')
+    return false;
+  return sps.uploads.get(sample.id).then(
+    (upload) => upload.autoSegment,
+    () => false,
+  );
+}
+
 /** Said where a slide has no scale (its file gave none): what needs one, and where to set it. */
 function scaleNeeded(needs: string): HTMLElement {
   const edit = h('a', { href: '#mpp' }, 'Microns per pixel');
@@ -402,7 +415,15 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     const paintJobs = (current: Sample) =>
       jobs.replaceChildren(h('h2', { id: 'jobs-title' }, 'Job history'), jobHistory(current));
     paintJobs(sample);
-    const segmentation = segmentationSection(sps, sample, () => scaleNeeded('segmentation needs'));
+    const autoStart = await startsOnceScaled(sps, sample);
+    const segmentation = segmentationSection(sps, sample, {
+      autoStart,
+      scaleNeeded: () =>
+        scaleNeeded(
+          autoStart ? 'segmentation needs (it starts by itself once one is saved)' : 'segmentation needs',
+        ),
+      completed: reload,
+    });
     const predict = await predictPanel(
       sps,
       sample,
