@@ -404,6 +404,12 @@ test('a page whose redraw fails keeps what it showed and says why', async () => 
     await page.getByRole('button', { name: 'Move to Trash' }).click();
     await page.locator('#status code', { hasText: 'internal' }).waitFor();
     await expect(page.locator('#status').textContent()).resolves.toContain('the database went away');
+    // Shown where the Trash button was pressed, a screen below it.
+    const inView = `(() => {
+      const box = document.getElementById('status').getBoundingClientRect();
+      return box.top >= 0 && box.bottom <= innerHeight;
+    })()`;
+    await expect(page.evaluate<boolean>(inView)).resolves.toBe(true);
     await expect(page.locator('#sample').count()).resolves.toBe(1);
     await expect(page.getByRole('region', { name: 'Details' }).isVisible()).resolves.toBe(true);
     await expect(page.locator('fieldset.markers').isVisible()).resolves.toBe(true);

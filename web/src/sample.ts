@@ -477,9 +477,11 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     clearError();
   } catch (err) {
     showError(err);
-    // A page drawn again keeps what it showed (and follows) when its reload fails.
+    // A page drawn again keeps what it showed (and follows) when its reload fails, and shows
+    // why where it is said (the action that asked for it may be a screen further down).
     if (main().querySelector('#sample')) {
       next.abort();
+      document.getElementById('status')?.scrollIntoView({ block: 'nearest' });
       return;
     }
   }
