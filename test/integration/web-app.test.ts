@@ -7,6 +7,7 @@ import { recordJobProgress } from '../../db/jobs';
 import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
 import { workflowIds } from '../../schemas/temporal';
 import { accessibilityViolations } from '../support/axe';
+import { holdRequests } from '../support/held-requests';
 import { apiClient } from '../support/http';
 import { insertPricedSample } from '../support/predictions';
 import { insertSampleWithResults, publish } from '../support/public-samples';
@@ -345,30 +346,21 @@ test('the sample page prices a prediction, submits it, follows its stream and ca
   );
   // The submission is held on its way until the button has been clicked twice: it is sent once.
   const submit = page.getByRole('button', { name: 'Submit prediction' });
-  const submissions: string[] = [];
   const jobCount = async () =>
     (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE sample_id = ${sampleId}`)[0]!
       .n;
   const jobsBefore = await jobCount();
-  let letThrough = () => {};
-  const clickedTwice = new Promise<void>((resolve) => {
-    letThrough = resolve;
-  });
-  await page.route('**/api/v1/predict', async (route) => {
-    submissions.push(route.request().method());
-    await clickedTwice;
-    await route.continue();
-  });
+  const submissions = await holdRequests(page, '**/api/v1/predict');
   try {
     await submit.click();
     await expect(submit.isDisabled()).resolves.toBe(true);
     await submit.click({ force: true });
-    letThrough();
+    submissions.release();
     await page.locator('#job-state .badge').waitFor();
   } finally {
-    await page.unroute('**/api/v1/predict');
+    await submissions.stop();
   }
-  expect(submissions).toEqual(['POST']);
+  expect(submissions.held.map((request) => request.method())).toEqual(['POST']);
   await expect(submit.isEnabled()).resolves.toBe(true);
   // The submitted job is in the history while it runs, not only once it ends.
   await page.locator('#jobs tbody tr').first().waitFor();

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
+import { holdRequests } from '../support/held-requests';
 import { startStack, type TestStack } from '../support/stack';
 import { SHARED_WSI } from '../support/uploads';
 
@@ -173,28 +174,19 @@ test('a slide dropped again while it uploads is sent once, and its row says so',
     await page.locator('#drop-zone').dispatchEvent('drop', { dataTransfer });
   };
   // The upload's creation is held until the slide has been dropped twice.
-  const creations: string[] = [];
-  let letThrough = () => {};
-  const droppedTwice = new Promise<void>((resolve) => {
-    letThrough = resolve;
-  });
-  await page.route('**/api/v1/uploads', async (route) => {
-    creations.push(route.request().method());
-    await droppedTwice;
-    await route.continue();
-  });
+  const creations = await holdRequests(page, '**/api/v1/uploads');
   const rows = page.locator('li.upload', { hasText: 'twice.ome.tif' });
   try {
     await drop();
     await rows.first().waitFor();
     await drop();
     await rows.getByText('Chosen again while it uploads: it is sent once.').waitFor();
-    letThrough();
+    creations.release();
     await rows.locator('.badge').waitFor({ timeout: 60_000 });
   } finally {
-    await page.unroute('**/api/v1/uploads');
+    await creations.stop();
   }
-  expect(creations).toEqual(['POST']);
+  expect(creations.held.map((request) => request.method())).toEqual(['POST']);
   await expect(rows.count()).resolves.toBe(1);
   const samples = await stack.sql`SELECT id FROM samples WHERE filename = 'twice.ome.tif'`;
   expect(samples).toHaveLength(1);

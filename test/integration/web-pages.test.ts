@@ -5,6 +5,7 @@ import { type Browser, chromium, type Page, type Request } from 'playwright-core
 import { grantCredits } from '../../db/credits';
 import { insertFieldDefinition } from '../../db/sample-fields';
 import { accessibilityViolations } from '../support/axe';
+import { holdRequests } from '../support/held-requests';
 import { apiClient } from '../support/http';
 import { insertJob, insertSample } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
@@ -361,22 +362,16 @@ test('Trash pages with Load more, and a second click while a page loads does not
     await page.locator('#trash-summary', { hasText: `${first.items.length} sample(s) in Trash.` }).waitFor();
     // The second page is held on its way until the button has been clicked twice.
     const more = page.getByRole('button', { name: 'Load more' });
-    let letThrough = () => {};
-    const clickedTwice = new Promise<void>((resolve) => {
-      letThrough = resolve;
-    });
-    await page.route('**/api/v1/samples/trash?cursor=*', async (route) => {
-      await clickedTwice;
-      await route.continue();
-    });
+    const nextPage = await holdRequests(page, '**/api/v1/samples/trash?cursor=*');
     try {
       await more.click();
       await more.click({ force: true });
-      letThrough();
+      nextPage.release();
       await more.waitFor({ state: 'hidden' });
     } finally {
-      await page.unroute('**/api/v1/samples/trash?cursor=*');
+      await nextPage.stop();
     }
+    expect(nextPage.held).toHaveLength(1);
     const rows = await page
       .locator('tr[data-id]')
       .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id')));
