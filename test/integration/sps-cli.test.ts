@@ -210,6 +210,31 @@ test("a file that is no slide: upload --wait exits 9 with the service's reason, 
   expect(show.stdout).toMatch(new RegExp(`^fileSize: +[\\d.]+ (B|KiB|MiB) \\(${bytes} bytes\\)$`, 'm'));
 }, 120_000);
 
+test('upload --wait names a slide ready without a scale, with the command that sets one', async () => {
+  // BRACS's crop states no pixel size; OS-1's detail does.
+  const run = await sps(
+    'upload',
+    path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'),
+    '--name',
+    'Unscaled BRACS',
+    '--wait',
+  );
+  expect(run.code).toBe(0);
+  const id = /^([0-9a-f-]{36})\s+BRACS_1640_N_3_cropped\.tiff/m.exec(run.stdout)![1];
+  expect(run.stderr).toContain(
+    `hint: BRACS_1640_N_3_cropped.tiff has no scale, which prediction and segmentation need (its segmentation starts once it has one): set it with \`sps samples edit ${id} --mpp MICRONS_PER_PIXEL\`\n`,
+  );
+  const scaled = await sps(
+    'upload',
+    path.join(SHARED_WSI, 'OS-1-detail.ome.tif'),
+    '--no-auto-segment',
+    '--wait',
+  );
+  expect(scaled.code).toBe(0);
+  expect(scaled.stderr).not.toContain('hint:');
+  await stack.sql`DELETE FROM samples WHERE name = 'Unscaled BRACS' OR (filename = 'OS-1-detail.ome.tif' AND id <> ${sampleId})`;
+}, 180_000);
+
 test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', async () => {
   const page = json(await sps('samples', 'ls', '--status', 'ready', '--q', 'OS-1', '--json'));
   expect(page.items.map((item: { id: string }) => item.id)).toEqual([sampleId]);

@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import type { Command } from 'commander';
 import type { Upload } from '../../../schemas/uploads';
-import { uploadSource, waitForIngest } from '../../../sdk';
+import { type SpsClient, uploadSource, waitForIngest } from '../../../sdk';
 import { fileSource } from '../../../sdk/node';
 import { UsageError } from '../config';
 import type { Context } from '../context';
@@ -43,6 +43,22 @@ const reasons: Record<string, string> = {
   ENOENT: 'no such file',
   EACCES: 'not readable (permission denied)',
 };
+
+/**
+ * A hint on stderr for each slide that became ready without a scale (its file gave none):
+ * prediction and segmentation need one, and an `autoSegment` upload's segmentation waits for it.
+ */
+async function hintUnscaled(client: SpsClient, uploads: Upload[]): Promise<void> {
+  const ready = uploads.filter((upload) => upload.status === 'ready');
+  const samples = await Promise.all(ready.map((upload) => client.samples.get(upload.id)));
+  samples.forEach((sample, i) => {
+    if (sample.mpp !== null) return;
+    const waits = ready[i]!.autoSegment ? ' (its segmentation starts once it has one)' : '';
+    process.stderr.write(
+      `hint: ${sample.filename} has no scale, which prediction and segmentation need${waits}: set it with \`sps samples edit ${sample.id} --mpp MICRONS_PER_PIXEL\`\n`,
+    );
+  });
+}
 
 /** The flags' numbers, checked: a wrong one is a usage error before any upload starts. */
 function uploadSettings(flags: UploadFlags, fileCount: number) {
@@ -128,6 +144,7 @@ export function registerUpload(program: Command, context: () => Context): void {
           ),
         results,
       );
+      if (flags.wait && !ctx.json) await hintUnscaled(client, results);
       if (flags.wait && results.some((u) => u.status !== 'ready')) process.exitCode = exitCodes.workFailed;
     });
 }
