@@ -5,7 +5,6 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
 import { recordJobProgress } from '../../db/jobs';
 import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
-import { workflowIds } from '../../schemas/temporal';
 import { accessibilityViolations } from '../support/axe';
 import { holdRequests } from '../support/held-requests';
 import { apiClient } from '../support/http';
@@ -14,7 +13,7 @@ import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, uploadFile } from '../support/uploads';
+import { SHARED_WSI } from '../support/uploads';
 
 /** Debian's chromium (installed by `.ci/run`), driven headless. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -277,14 +276,17 @@ test('a slide without a scale: Predict and segmentation say where to set one, an
 });
 
 test('a slide uploaded to be segmented but without a scale: its segmentation starts by itself once one is saved', async () => {
-  // BRACS's crop states no pixel size.
-  const upload = await uploadFile(
-    apiClient(stack.api, stack.tenant.apiKey),
-    path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'),
-    { autoSegment: true },
+  // BRACS's crop states no pixel size; the page's "Segment cells" box is left checked.
+  await page.goto(at('/upload'));
+  await page.setInputFiles('#files', path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'));
+  const row = page.locator('li.upload', { hasText: 'BRACS_1640_N_3_cropped.tiff' });
+  await row.locator('.badge-ready').waitFor({ timeout: 120_000 });
+  await expect(row.locator('.scale-needed').textContent()).resolves.toBe(
+    'This slide has no scale, which prediction and segmentation need (its segmentation starts once it has one): set Microns per pixel on its sample page.',
   );
-  await stack.client.workflow.getHandle(workflowIds.ingest(upload.id)).result();
-  await page.goto(at(`/samples/${upload.id}`));
+  await shoot('upload-unscaled');
+  await row.getByRole('link', { name: 'Open sample' }).click();
+  const id = new URL(page.url()).pathname.split('/').pop()!;
   const segmentation = page.getByRole('region', { name: 'Cell segmentation' });
   await segmentation.locator('#segmentation-state .badge-not_started').waitFor();
   await expect(segmentation.locator('.scale-needed').textContent()).resolves.toContain(
@@ -294,7 +296,7 @@ test('a slide uploaded to be segmented but without a scale: its segmentation sta
   await page.getByRole('button', { name: 'Save changes' }).click();
   // Not started by the page: the service starts it, and the section finds it without a reload.
   await segmentation.locator('#segmentation-state .badge-completed').waitFor({ timeout: 90_000 });
-  const runs = await stack.sql`SELECT attempt FROM segmentation_runs WHERE sample_id = ${upload.id}`;
+  const runs = await stack.sql`SELECT attempt FROM segmentation_runs WHERE sample_id = ${id}`;
   expect(runs).toHaveLength(1);
   // Its end draws the page again: the details say so, and the viewer offers the cell outlines.
   await page.locator('dt', { hasText: 'Segmentation' }).locator('+ dd', { hasText: 'completed' }).waitFor();

@@ -188,6 +188,9 @@ test('a slide dropped again while it uploads is sent once, and its row says so',
   }
   expect(creations.held.map((request) => request.method())).toEqual(['POST']);
   await expect(rows.count()).resolves.toBe(1);
+  // OS-1's file states its scale: no note asks for one.
+  await rows.getByRole('link', { name: 'Open sample' }).waitFor({ timeout: 60_000 });
+  await expect(rows.locator('.scale-needed').count()).resolves.toBe(0);
   const samples = await stack.sql`SELECT id FROM samples WHERE filename = 'twice.ome.tif'`;
   expect(samples).toHaveLength(1);
 }, 120_000);

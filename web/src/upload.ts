@@ -46,7 +46,10 @@ function rate(sent: number, startedAt: number, total: number): string {
   return ` · ${bytes(speed)}/s · ${Math.ceil(eta)} s left`;
 }
 
-/** Follows ingest to where it stops; a failure's reason, in the service's words, goes to `reason`. */
+/**
+ * Follows ingest to where it stops; a failure's reason, in the service's words, goes to `reason`.
+ * A slide ready without a scale (its file gave none) says what needs one and where to set it.
+ */
 async function follow(
   sps: SpsClient,
   uploadId: string,
@@ -57,9 +60,25 @@ async function follow(
     intervalMs: POLL_MS,
     onUpload: (current) => state.replaceChildren(badge(current.status)),
   });
+  // Asked before the link is shown, so that a row with its link has its note too.
+  const unscaled =
+    upload.status === 'ready' &&
+    (await sps.samples.get(upload.id).then(
+      (sample) => sample.mpp === null,
+      () => false,
+    ));
   state.append(' ', h('a', { href: `samples/${upload.id}` }, 'Open sample'));
   reason.textContent = upload.statusMessage ?? '';
   reason.hidden = upload.statusMessage === null;
+  if (!unscaled) return;
+  const waits = upload.autoSegment ? ' (its segmentation starts once it has one)' : '';
+  state.after(
+    h(
+      'p',
+      { class: 'note scale-needed' },
+      `This slide has no scale, which prediction and segmentation need${waits}: set Microns per pixel on its sample page.`,
+    ),
+  );
 }
 
 /**
