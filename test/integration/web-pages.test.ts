@@ -313,8 +313,19 @@ test('bulk expiration sets the date, then the never-expire pin, on the selected 
   await page.getByRole('button', { name: 'Set expiration' }).click();
   await expect(errorText('#bulk-expiration-error')).resolves.toMatch(/validation_failed.*expiresAt/);
   await page.getByLabel('Expiration day (UTC)').fill('2030-03-04');
-  await page.getByRole('button', { name: 'Set expiration' }).click();
-  await page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 2 sample(s).' }).waitFor();
+  // Clicked twice while its request is out: sent once; then off, as the selection was cleared.
+  const apply = page.getByRole('button', { name: 'Set expiration' });
+  const sets = await holdRequests(page, '**/api/v1/samples/expiration');
+  try {
+    await apply.click();
+    await apply.click({ force: true });
+    sets.release();
+    await page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 2 sample(s).' }).waitFor();
+  } finally {
+    await sets.stop();
+  }
+  expect(sets.held).toHaveLength(1);
+  await expect(apply.isDisabled()).resolves.toBe(true);
   for (const id of [facet.alpha, facet.beta]) {
     const detail = (await call('GET', `/samples/${id}`)).json;
     expect(detail).toMatchObject({ expiresAt: '2030-03-04T23:59:59.000Z', expiresAtSource: 'custom' });

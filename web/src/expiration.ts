@@ -1,5 +1,5 @@
 import type { SpsClient } from '../../sdk';
-import { clearError, h, pressed, showError } from './dom';
+import { h, pressed } from './dom';
 
 type Rule = Parameters<SpsClient['samples']['setExpiration']>[1];
 type RuleChoice = 'date' | 'never' | 'default';
@@ -61,16 +61,16 @@ export function bulkExpiration(sps: SpsClient, selected: () => string[], onDone:
   const picker = rulePicker('bulk-expiration');
   const { result, error } = outcome('bulk-expiration');
   const apply = h('button', { type: 'button', disabled: true }, 'Set expiration');
-  apply.addEventListener('click', async () => {
-    clearError(error);
+  const send = pressed(async () => {
     result.textContent = '';
-    try {
-      const answer = await sps.samples.setExpirationBulk({ sampleIds: selected(), ...picker.rule() });
-      result.textContent = `Expiration set on ${answer.updated} sample(s).`;
-      onDone();
-    } catch (err) {
-      showError(err, error);
-    }
+    const answer = await sps.samples.setExpirationBulk({ sampleIds: selected(), ...picker.rule() });
+    result.textContent = `Expiration set on ${answer.updated} sample(s).`;
+    onDone();
+  }, error);
+  // Held while it runs, then offered again only while rows are selected.
+  apply.addEventListener('click', async (event) => {
+    await send(event);
+    update();
   });
   const update = () => {
     const n = selected().length;
