@@ -6,7 +6,7 @@ import { grantCredits } from '../../db/credits';
 import { recordJobProgress } from '../../db/jobs';
 import { finishSegmentationRun, insertQueuedSegmentationRun } from '../../db/segmentation-runs';
 import { accessibilityViolations } from '../support/axe';
-import { holdRequests } from '../support/held-requests';
+import { clickTwiceWhileHeld } from '../support/held-requests';
 import { apiClient } from '../support/http';
 import { insertPricedSample } from '../support/predictions';
 import { insertSampleWithResults, publish } from '../support/public-samples';
@@ -352,17 +352,11 @@ test('the sample page prices a prediction, submits it, follows its stream and ca
     (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE sample_id = ${sampleId}`)[0]!
       .n;
   const jobsBefore = await jobCount();
-  const submissions = await holdRequests(page, '**/api/v1/predict');
-  try {
-    await submit.click();
-    await expect(submit.isDisabled()).resolves.toBe(true);
-    await submit.click({ force: true });
-    submissions.release();
-    await page.locator('#job-state .badge').waitFor();
-  } finally {
-    await submissions.stop();
-  }
-  expect(submissions.held.map((request) => request.method())).toEqual(['POST']);
+  const submissions = await clickTwiceWhileHeld(page, '**/api/v1/predict', submit, () =>
+    page.locator('#job-state .badge').waitFor(),
+  );
+  expect(submissions.heldOff).toBe(true);
+  expect(submissions.sent.map((request) => request.method())).toEqual(['POST']);
   await expect(submit.isEnabled()).resolves.toBe(true);
   // The submitted job is in the history while it runs, not only once it ends.
   await page.locator('#jobs tbody tr').first().waitFor();

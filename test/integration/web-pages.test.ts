@@ -5,7 +5,7 @@ import { type Browser, chromium, type Page, type Request } from 'playwright-core
 import { grantCredits } from '../../db/credits';
 import { insertFieldDefinition } from '../../db/sample-fields';
 import { accessibilityViolations } from '../support/axe';
-import { holdRequests } from '../support/held-requests';
+import { clickTwiceWhileHeld } from '../support/held-requests';
 import { apiClient } from '../support/http';
 import { insertJob, insertSample } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
@@ -315,16 +315,10 @@ test('bulk expiration sets the date, then the never-expire pin, on the selected 
   await page.getByLabel('Expiration day (UTC)').fill('2030-03-04');
   // Clicked twice while its request is out: sent once; then off, as the selection was cleared.
   const apply = page.getByRole('button', { name: 'Set expiration' });
-  const sets = await holdRequests(page, '**/api/v1/samples/expiration');
-  try {
-    await apply.click();
-    await apply.click({ force: true });
-    sets.release();
-    await page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 2 sample(s).' }).waitFor();
-  } finally {
-    await sets.stop();
-  }
-  expect(sets.held).toHaveLength(1);
+  const sets = await clickTwiceWhileHeld(page, '**/api/v1/samples/expiration', apply, () =>
+    page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 2 sample(s).' }).waitFor(),
+  );
+  expect({ sent: sets.sent.length, heldOff: sets.heldOff }).toEqual({ sent: 1, heldOff: true });
   await expect(apply.isDisabled()).resolves.toBe(true);
   for (const id of [facet.alpha, facet.beta]) {
     const detail = (await call('GET', `/samples/${id}`)).json;
@@ -373,16 +367,10 @@ test('Trash pages with Load more, and a second click while a page loads does not
     await page.locator('#trash-summary', { hasText: `${first.items.length} sample(s) in Trash.` }).waitFor();
     // The second page is held on its way until the button has been clicked twice.
     const more = page.getByRole('button', { name: 'Load more' });
-    const nextPage = await holdRequests(page, '**/api/v1/samples/trash?cursor=*');
-    try {
-      await more.click();
-      await more.click({ force: true });
-      nextPage.release();
-      await more.waitFor({ state: 'hidden' });
-    } finally {
-      await nextPage.stop();
-    }
-    expect(nextPage.held).toHaveLength(1);
+    const nextPage = await clickTwiceWhileHeld(page, '**/api/v1/samples/trash?cursor=*', more, () =>
+      more.waitFor({ state: 'hidden' }),
+    );
+    expect({ sent: nextPage.sent.length, heldOff: nextPage.heldOff }).toEqual({ sent: 1, heldOff: true });
     const rows = await page
       .locator('tr[data-id]')
       .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id')));
