@@ -14,7 +14,13 @@ const io = proxyActivities<Activities>({
  */
 export async function recountWorkflow(input: { sampleId: string }): Promise<{ patchCount: number | null }> {
   const { patchCount } = await io.recountTissuePatches({ sampleId: input.sampleId });
-  if (patched('auto-segmentation-once-scaled')) await io.queueAutoSegmentation({ sampleId: input.sampleId });
+  if (patched('auto-segmentation-once-scaled')) {
+    try {
+      await io.queueAutoSegmentation({ sampleId: input.sampleId });
+    } catch {
+      // Retried by the proxy already; the count stands, and a run is one POST away.
+    }
+  }
   return { patchCount };
 }
 

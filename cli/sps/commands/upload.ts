@@ -50,9 +50,10 @@ const reasons: Record<string, string> = {
  */
 async function hintUnscaled(client: SpsClient, uploads: Upload[]): Promise<void> {
   const ready = uploads.filter((upload) => upload.status === 'ready');
-  const samples = await Promise.all(ready.map((upload) => client.samples.get(upload.id)));
+  // A hint, not the upload: a sample that cannot be read now gets none.
+  const samples = await Promise.all(ready.map((upload) => client.samples.get(upload.id).catch(() => null)));
   samples.forEach((sample, i) => {
-    if (sample.mpp !== null) return;
+    if (sample === null || sample.mpp !== null) return;
     const waits = ready[i]!.autoSegment ? ' (its segmentation starts once it has one)' : '';
     process.stderr.write(
       `hint: ${sample.filename} has no scale, which prediction and segmentation need${waits}: set it with \`sps samples edit ${sample.id} --mpp MICRONS_PER_PIXEL\`\n`,
