@@ -494,9 +494,8 @@ test('segmentation starts from the sample page and its state follows to complete
   await page.locator('#segmentation-state .badge-completed').waitFor({ timeout: 300_000 });
   const state = (await call('GET', `/samples/${badgeId}/segmentation`)).json;
   expect(state.status).toBe('completed');
-  await expect(page.locator('#segmentation-state').textContent()).resolves.toContain(
-    `${state.layer.instanceCount} cells`,
-  );
+  // Its end draws the page again: the state is read once the new drawing has it.
+  await page.locator('#segmentation-state', { hasText: `${state.layer.instanceCount} cells` }).waitFor();
   await expect(page.getByRole('button', { name: /segmentation/i }).isHidden()).resolves.toBe(true);
 }, 320_000);
 
