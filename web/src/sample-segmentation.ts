@@ -35,11 +35,11 @@ function describe(state: State): (Node | string)[] {
  */
 export function segmentationSection(
   sps: SpsClient,
-  sample: { id: string; status: string; mpp: number | null },
+  sample: { id: string; status: string; mpp: number | null; segmentation: State },
   options: { autoStart: boolean; scaleNeeded: () => HTMLElement; completed: () => void },
 ): { section: HTMLElement; scaleSet(): void } {
   const { autoStart, scaleNeeded } = options;
-  const state = h('p', { id: 'segmentation-state', role: 'status', class: 'section-state' }, 'Loading…');
+  const state = h('p', { id: 'segmentation-state', role: 'status', class: 'section-state' });
   const error = h('p', { id: 'segmentation-error', role: 'alert', class: 'field-error', hidden: true });
   const start = h('button', { type: 'button', hidden: true }, 'Start segmentation');
   const unscaled = sample.mpp === null ? scaleNeeded() : null;
@@ -74,7 +74,8 @@ export function segmentationSection(
     'click',
     pressed(async () => paint(await sps.segmentation.start(sample.id)), error),
   );
-  void refresh();
+  // The sample's detail carries the state: drawn from it at once, then followed from there.
+  paint(sample.segmentation);
   const section = h(
     'section',
     { 'aria-labelledby': 'segmentation-title' },
