@@ -20,6 +20,7 @@ import {
   planHePyramid,
   pyramidLevels,
   readPyramidLevel,
+  rescaleHePyramidGroup,
   writeHePyramidArrays,
   writeHePyramidGroup,
 } from '../compute/pyramid';
@@ -333,10 +334,17 @@ export function createIngestActivities(deps: {
     return recount(sample);
   }
 
-  /** Counts patches from the stored mask for the sample's current effective mpp. */
+  /**
+   * Counts patches from the stored mask for the sample's current effective mpp, and gives the
+   * H&E store that scale (it was written with the scale known at ingest).
+   */
   async function recount(sample: IngestSample): Promise<{ patchCount: number | null }> {
     const slide = await findSlide(sql, sample.id);
     const mpp = effectiveMpp(sample);
+    if (slide?.hePrefix && slide.heLevels) {
+      const levels = slide.heLevels.map((level, index) => ({ ...level, path: String(index) }));
+      await rescaleHePyramidGroup({ sink: prefixedStore(store, slide.hePrefix), name: HE_NAME, levels, mpp });
+    }
     const grid = slide && mpp !== null ? await storedPatchGrid(store, slide, mpp) : undefined;
     const patchCount = grid?.count ?? null;
     await recordPatchCount(sql, { sampleId: sample.id, patchCount, mpp });

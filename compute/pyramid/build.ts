@@ -107,8 +107,29 @@ export async function writeHePyramidGroup(options: {
   mpp: number | null;
   signal?: AbortSignal;
 }): Promise<void> {
-  const attributes = heImageAttributes(options.name, options.levels, options.mpp);
-  await options.sink.put('zarr.json', encodeJson(groupMetadata(attributes)), { signal: options.signal });
+  await options.sink.put('zarr.json', heGroupDocument(options), { signal: options.signal });
+}
+
+function heGroupDocument(options: { name: string; levels: readonly PyramidLevel[]; mpp: number | null }) {
+  return encodeJson(groupMetadata(heImageAttributes(options.name, options.levels, options.mpp)));
+}
+
+/**
+ * The group's metadata again for the sample's current mpp (a scale set or corrected after
+ * ingest), so the H&E and the marker stores made at that scale line up. Unchanged metadata is
+ * not rewritten, and a store whose group is gone (a sample being deleted) is left alone.
+ */
+export async function rescaleHePyramidGroup(options: {
+  sink: KeyValueStore;
+  name: string;
+  levels: PyramidLevel[];
+  mpp: number | null;
+  signal?: AbortSignal;
+}): Promise<void> {
+  const current = await options.sink.get('zarr.json', { signal: options.signal });
+  const next = heGroupDocument(options);
+  if (!current || Buffer.from(current).equals(next)) return;
+  await options.sink.put('zarr.json', next, { signal: options.signal });
 }
 
 /**

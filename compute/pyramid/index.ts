@@ -8,6 +8,7 @@ export {
   type PyramidProgress,
   type PyramidResume,
   planHePyramid,
+  rescaleHePyramidGroup,
   writeHePyramidArrays,
   writeHePyramidGroup,
 } from './build';

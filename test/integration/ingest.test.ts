@@ -36,6 +36,20 @@ async function ingestedRecords(sampleId: string) {
   return { detail: detail.json, upload: upload.json, slide };
 }
 
+/** The unit of the H&E store's x axis and the x scale of each of its levels. */
+async function heScales(sampleId: string) {
+  const key = `orgs/${stack.tenant.organizationId}/samples/${sampleId}/he/zarr.json`;
+  const root = JSON.parse(Buffer.from((await stack.store.get(key))!).toString());
+  const [multiscale] = root.attributes.ome.multiscales as {
+    axes: { unit?: string }[];
+    datasets: { coordinateTransformations: { scale: number[] }[] }[];
+  }[];
+  return {
+    unit: multiscale!.axes[2]!.unit,
+    scales: multiscale!.datasets.map((d) => d.coordinateTransformations[0]!.scale[2]),
+  };
+}
+
 async function keysUnder(prefix: string): Promise<string[]> {
   const keys: string[] = [];
   for await (const key of stack.store.list(prefix)) keys.push(key);
@@ -143,6 +157,26 @@ describe('ingest of every slide in ../shared/data/wsi', () => {
     const [after] =
       await stack.sql`SELECT patch_count, patch_count_mpp FROM sample_slides WHERE sample_id = ${sampleId}`;
     expect(after).toEqual({ patch_count: recount.patchCount, patch_count_mpp: 0.998 });
+    expect(await heScales(sampleId)).toEqual({ unit: 'micrometer', scales: [0.998, 1.996, 3.992, 7.984] });
+  });
+
+  test('a slide without a scale: the H&E store takes the one set later, in micrometers', async () => {
+    const sampleId = await uploads.get('BRACS_1640_N_3_cropped.tiff')!;
+    await stack.client.workflow.getHandle(workflowIds.ingest(sampleId)).result();
+    expect(await heScales(sampleId)).toEqual({ unit: undefined, scales: [1, 2] });
+    const heKey = `orgs/${stack.tenant.organizationId}/samples/${sampleId}/he/zarr.json`;
+    const written = (await stack.store.stat(heKey))!.lastModified;
+
+    expect((await call('PATCH', `/samples/${sampleId}`, { mpp: 0.25 })).status).toBe(200);
+    await stack.client.workflow.getHandle(workflowIds.recount(sampleId)).result();
+    expect(await heScales(sampleId)).toEqual({ unit: 'micrometer', scales: [0.25, 0.5] });
+    const rescaled = (await stack.store.stat(heKey))!.lastModified;
+    expect(rescaled.getTime()).toBeGreaterThanOrEqual(written.getTime());
+
+    // The same scale again recounts but leaves the store's metadata as it is.
+    expect((await call('PATCH', `/samples/${sampleId}`, { mpp: 0.25 })).status).toBe(200);
+    await stack.client.workflow.getHandle(workflowIds.recount(sampleId)).result();
+    expect((await stack.store.stat(heKey))!.lastModified).toEqual(rescaled);
   });
 
   test("zarr-python and ome-zarr-py read the stored pyramid with the slide's own pixels", async () => {

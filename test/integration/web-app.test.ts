@@ -292,8 +292,14 @@ test('a slide uploaded to be segmented but without a scale: its segmentation sta
   await expect(segmentation.locator('.scale-needed').textContent()).resolves.toContain(
     'it starts by itself once one is saved',
   );
+  // Without a scale the viewer measures in the slide's pixels; a view is kept in the address.
+  await expect(page.locator('#viewer-scale-text').textContent()).resolves.toMatch(/ px$/);
+  await page.evaluate("history.replaceState(null, '', location.pathname + '#view=300,200,2')");
   await page.getByLabel('Microns per pixel').fill('0.25');
   await page.getByRole('button', { name: 'Save changes' }).click();
+  // In micrometres at once, looking at the same place: the view moved into the new units.
+  await page.locator('#viewer-scale-text', { hasText: / µm$/ }).waitFor();
+  await expect(page.evaluate<string>('location.hash')).resolves.toBe('#view=75,50,8');
   // Not started by the page: the service starts it, and the section finds it without a reload.
   await segmentation.locator('#segmentation-state .badge-completed').waitFor({ timeout: 90_000 });
   const runs = await stack.sql`SELECT attempt FROM segmentation_runs WHERE sample_id = ${id}`;
@@ -301,6 +307,7 @@ test('a slide uploaded to be segmented but without a scale: its segmentation sta
   // Its end draws the page again: the details say so, and the viewer offers the cell outlines.
   await page.locator('dt', { hasText: 'Segmentation' }).locator('+ dd', { hasText: 'completed' }).waitFor();
   await page.locator('#viewer #viewer-outlines').waitFor();
+  await expect(page.locator('#viewer-scale-text').textContent()).resolves.toMatch(/ µm$/);
   await shoot('sample-segmented-once-scaled');
 }, 180_000);
 

@@ -435,10 +435,12 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       signal,
     );
     const viewer = h('section', { id: 'viewer', 'aria-labelledby': 'viewer-title' });
-    void import('./viewer').then(
+    const viewerCode = import('./viewer');
+    void viewerCode.then(
       ({ mountViewer }) => mountViewer(viewer, sps, sample),
       (err: unknown) => viewerUnavailable(viewer, err),
     );
+    let viewerMpp = sample.mpp;
     // What a sample is for first (look, predict, follow, segment, export), then its upkeep.
     content.append(
       details,
@@ -453,6 +455,14 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'edit-title' }, 'Edit'),
         editForm(sps, sample, definitions, (updated) => {
           paint(updated);
+          if (updated.mpp !== viewerMpp) {
+            const before = viewerMpp;
+            viewerMpp = updated.mpp;
+            void viewerCode.then(
+              ({ mountRescaledViewer }) => mountRescaledViewer(viewer, sps, updated, before),
+              (err: unknown) => viewerUnavailable(viewer, err),
+            );
+          }
           if (updated.mpp !== null) {
             for (const note of main().querySelectorAll('.scale-needed')) note.remove();
             predict.scaleSet();

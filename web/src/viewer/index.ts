@@ -2,7 +2,15 @@ import type { SpsClient } from '../../../sdk';
 import { clearError, h, showError } from '../dom';
 import { CellTables } from './cells';
 import '../zarr-codecs';
-import { type ChannelLayer, channelLayers, heLayer, type Layer, labelLayer, publicLayers } from './sources';
+import {
+  type ChannelLayer,
+  channelLayers,
+  heLayer,
+  type Layer,
+  labelLayer,
+  onHePixels,
+  publicLayers,
+} from './sources';
 import { fitView, hashOf, scaleBar, type View, viewFromHash } from './view';
 import { type ChannelState, type Scene, Viewer, type ViewerEvents } from './viewer';
 import './viewer.css';
@@ -157,7 +165,7 @@ export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: 
   try {
     const layer = sample.segmentation.status === 'completed' ? sample.segmentation.layer : null;
     const [he, channels, cells, manifest] = await Promise.all([
-      heLayer(sps, sample.id),
+      heLayer(sps, sample),
       channelLayers(sps, sample.jobs),
       layer ? labelLayer(sps, sample.id, layer.id) : undefined,
       layer ? sps.segmentation.manifest(sample.id, layer.id) : undefined,
@@ -167,10 +175,31 @@ export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: 
         ? new CellTables(sps, sample.id, layer.id, manifest.artifacts.cells.markers)
         : undefined;
     await connected(section);
-    build(section, sceneOf(he.layer, channels, cells), he.unit, tables);
+    const onHe = <T extends Layer>(layer: T) => onHePixels(he.layer, layer);
+    build(section, sceneOf(he.layer, channels.map(onHe), cells && onHe(cells)), he.unit, tables);
   } catch (err) {
     showError(err, status);
   }
+}
+
+/**
+ * The viewer drawn again after the sample's scale changed from `before`: the view in the
+ * address is moved into the new units (micrometres, or pixels without a scale), so it shows
+ * the same place.
+ */
+export function mountRescaledViewer(
+  section: HTMLElement,
+  sps: SpsClient,
+  sample: Sample,
+  before: number | null,
+): Promise<void> {
+  const factor = (sample.mpp ?? 1) / (before ?? 1);
+  const view = viewFromHash(location.hash);
+  if (view) {
+    const moved = { x: view.x * factor, y: view.y * factor, zoom: view.zoom / factor };
+    history.replaceState(null, '', `${location.pathname}${location.search}${hashOf(moved)}`);
+  }
+  return mountViewer(section, sps, sample);
 }
 
 /**

@@ -75,9 +75,35 @@ function rgbOf(hex: string | undefined): [number, number, number] {
   return [((value >> 16) & 255) / 255, ((value >> 8) & 255) / 255, (value & 255) / 255];
 }
 
-/** The sample's H&E pyramid, and whether its axes are calibrated in micrometres. */
-export async function heLayer(sps: SpsClient, sampleId: string): Promise<{ layer: Layer; unit: string }> {
-  return heLayerOf(await openSampleHe(sps, sampleId));
+/**
+ * The sample's H&E pyramid in micrometres at the sample's own scale (its store may still hold
+ * the scale it had before one was set or corrected), or in its pixels when it has none.
+ */
+export async function heLayer(
+  sps: SpsClient,
+  sample: { id: string; mpp: number | null },
+): Promise<{ layer: Layer; unit: string }> {
+  const he = await heLayerOf(await openSampleHe(sps, sample.id));
+  if (sample.mpp === null) return he;
+  return { layer: scaled(he.layer, sample.mpp / he.layer.levels[0]!.pixelSize), unit: 'µm' };
+}
+
+/**
+ * A marker or label layer laid on the H&E's pixels: the service makes each one's level 0 from
+ * a power-of-two block of H&E pixels, whatever scale its store states (a store keeps the scale
+ * the slide had when it was made).
+ */
+export function onHePixels<T extends Layer>(he: Layer, layer: T): T {
+  const [heBase, base] = [he.levels[0]!, layer.levels[0]!];
+  const block = 2 ** Math.round(Math.log2(heBase.width / base.width));
+  return scaled(layer, (heBase.pixelSize * block) / base.pixelSize);
+}
+
+function scaled<T extends Layer>(layer: T, factor: number): T {
+  return {
+    ...layer,
+    levels: layer.levels.map((level) => ({ ...level, pixelSize: level.pixelSize * factor })),
+  };
 }
 
 async function heLayerOf(store: OmeZarrStore): Promise<{ layer: Layer; unit: string }> {
@@ -140,7 +166,7 @@ export async function publicLayers(
     heLayerOf(stores.he),
     markerLayers(stores.markers, [...stores.markers.multiscales.keys()], publicId),
   ]);
-  return { he, channels };
+  return { he, channels: channels.map((channel) => onHePixels(he.layer, channel)) };
 }
 
 /** The label mask of a completed segmentation layer. */
