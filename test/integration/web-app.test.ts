@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { grantCredits } from '../../db/credits';
@@ -128,6 +128,33 @@ test('a file that is no slide ends failed, and the upload and sample pages say w
   await page.getByText('This sample could not be prepared (Details says why)').waitFor();
   await shoot('sample-failed');
 });
+
+test('a sample page opened while its bytes still go up follows it to ready, and draws its viewer then', async () => {
+  const call = apiClient(stack.api, stack.tenant.apiKey);
+  const bytes = await readFile(path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'));
+  const created = await call('POST', '/uploads', {
+    filename: 'BRACS_1640_N_3_cropped.tiff',
+    fileSize: bytes.length,
+    contentType: 'image/tiff',
+    autoSegment: false,
+  });
+  expect(created.status).toBe(200);
+  await page.goto(at(`/samples/${created.json.id}`));
+  const state = page.locator('dt', { hasText: 'Status' }).locator('+ dd');
+  await state.locator('.badge-uploading').waitFor();
+  await page.getByText('The viewer needs a ready sample.').waitFor();
+  // The bytes arrive from elsewhere (another tab, `sps`): the page is not reloaded.
+  const sent = await fetch(created.json.uploadUrl, {
+    method: 'PUT',
+    headers: { 'content-range': `bytes 0-${bytes.length - 1}/${bytes.length}` },
+    body: bytes,
+  });
+  expect(sent.status).toBe(200);
+  await state.locator('.badge-ready').waitFor({ timeout: 60_000 });
+  await page.locator('#viewer-canvas').waitFor();
+  await page.locator('#viewer-scale-text', { hasText: / px$/ }).waitFor();
+  await shoot('sample-followed-to-ready');
+}, 90_000);
 
 test('the list shows the sample, and a facet filter makes the page URL the API query', async () => {
   await page.goto(at('/samples'));

@@ -1,5 +1,5 @@
 import './account';
-import { failedSampleStatuses, preparingSampleStatuses } from '../../schemas/enums';
+import { failedSampleStatuses, preparingSampleStatuses, settledSampleStatuses } from '../../schemas/enums';
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
 import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
@@ -387,6 +387,25 @@ function viewerUnavailable(section: HTMLElement, err: unknown): void {
   showError(new Error(`the viewer could not be loaded; reload the page to try again (${cause})`), why);
 }
 
+/** How often a sample still uploading or being prepared is asked for again. */
+const INGEST_POLL_MS = 3000;
+
+/**
+ * A sample on its way to ready (its bytes still going up, in another tab or from `sps`, or
+ * being prepared) is asked for again while its page is drawn; the page is drawn again when its
+ * status moves, so that it becomes ready (viewer, price) or says why it failed without a reload.
+ */
+function followIngest(sps: SpsClient, sample: Sample, signal: AbortSignal, reload: () => void): void {
+  if (settledSampleStatuses.has(sample.status)) return;
+  const check = async () => {
+    const now = await sps.samples.get(sample.id).catch(() => undefined);
+    if (signal.aborted) return;
+    if (now && now.status !== sample.status) reload();
+    else setTimeout(check, INGEST_POLL_MS);
+  };
+  setTimeout(check, INGEST_POLL_MS);
+}
+
 /** The streams the page as drawn follows, stopped when it is drawn again. */
 let drawn = new AbortController();
 
@@ -485,6 +504,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
       ),
     );
     clearError();
+    followIngest(sps, sample, signal, reload);
   } catch (err) {
     showError(err);
     // A page drawn again keeps what it showed (and follows) when its reload fails, and shows
