@@ -499,6 +499,37 @@ test("a failed job's row in the job history gives the service's reason", async (
   await shoot('job-history-failed');
 });
 
+/** The page's tab left for another and come back to, as a browser tells a page. */
+async function leaveAndReturn(): Promise<void> {
+  for (const state of ['hidden', 'visible'])
+    await page.evaluate(
+      `Object.defineProperty(document, 'visibilityState', { value: '${state}', configurable: true });
+       document.dispatchEvent(new Event('visibilitychange'))`,
+    );
+}
+
+test('back on its tab, the sample page shows a job started elsewhere, and keeps unsaved edits when nothing changed', async () => {
+  await page.goto(at(`/samples/${sampleId}`));
+  const rows = page.locator('#jobs tbody tr');
+  await page.locator('#jobs').waitFor();
+  const before = await rows.count();
+  await page.getByLabel('Name').fill('typed, not saved');
+  await leaveAndReturn();
+  await page.waitForTimeout(1000);
+  await expect(page.getByLabel('Name').inputValue()).resolves.toBe('typed, not saved');
+
+  const jobId = await insertJob(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    sampleId,
+    status: 'failed',
+    errorMessage: 'started from sps while the page was open',
+  });
+  await leaveAndReturn();
+  await page.locator('#jobs tbody tr', { hasText: 'started from sps while the page was open' }).waitFor();
+  await expect(rows.count()).resolves.toBe(before + 1);
+  await stack.sql`DELETE FROM jobs WHERE id = ${jobId}`;
+});
+
 test('a job running when the page opens is followed: its row and bar move with its stream, its end redraws the page', async () => {
   const jobId = await insertJob(stack.sql, {
     organizationId: stack.tenant.organizationId,

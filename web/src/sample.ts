@@ -406,6 +406,27 @@ function followIngest(sps: SpsClient, sample: Sample, signal: AbortSignal, reloa
   setTimeout(check, INGEST_POLL_MS);
 }
 
+/** What work elsewhere (`sps`, the SDK, another tab) changes on a sample and its page draws. */
+function outsideWork(sample: Sample): string {
+  const jobs = sample.jobs.map((job) => `${job.id}:${job.status}`);
+  return JSON.stringify([sample.status, sample.trashedAt, sample.segmentation.status, jobs]);
+}
+
+/**
+ * Back on the page's tab, the sample is asked for again, and the page drawn again when a job,
+ * its segmentation, status or Trash state changed meanwhile (a prediction started from `sps`
+ * appears; unsaved edits are kept otherwise).
+ */
+function refreshOnReturn(sps: SpsClient, sample: Sample, signal: AbortSignal, reload: () => void): void {
+  const shown = outsideWork(sample);
+  const returned = async () => {
+    if (document.visibilityState !== 'visible') return;
+    const now = await sps.samples.get(sample.id).catch(() => undefined);
+    if (!signal.aborted && now && outsideWork(now) !== shown) reload();
+  };
+  document.addEventListener('visibilitychange', () => void returned(), { signal });
+}
+
 /** The streams the page as drawn follows, stopped when it is drawn again. */
 let drawn = new AbortController();
 
@@ -505,6 +526,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     );
     clearError();
     followIngest(sps, sample, signal, reload);
+    refreshOnReturn(sps, sample, signal, reload);
   } catch (err) {
     showError(err);
     // A page drawn again keeps what it showed (and follows) when its reload fails, and shows
