@@ -767,7 +767,7 @@ export const endpoints = {
       404: error(['not_found'], 'Sample not in this organization (`not_found`)'),
       409: error(
         ['sample_not_ready', 'mpp_required'],
-        'Sample still uploading, failed, in Trash, its header not read yet, or (dry run) not `ready` or its recount after an mpp change still running (`sample_not_ready`); no usable scale (`mpp_required`)',
+        'Sample still uploading, failed, in Trash, its header not read yet, or (dry run) not `ready` or its recount after an mpp change still running (`sample_not_ready`; the last two pass by themselves and carry `retryAfterSeconds` and `Retry-After`); no usable scale (`mpp_required`)',
       ),
       422: error(
         ['validation_failed'],

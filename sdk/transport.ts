@@ -13,7 +13,10 @@ export interface TransportOptions {
   onUnauthorized?: (rejected: string) => Promise<boolean>;
   /** Another fetch (a proxy agent, a test double); the global one by default. */
   fetch?: typeof fetch;
-  /** How many times a 429 or 503 is retried after waiting its `Retry-After` (default 5). */
+  /**
+   * How many times a 429, a 503 or a 409 with `retryAfterSeconds` is retried after waiting its
+   * `Retry-After` (default 5).
+   */
   maxRetries?: number;
   /** Never wait longer than this between retries, whatever the service says (default 60 s). */
   maxRetryDelayMs?: number;
@@ -112,6 +115,14 @@ export async function errorOf(response: Response): Promise<SpsError> {
   });
 }
 
+/**
+ * Rate limits and outages pass, and so does a conflict the service gives a `retryAfterSeconds`
+ * (a sample whose recount or header read is still running): each is asked again after its wait.
+ */
+function retryable(status: number, error: SpsError): boolean {
+  return status === 429 || status === 503 || (status === 409 && error.retryAfterSeconds !== null);
+}
+
 export function createTransport(options: TransportOptions): Transport {
   const trimmed = options.baseUrl.replace(/\/+$/, '');
   const root = trimmed.endsWith(API_PREFIX) ? trimmed.slice(0, -API_PREFIX.length) : trimmed;
@@ -152,9 +163,8 @@ export function createTransport(options: TransportOptions): Transport {
         attempt -= 1;
         continue;
       }
-      const retryable = response.status === 429 || response.status === 503;
-      if (!retryable || attempt >= maxRetries) throw await errorOf(response);
       const error = await errorOf(response);
+      if (!retryable(response.status, error) || attempt >= maxRetries) throw error;
       const waitMs =
         retryAfterMs(response.headers.get('retry-after')) ??
         (error.retryAfterSeconds === null ? undefined : error.retryAfterSeconds * 1000) ??

@@ -19,6 +19,8 @@ import type { WorkflowEngine } from '../workflow-engine';
 
 /** What a client over the active-job cap is told to wait: jobs take minutes, not seconds. */
 export const ACTIVE_CAP_RETRY_AFTER_SECONDS = 30;
+/** A recount or a header read takes a moment: the 409 says when to ask again (clients retry). */
+export const PREPARING_RETRY_AFTER_SECONDS = 2;
 
 export interface PredictionServiceDeps {
   sql: Sql;
@@ -109,6 +111,7 @@ function exactPrice(sample: PricingSample): Price {
     throw new AppError(
       'sample_not_ready',
       'the tissue recount for the sample’s current mpp is still running; retry in a few seconds',
+      { retryAfterSeconds: PREPARING_RETRY_AFTER_SECONDS },
     );
   }
   return { patchCount: sample.patchCount, mpp, provisional: false };
@@ -129,7 +132,9 @@ function priceOf(sample: PricingSample | undefined, options: { beforeReady: bool
     throw new AppError('sample_not_ready', `the sample is ${sample.status}; this needs ${need}`);
   }
   if (sample.widthPx === null || sample.heightPx === null) {
-    throw new AppError('sample_not_ready', "the slide's header is still being read; retry in a few seconds");
+    throw new AppError('sample_not_ready', "the slide's header is still being read; retry in a few seconds", {
+      retryAfterSeconds: PREPARING_RETRY_AFTER_SECONDS,
+    });
   }
   const mpp = requireMpp(sample);
   return { patchCount: creditGridPositions(sample.widthPx, sample.heightPx, mpp), mpp, provisional: true };

@@ -166,10 +166,13 @@ describe('POST /predict on a real ingested slide', () => {
     for (const dryRun of [true, false]) {
       const stale = await call('POST', '/predict', { uploadId: slideId, markers: ['CD3'], dryRun });
       expect(stale.status).toBe(409);
+      // It passes by itself: the answer says when to ask again.
       expect(stale.json).toMatchObject({
         error: 'sample_not_ready',
         message: expect.stringMatching(/recount/),
+        retryAfterSeconds: 2,
       });
+      expect(stale.headers.get('retry-after')).toBe('2');
     }
   });
 });

@@ -250,6 +250,45 @@ test('429 is retried after Retry-After until the call succeeds', async () => {
   }
 });
 
+test('a price asked while the recount after a change of mpp runs waits for it, and comes', async () => {
+  const [slide] = await stack.sql<{ mpp: number }[]>`
+    SELECT patch_count_mpp AS mpp FROM sample_slides WHERE sample_id = ${smallId}`;
+  // As while the recount is still running: the stored count belongs to another mpp.
+  await stack.sql`UPDATE sample_slides SET patch_count_mpp = ${slide!.mpp * 2} WHERE sample_id = ${smallId}`;
+  const refusals: { retryAfter: string | null; body: unknown }[] = [];
+  const recounting: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    if (response.status !== 409) return response;
+    refusals.push({ retryAfter: response.headers.get('retry-after'), body: await response.clone().json() });
+    // The recount lands while the client waits.
+    await stack.sql`UPDATE sample_slides SET patch_count_mpp = ${slide!.mpp} WHERE sample_id = ${smallId}`;
+    return response;
+  };
+  const waiting = createClient({ baseUrl: stack.baseUrl, apiKey: stack.tenant.apiKey, fetch: recounting });
+  const estimate = await waiting.predictions.estimate({ uploadId: smallId, markers: ['DAPI'] });
+  expect(estimate.patchCount).toBeGreaterThan(0);
+  expect(refusals).toEqual([
+    {
+      retryAfter: '2',
+      body: expect.objectContaining({ error: 'sample_not_ready', retryAfterSeconds: 2 }),
+    },
+  ]);
+  // A conflict that does not pass by itself (a sample in Trash) is not asked again.
+  await stack.sql`UPDATE samples SET trashed_at = now() WHERE id = ${smallId}`;
+  try {
+    await expect(
+      waiting.predictions.estimate({ uploadId: smallId, markers: ['DAPI'] }),
+    ).rejects.toMatchObject({
+      code: 'sample_not_ready',
+      message: expect.stringMatching(/Trash/),
+    });
+    expect(refusals).toHaveLength(2);
+    expect(refusals[1]!.retryAfter).toBeNull();
+  } finally {
+    await stack.sql`UPDATE samples SET trashed_at = NULL WHERE id = ${smallId}`;
+  }
+});
+
 /**
  * A fetch whose first job stream delivers its first chunk and then goes silent (a dead
  * connection): the heartbeat timeout must notice and reconnect with Last-Event-ID.
