@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findSlide } from '../../db/sample-slides';
+import { workflowIds } from '../../schemas/temporal';
 import { createClient, type SpsClient } from '../../sdk';
 import { forwarded } from '../support/http';
 import { insertPricedSample } from '../support/predictions';
@@ -494,6 +495,8 @@ test('export --format ome-zarr --he --segmentation --download: both stores and e
 test("a segmentation that fails: segment --wait exits 9 with the service's reason", async () => {
   // BRACS's crop states no pixel size, which segmentation needs.
   expect((await sps('samples', 'edit', otherId, '--mpp', '0.25')).code).toBe(0);
+  // The recount gives the H&E group its new scale: the pyramid is broken once that is written.
+  await stack.client.workflow.getHandle(workflowIds.recount(otherId)).result();
   const slide = await findSlide(stack.sql, otherId);
   await stack.store.put(`${slide!.hePrefix}zarr.json`, new TextEncoder().encode('{"zarr_format": 3,'));
   const run = await sps('segment', otherId, '--wait');

@@ -157,6 +157,9 @@ function pinnedPanel(unit: string, onChange: (label: number) => void) {
  * it); mounted again, with the view kept in the URL hash, when the page reloads after a job.
  */
 export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: Sample): Promise<void> {
+  // Mounted again (a new scale) while an earlier mount still loads: only the latest draws.
+  const mount = String(Number(section.dataset.mount ?? 0) + 1);
+  section.dataset.mount = mount;
   const status = heading(section);
   if (sample.status !== 'ready') {
     section.append(h('p', { class: 'note' }, 'The viewer needs a ready sample.'));
@@ -175,6 +178,7 @@ export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: 
         ? new CellTables(sps, sample.id, layer.id, manifest.artifacts.cells.markers)
         : undefined;
     await connected(section);
+    if (section.dataset.mount !== mount) return;
     const onHe = <T extends Layer>(layer: T) => onHePixels(he.layer, layer);
     build(section, sceneOf(he.layer, channels.map(onHe), cells && onHe(cells)), he.unit, tables);
   } catch (err) {
