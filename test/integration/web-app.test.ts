@@ -106,6 +106,43 @@ test('a slide dropped on the upload page goes up resumably and follows ingest to
   expect(detail.json).toMatchObject({ status: 'ready', filename: 'CMU-1-Small-Region.svs' });
 }, 240_000);
 
+test("a scale given on the upload page becomes each slide's own; one out of range sends nothing", async () => {
+  const bracs = path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff');
+  const created: string[] = [];
+  const watch = (request: { method(): string; url(): string }) => {
+    if (request.method() === 'POST' && request.url().endsWith('/api/v1/uploads')) created.push(request.url());
+  };
+  page.on('request', watch);
+  try {
+    await page.goto(at('/upload'));
+    await page.getByLabel('Segment cells once each slide is ready').uncheck();
+    const scale = page.getByLabel('Microns per pixel (optional)');
+    await scale.fill('0');
+    await page.setInputFiles('#files', bracs);
+    await expect(page.locator('#upload-mpp-error').textContent()).resolves.toBe(
+      'Microns per pixel: "0" is not a number greater than 0 and at most 100; nothing was sent.',
+    );
+    await expect(scale.getAttribute('aria-invalid')).resolves.toBe('true');
+    await expect(page.locator('li.upload').count()).resolves.toBe(0);
+    expect(created).toEqual([]);
+
+    // BRACS's crop states no scale: the one given here is its scale (a decimal comma is read).
+    await scale.fill('0,25');
+    await page.setInputFiles('#files', bracs);
+    await expect(page.locator('#upload-mpp-error').isHidden()).resolves.toBe(true);
+    const row = page.locator('li.upload', { hasText: 'BRACS_1640_N_3_cropped.tiff' });
+    await row.locator('.badge-ready').waitFor({ timeout: 120_000 });
+    await expect(row.locator('.scale-needed').count()).resolves.toBe(0);
+    expect(created).toHaveLength(1);
+    const id = (await row.getByRole('link', { name: 'Open sample' }).getAttribute('href'))!.split('/').pop()!;
+    const detail = await apiClient(stack.api, stack.tenant.apiKey)('GET', `/samples/${id}`);
+    expect(detail.json.mpp).toBe(0.25);
+    await shoot('upload-with-scale');
+  } finally {
+    page.off('request', watch);
+  }
+}, 150_000);
+
 test('a file that is no slide ends failed, and the upload and sample pages say why', async () => {
   await page.goto(at('/upload'));
   await page.setInputFiles('#files', {
@@ -160,6 +197,8 @@ test('the list shows the sample, and a facet filter makes the page URL the API q
   await page.goto(at('/samples'));
   // The slide is portrait: its picture is fitted into the row's box, not stretched to its width.
   const thumbnail = page.locator(`tr[data-id="${sampleId}"] canvas.thumbnail[data-state="painted"]`);
+  // Pictures are drawn for rows in view; the samples uploaded since may push this one below.
+  await page.locator(`tr[data-id="${sampleId}"]`).scrollIntoViewIfNeeded();
   await thumbnail.waitFor();
   await expect(thumbnail.boundingBox()).resolves.toMatchObject({ width: 96, height: 72 });
   await shoot('samples');
@@ -199,6 +238,11 @@ test('the sample page edits the name and shows the contract error for an invalid
   await expect(error.textContent()).resolves.toMatch(/validation_failed.*mpp/);
   await expect(page.getByLabel('Microns per pixel').getAttribute('aria-invalid')).resolves.toBe('true');
   await shoot('sample');
+  // A decimal comma is read as the point it means.
+  await page.getByLabel('Microns per pixel').fill('0,499');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByText('Saved.').waitFor();
+  await expect(error.isHidden()).resolves.toBe(true);
 });
 
 test("the details read as words: mpp to four digits (exact in its tooltip), the expiration's source", async () => {

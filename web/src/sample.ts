@@ -115,8 +115,10 @@ function editForm(
     if (Object.keys(changed).length > 0) body.fields = changed;
     const mppText = mpp.input.value.trim();
     if (mppText !== (sample.mpp === null ? '' : String(sample.mpp))) {
-      // A number goes as a number; anything else goes as typed, for the service to judge.
-      body.mpp = mppText !== '' && Number.isFinite(Number(mppText)) ? Number(mppText) : mppText;
+      // A number goes as a number (a decimal comma read as the point it means); anything else
+      // goes as typed, for the service to judge.
+      const number = Number(mppText.replace(',', '.'));
+      body.mpp = mppText !== '' && Number.isFinite(number) ? number : mppText;
     }
     if (Object.keys(body).length === 0) {
       saved.textContent = 'Nothing changed.';

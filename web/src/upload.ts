@@ -1,4 +1,5 @@
 import './account';
+import { MppInput } from '../../schemas/common';
 import {
   blobSource,
   type SpsClient,
@@ -88,7 +89,19 @@ async function follow(
  */
 const sending = new Map<string, HTMLElement>();
 
-async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegment: boolean): Promise<void> {
+/** What the upload page asks of each file it sends. */
+interface UploadChoices {
+  autoSegment: boolean;
+  /** Microns per pixel for every file chosen, in place of each file's own; none keeps theirs. */
+  mpp?: number;
+}
+
+async function uploadOne(
+  sps: SpsClient,
+  file: File,
+  list: HTMLElement,
+  choices: UploadChoices,
+): Promise<void> {
   const key = sessionKey(file);
   const chosenAgain = sending.get(key);
   if (chosenAgain) {
@@ -112,7 +125,7 @@ async function uploadOne(sps: SpsClient, file: File, list: HTMLElement, autoSegm
   try {
     const upload = await uploadSource(sps, blobSource(file), {
       contentType: file.type || 'application/octet-stream',
-      autoSegment,
+      ...choices,
       resume: rememberedSession(file),
       chunkBytes: chunkBytesFor(file.size),
       onSession: (session) => sessionStorage.setItem(key, JSON.stringify(session)),
@@ -159,14 +172,62 @@ async function unfinished(sps: SpsClient, list: HTMLElement): Promise<void> {
   }
 }
 
+/**
+ * An optional scale for the files chosen next (scanners whose files state none): checked by the
+ * contract's own rule before any byte is sent, and said beside the field when it fails it.
+ */
+function scaleField(): { node: HTMLElement; value(): number | undefined | 'invalid' } {
+  const input = h('input', {
+    id: 'upload-mpp',
+    type: 'text',
+    inputmode: 'decimal',
+    autocomplete: 'off',
+    'aria-describedby': 'upload-mpp-hint upload-mpp-error',
+  });
+  const error = h('p', { id: 'upload-mpp-error', class: 'field-error', role: 'alert', hidden: true });
+  const node = h(
+    'div',
+    { class: 'field' },
+    h('label', { for: 'upload-mpp' }, 'Microns per pixel (optional)'),
+    input,
+    h(
+      'small',
+      { id: 'upload-mpp-hint' },
+      "For slides whose files state no scale, or a wrong one: it replaces each file's own. Empty keeps theirs.",
+    ),
+    error,
+  );
+  const value = () => {
+    const text = input.value.trim();
+    error.hidden = true;
+    input.removeAttribute('aria-invalid');
+    if (text === '') return undefined;
+    // A decimal comma is read as the point it means.
+    const parsed = MppInput.safeParse(Number(text.replace(',', '.')));
+    if (parsed.success && typeof parsed.data === 'number') return parsed.data;
+    error.textContent = `Microns per pixel: "${text}" is not a number greater than 0 and at most 100; nothing was sent.`;
+    error.hidden = false;
+    input.setAttribute('aria-invalid', 'true');
+    input.focus();
+    return 'invalid';
+  };
+  return { node, value };
+}
+
 function start(sps: SpsClient): void {
   const list = h('ul', { class: 'uploads', 'aria-label': 'Uploads' });
   const input = h('input', { id: 'files', type: 'file', multiple: true });
   const segment = h('input', { id: 'auto-segment', type: 'checkbox', checked: true });
+  const scale = scaleField();
   const send = (files: FileList | null) => {
+    const mpp = scale.value();
+    if (mpp === 'invalid') return;
     for (const file of files ?? []) {
       list.querySelector(`li[data-session="${CSS.escape(sessionKey(file))}"]`)?.remove();
-      void uploadOne(sps, file, list, segment.checked);
+      void uploadOne(sps, file, list, {
+        autoSegment: segment.checked,
+        ...(mpp === undefined ? {} : { mpp }),
+      });
     }
   };
   input.addEventListener('change', () => {
@@ -198,6 +259,7 @@ function start(sps: SpsClient): void {
   main().append(
     zone,
     h('p', {}, h('label', { class: 'check' }, segment, ' Segment cells once each slide is ready')),
+    scale.node,
     list,
   );
   void unfinished(sps, list);
