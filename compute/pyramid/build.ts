@@ -99,18 +99,21 @@ export async function writeHePyramidArrays(
   return levels;
 }
 
-/** The group's `zarr.json`, written last: its presence marks a complete pyramid. */
-export async function writeHePyramidGroup(options: {
+/** The H&E group's `zarr.json`: where it goes, and the image and scale it describes. */
+interface HePyramidGroupOptions {
   sink: KeyValueStore;
   name: string;
-  levels: PyramidLevel[];
+  levels: readonly PyramidLevel[];
   mpp: number | null;
   signal?: AbortSignal;
-}): Promise<void> {
+}
+
+/** The group's `zarr.json`, written last: its presence marks a complete pyramid. */
+export async function writeHePyramidGroup(options: HePyramidGroupOptions): Promise<void> {
   await options.sink.put('zarr.json', heGroupDocument(options), { signal: options.signal });
 }
 
-function heGroupDocument(options: { name: string; levels: readonly PyramidLevel[]; mpp: number | null }) {
+function heGroupDocument(options: HePyramidGroupOptions) {
   return encodeJson(groupMetadata(heImageAttributes(options.name, options.levels, options.mpp)));
 }
 
@@ -119,13 +122,7 @@ function heGroupDocument(options: { name: string; levels: readonly PyramidLevel[
  * ingest), so the H&E and the marker stores made at that scale line up. Unchanged metadata is
  * not rewritten, and a store whose group is gone (a sample being deleted) is left alone.
  */
-export async function rescaleHePyramidGroup(options: {
-  sink: KeyValueStore;
-  name: string;
-  levels: PyramidLevel[];
-  mpp: number | null;
-  signal?: AbortSignal;
-}): Promise<void> {
+export async function rescaleHePyramidGroup(options: HePyramidGroupOptions): Promise<void> {
   const current = await options.sink.get('zarr.json', { signal: options.signal });
   const next = heGroupDocument(options);
   if (!current || Buffer.from(current).equals(next)) return;

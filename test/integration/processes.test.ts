@@ -5,6 +5,7 @@ import path from 'node:path';
 import { freePort } from '../../cli/ports';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { testEnv } from '../support/env';
+import { sendWhole } from '../support/uploads';
 
 /**
  * The production entry points as separate processes, from the build that `npm test` makes
@@ -106,11 +107,7 @@ test('migrate, admin, api and worker run apart and together serve an upload to t
       body: JSON.stringify({ filename: 'p.svs', fileSize: bytes.length, contentType: 'image/tiff' }),
     });
     const upload = (await created.json()) as { id: string; uploadUrl: string };
-    const put = await fetch(upload.uploadUrl, {
-      method: 'PUT',
-      headers: { 'content-range': `bytes 0-${bytes.length - 1}/${bytes.length}` },
-      body: bytes,
-    });
+    const put = await sendWhole(upload.uploadUrl, bytes);
     expect(put.status).toBe(200);
     // The hash is recorded with the last byte; the worker's part is ingest ending the sample's
     // preparation (these bytes are no slide). Waiting for that end, not for a status other than

@@ -13,7 +13,7 @@ import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI } from '../support/uploads';
+import { SHARED_WSI, sendWhole } from '../support/uploads';
 
 /** Debian's chromium (installed by `.ci/run`), driven headless. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -181,11 +181,7 @@ test('a sample page opened while its bytes still go up follows it to ready, and 
   await state.locator('.badge-uploading').waitFor();
   await page.getByText('The viewer needs a ready sample.').waitFor();
   // The bytes arrive from elsewhere (another tab, `sps`): the page is not reloaded.
-  const sent = await fetch(created.json.uploadUrl, {
-    method: 'PUT',
-    headers: { 'content-range': `bytes 0-${bytes.length - 1}/${bytes.length}` },
-    body: bytes,
-  });
+  const sent = await sendWhole(created.json.uploadUrl, bytes);
   expect(sent.status).toBe(200);
   await state.locator('.badge-ready').waitFor({ timeout: 60_000 });
   await page.locator('#viewer-canvas').waitFor();

@@ -10,7 +10,7 @@ import { apiClient } from '../support/http';
 import { insertJob, insertSample } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
 import { SHARED_SLIDES_SETUP_MS, startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI } from '../support/uploads';
+import { SHARED_WSI, sendWhole } from '../support/uploads';
 
 /**
  * The list, upload and sample pages end to end in headless chromium on the real stack: every
@@ -277,11 +277,7 @@ test('a badge follows ingest while the list is open, and a ready sample gets its
   await page.goto(at('/samples?q=Badge'));
   const row = page.locator(`tr[data-id="${id}"]`);
   await row.locator('.badge-uploading').waitFor();
-  const put = await fetch(created.json.uploadUrl, {
-    method: 'PUT',
-    headers: { 'content-range': `bytes 0-${bytes.length - 1}/${bytes.length}` },
-    body: bytes,
-  });
+  const put = await sendWhole(created.json.uploadUrl, bytes);
   expect(put.status).toBe(200);
   // The page was not reloaded: the row's own refresh moved the badge.
   await row.locator('.badge-ready').waitFor({ timeout: 240_000 });

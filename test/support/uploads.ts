@@ -45,6 +45,15 @@ export async function uploadBytes(
   return upload as { id: string; storagePath: string } & Record<string, unknown>;
 }
 
+/** Every byte of an upload in one PUT to its session URL, as a client elsewhere would send them. */
+export function sendWhole(uploadUrl: string, bytes: Uint8Array): Promise<Response> {
+  return fetch(uploadUrl, {
+    method: 'PUT',
+    headers: { 'content-range': `bytes 0-${bytes.length - 1}/${bytes.length}` },
+    body: bytes,
+  });
+}
+
 /** Uploads a file of ../shared/data/wsi (or any path) under its own name. */
 export async function uploadFile(
   call: ReturnType<typeof apiClient>,
