@@ -54,6 +54,17 @@ async function runningDevStack(dataDir: string): Promise<DevStack | undefined> {
   return stack.success && isAlive(stack.data.pid) ? stack.data : undefined;
 }
 
+/** A second `npm start` on the data of one that runs would fight it for its services and ports. */
+export async function refuseSecondStart(dataDir: string): Promise<void> {
+  const running = await runningDevStack(dataDir);
+  if (running) {
+    throw new ConfigError(
+      `\`npm start\` already runs from ${dataDir} (process ${running.pid}): use that one, or stop it ` +
+        '(Ctrl-C in its terminal) before starting another',
+    );
+  }
+}
+
 /**
  * `config` as given when DATABASE_URL is set; otherwise with the database (and, unless set, the
  * Temporal server) of the `npm start` stack running from the data directory.

@@ -7,7 +7,7 @@ import { createSql } from '../db';
 import { migrate } from '../db/migrate';
 import { createOrganizationWithOwner, runAdminCommand } from './admin-commands';
 import { type Config, ConfigError, loadConfig } from './config';
-import { recordDevStack } from './dev-stack';
+import { recordDevStack, refuseSecondStart } from './dev-stack';
 import { type LocalService, startEmbeddedPostgres, startTemporalDevServer } from './local-services';
 import { runMain, untilSignal } from './main';
 import { freePort } from './ports';
@@ -90,6 +90,7 @@ async function start(): Promise<void> {
 
 async function startEverything(services: ReturnType<typeof stack>): Promise<void> {
   let config = loadConfig();
+  await refuseSecondStart(config.dataDir);
   const env: Record<string, string | undefined> = { ...process.env };
   if (!config.database.url) {
     const pg = await startEmbeddedPostgres({

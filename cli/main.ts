@@ -14,9 +14,10 @@ export function runMain(main: () => Promise<void>): void {
   });
 }
 
+/** Ctrl-C, a stop, or the terminal closed (SIGHUP): each ends in the same ordered shutdown. */
 export function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
+    for (const signal of ['SIGHUP', 'SIGINT', 'SIGTERM'] as const)
+      process.once(signal, () => resolve(signal));
   });
 }

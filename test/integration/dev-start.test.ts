@@ -25,10 +25,14 @@ interface Started {
   password: string;
 }
 
-function start(env: Record<string, string>): Promise<Started> {
-  // Neither DATABASE_URL nor TEMPORAL_ADDRESS: start brings its own, as on a fresh machine.
+/** This process's environment without DATABASE_URL or TEMPORAL_ADDRESS: start brings its own, as on a fresh machine. */
+function withoutServices(): NodeJS.ProcessEnv {
   const { DATABASE_URL: _database, TEMPORAL_ADDRESS: _temporal, ...inherited } = process.env;
-  const child = spawn(process.execPath, [devScript, 'start'], { env: { ...inherited, ...env } });
+  return inherited;
+}
+
+function start(env: Record<string, string>): Promise<Started> {
+  const child = spawn(process.execPath, [devScript, 'start'], { env: { ...withoutServices(), ...env } });
   let stdout = '';
   let stderr = '';
   return new Promise((resolve, reject) => {
@@ -60,7 +64,7 @@ const olderNode = ['/usr/bin/node', '/usr/local/bin/node'].find(
  * older Node first on PATH when there is one.
  */
 function admin(env: Record<string, string>, args: string[]) {
-  const { DATABASE_URL: _database, TEMPORAL_ADDRESS: _temporal, ...inherited } = process.env;
+  const inherited = withoutServices();
   const PATH = olderNode ? `${path.dirname(olderNode)}${path.delimiter}${inherited.PATH}` : inherited.PATH;
   return spawnSync('npm', ['run', '--silent', 'admin', '--', ...args], {
     cwd: path.join(__dirname, '..', '..'),
@@ -123,6 +127,20 @@ test('npm start runs everything, prints the web app URL first, the demo password
     body: JSON.stringify({ filename: 'kept.svs', fileSize: 1000, contentType: 'image/tiff' }),
   });
   expect(created.status).toBe(200);
+
+  // A second start on the same data says so, and leaves the running one alone.
+  const again = spawnSync(process.execPath, [devScript, 'start'], {
+    env: { ...withoutServices(), ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  expect({ status: again.status, stderr: again.stderr.trim() }).toEqual({
+    status: 1,
+    stderr: `\`npm start\` already runs from ${dataDir} (process ${first.child.pid}): use that one, or stop it (Ctrl-C in its terminal) before starting another`,
+  });
+  expect(
+    (await fetch(`${first.apiUrl}/uploads`, { headers: { authorization: `Bearer ${first.apiKey}` } })).status,
+  ).toBe(200);
 
   // The admin commands find this stack's database by themselves, on Node 22 whatever runs npm.
   if (olderNode) expect(nodeMajor(olderNode)).toBeLessThan(22);
