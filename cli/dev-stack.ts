@@ -3,6 +3,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { type Config, ConfigError } from './config';
 import type { LocalService } from './local-services';
+import { isAlive } from './processes';
 
 /**
  * `npm start` writes where its services listen beside its data while it runs, so that
@@ -23,15 +24,6 @@ export async function recordDevStack(dataDir: string, stack: Omit<DevStack, 'pid
   // The URL may carry a password: readable by its owner only, like the demo key beside it.
   await writeFile(file, JSON.stringify({ pid: process.pid, ...stack }), { mode: 0o600 });
   return { stop: () => rm(file, { force: true }) };
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** A record cut short by a crash is no record. */

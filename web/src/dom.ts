@@ -74,6 +74,11 @@ export function needKey(): void {
   status.hidden = false;
 }
 
+/** A number as a person types it: a decimal comma is read as the point it means. */
+export function typedNumber(text: string): number {
+  return Number(text.trim().replace(',', '.'));
+}
+
 export function badge(status: string): HTMLElement {
   return h('span', { class: `badge badge-${status}` }, status.replaceAll('_', ' '));
 }

@@ -3,7 +3,7 @@ import { failedSampleStatuses, preparingSampleStatuses, settledSampleStatuses } 
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
 import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
-import { badge, bytes, clearError, h, main, needKey, pressed, showError, when } from './dom';
+import { badge, bytes, clearError, h, main, needKey, pressed, showError, typedNumber, when } from './dom';
 import { sampleExpiration } from './expiration';
 import { exportsSection } from './sample-exports';
 import { customFieldInputs } from './sample-fields';
@@ -115,9 +115,8 @@ function editForm(
     if (Object.keys(changed).length > 0) body.fields = changed;
     const mppText = mpp.input.value.trim();
     if (mppText !== (sample.mpp === null ? '' : String(sample.mpp))) {
-      // A number goes as a number (a decimal comma read as the point it means); anything else
-      // goes as typed, for the service to judge.
-      const number = Number(mppText.replace(',', '.'));
+      // A number goes as a number; anything else goes as typed, for the service to judge.
+      const number = typedNumber(mppText);
       body.mpp = mppText !== '' && Number.isFinite(number) ? number : mppText;
     }
     if (Object.keys(body).length === 0) {

@@ -8,7 +8,7 @@ import {
   uploadSource,
   waitForIngest,
 } from '../../sdk';
-import { badge, bytes, h, main, needKey, showError } from './dom';
+import { badge, bytes, h, main, needKey, showError, typedNumber } from './dom';
 import { client } from './session';
 
 const POLL_MS = 3000;
@@ -202,8 +202,7 @@ function scaleField(): { node: HTMLElement; value(): number | undefined | 'inval
     error.hidden = true;
     input.removeAttribute('aria-invalid');
     if (text === '') return undefined;
-    // A decimal comma is read as the point it means.
-    const parsed = MppInput.safeParse(Number(text.replace(',', '.')));
+    const parsed = MppInput.safeParse(typedNumber(text));
     if (parsed.success && typeof parsed.data === 'number') return parsed.data;
     error.textContent = `Microns per pixel: "${text}" is not a number greater than 0 and at most 100; nothing was sent.`;
     error.hidden = false;

@@ -186,6 +186,12 @@ export async function mountViewer(section: HTMLElement, sps: SpsClient, sample: 
   }
 }
 
+/** The view in the page's address, for a reload or a link. */
+function keepInAddress(view: View): void {
+  // Whole: the page's <base> would resolve a bare `#view=...` against the app root.
+  history.replaceState(null, '', `${location.pathname}${location.search}${hashOf(view)}`);
+}
+
 /**
  * The viewer drawn again after the sample's scale changed from `before`: the view in the
  * address is moved into the new units (micrometres, or pixels without a scale), so it shows
@@ -200,8 +206,7 @@ export function mountRescaledViewer(
   const factor = (sample.mpp ?? 1) / (before ?? 1);
   const view = viewFromHash(location.hash);
   if (view) {
-    const moved = { x: view.x * factor, y: view.y * factor, zoom: view.zoom / factor };
-    history.replaceState(null, '', `${location.pathname}${location.search}${hashOf(moved)}`);
+    keepInAddress({ x: view.x * factor, y: view.y * factor, zoom: view.zoom / factor });
   }
   return mountViewer(section, sps, sample);
 }
@@ -284,8 +289,7 @@ function build(
   });
   const events: ViewerEvents = {
     onView(view) {
-      // Whole: the page's <base> would resolve a bare `#view=...` against the app root.
-      history.replaceState(null, '', `${location.pathname}${location.search}${hashOf(view)}`);
+      keepInAddress(view);
       const scale = scaleBar(view.zoom, 120);
       bar.style.width = `${scale.px}px`;
       barText.textContent = `${scale.length} ${unit}`;
