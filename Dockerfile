@@ -4,7 +4,8 @@ WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 # Fixes to dependencies, applied by npm's postinstall (patch-package).
 COPY patches ./patches
-RUN npm install --no-audit --no-fund
+# ONNX Runtime's CPU build is bundled; its CUDA libraries (fetched from NuGet) are not needed.
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund
 COPY . .
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 

@@ -69,8 +69,12 @@ function ensureDependencies() {
   if (fs.existsSync(marker) && fs.statSync(marker).mtimeMs >= wanted) return;
   log('installing npm dependencies');
   // `npm ci` trips over optional platform packages missing from the lock (an npm 11 bug);
-  // `npm install` still follows the lock file.
-  run('npm', ['install', '--no-audit', '--no-fund']);
+  // `npm install` still follows the lock file. ONNX Runtime's install would fetch its CUDA
+  // libraries from NuGet; prediction runs on its bundled CPU build (set here, not in .npmrc,
+  // where npm warns of an unknown key on every command).
+  run('npm', ['install', '--no-audit', '--no-fund'], {
+    env: { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' },
+  });
 }
 
 /** A command of one of the project's tools (a script below node_modules), run under this Node. */
@@ -430,7 +434,9 @@ async function main() {
   if (mode === 'exec') {
     if (rest.length === 0) throw new Error('usage: bootstrap.js exec COMMAND [ARGS]');
     // A command of package.json (`node dist/cli/admin.js`, `tsc`, ...) as it is, under this
-    // Node 22 (first on PATH) and with the project's tools on PATH; nothing installed or built.
+    // Node 22 (first on PATH) and with the project's tools on PATH; nothing built. The npm
+    // dependencies are installed when missing, so `npm run build` works on a fresh clone.
+    ensureDependencies();
     const bin = path.join(ROOT, 'node_modules', '.bin');
     const PATH = [path.dirname(process.execPath), bin, process.env.PATH].join(path.delimiter);
     return handOver(rest[0], rest.slice(1), { ...process.env, PATH });
