@@ -4,7 +4,8 @@ WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 # Fixes to dependencies, applied by npm's postinstall (patch-package).
 COPY patches ./patches
-# ONNX Runtime's CPU build is bundled; its CUDA libraries (fetched from NuGet) are not needed.
+# ONNX Runtime's CPU build is bundled; its CUDA libraries (fetched from NuGet by its install
+# script, which this image's npm 10 runs: it does not read package.json's allowScripts) are not.
 RUN ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund
 COPY . .
 RUN npm run build && npm prune --omit=dev --ignore-scripts

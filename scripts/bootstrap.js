@@ -69,9 +69,9 @@ function ensureDependencies() {
   if (fs.existsSync(marker) && fs.statSync(marker).mtimeMs >= wanted) return;
   log('installing npm dependencies');
   // `npm ci` trips over optional platform packages missing from the lock (an npm 11 bug);
-  // `npm install` still follows the lock file. ONNX Runtime's install would fetch its CUDA
-  // libraries from NuGet; prediction runs on its bundled CPU build (set here, not in .npmrc,
-  // where npm warns of an unknown key on every command).
+  // `npm install` still follows the lock file. ONNX Runtime's install script would fetch its
+  // CUDA libraries from NuGet (prediction runs on its bundled CPU build): package.json's
+  // `allowScripts` denies it, and this skips it for npm older than 11.16, which ignores that.
   run('npm', ['install', '--no-audit', '--no-fund'], {
     env: { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' },
   });
