@@ -570,6 +570,39 @@ test('back on its tab, the sample page shows a job started elsewhere, and keeps 
   await stack.sql`DELETE FROM jobs WHERE id = ${jobId}`;
 });
 
+test('back on its tab, the list shows samples uploaded and trashed elsewhere, keeping the rows selected', async () => {
+  const call = apiClient(stack.api, stack.tenant.apiKey);
+  await page.goto(at('/samples'));
+  const shown = page.locator(`tr[data-id="${sampleId}"]`);
+  await shown.waitFor();
+  await shown.locator('input.select').check();
+  await shown.evaluate((tr) => {
+    tr.dataset.drawn = 'before';
+  });
+  await leaveAndReturn();
+  await page.waitForTimeout(1000);
+  await expect(shown.getAttribute('data-drawn')).resolves.toBe('before');
+
+  const created = await call('POST', '/uploads', {
+    filename: 'uploaded-from-sps.tiff',
+    fileSize: 1000,
+    contentType: 'image/tiff',
+    autoSegment: false,
+  });
+  expect(created.status).toBe(200);
+  await leaveAndReturn();
+  const arrived = page.locator(`tr[data-id="${created.json.id}"]`);
+  await arrived.waitFor();
+  await expect(shown.getAttribute('data-drawn')).resolves.toBeNull();
+  await expect(shown.locator('input.select').isChecked()).resolves.toBe(true);
+  await expect(page.locator('#selected-count').textContent()).resolves.toBe('1 selected.');
+
+  expect((await call('DELETE', `/samples/${created.json.id}`)).status).toBe(200);
+  await leaveAndReturn();
+  await arrived.waitFor({ state: 'detached' });
+  await expect(shown.locator('input.select').isChecked()).resolves.toBe(true);
+});
+
 test('a job running when the page opens is followed: its row and bar move with its stream, its end redraws the page', async () => {
   const jobId = await insertJob(stack.sql, {
     organizationId: stack.tenant.organizationId,

@@ -128,6 +128,9 @@ function filterForm(
   return form;
 }
 
+/** What a row shows that work elsewhere (`sps`, the SDK, another tab) changes: in, out, renamed. */
+const rowKey = (item: Item) => `${item.id}:${item.name ?? item.filename}`;
+
 function row(item: Item, thumbnail: HTMLCanvasElement, onSelect: () => void): HTMLTableRowElement {
   const title = item.name ?? item.filename;
   return h(
@@ -205,8 +208,10 @@ async function start(sps: SpsClient): Promise<void> {
   let generation = 0;
   let refresh: ReturnType<typeof setTimeout> | undefined;
   let loading = false;
+  /** The first page as last drawn, to tell on the tab's return whether it changed. */
+  let firstPage: string[] = [];
 
-  async function load(append: boolean): Promise<void> {
+  async function load(append: boolean, keepSelected = new Set<string>()): Promise<void> {
     const mine = ++generation;
     loading = true;
     clearTimeout(refresh);
@@ -218,8 +223,11 @@ async function start(sps: SpsClient): Promise<void> {
       if (!append) {
         results.replaceChildren();
         selectAll.checked = false;
+        firstPage = page.items.map(rowKey);
       }
       results.append(...page.items.map((item) => row(item, thumbnail(item), bulk.update)));
+      for (const input of results.querySelectorAll<HTMLInputElement>('input.select'))
+        if (keepSelected.has(input.value)) input.checked = true;
       bulk.update();
       cursor = page.nextCursor ?? undefined;
       more.hidden = !cursor;
@@ -255,6 +263,18 @@ async function start(sps: SpsClient): Promise<void> {
     if (mine === generation && rows.length > 0) refresh = setTimeout(refreshStatuses, REFRESH_MS);
   }
 
+  /**
+   * Back on the tab, the first page is asked for again and the list drawn again when samples came,
+   * went or were renamed meanwhile (an upload from `sps` appears), keeping the rows selected.
+   */
+  async function returned(): Promise<void> {
+    if (document.visibilityState !== 'visible' || loading) return;
+    const mine = generation;
+    const page = await sps.samples.list(apiQueryOf(facets)).catch(() => undefined);
+    if (!page || mine !== generation || page.items.map(rowKey).join() === firstPage.join()) return;
+    await load(false, new Set(selected()));
+  }
+
   function apply(next: ListFacets): void {
     facets = next;
     history.pushState(null, '', `${location.pathname}${searchOf(facets)}`);
@@ -275,6 +295,7 @@ async function start(sps: SpsClient): Promise<void> {
     form = next;
     void load(false);
   });
+  document.addEventListener('visibilitychange', () => void returned());
   main().append(form, bulk.node, summary, h('div', { class: 'table-wrap' }, table), more);
   void load(false);
 }
