@@ -20,8 +20,9 @@ export interface SegmentationStartDeps {
 
 /**
  * The ways a segmentation run starts other than a client's POST: at the end of ingest for a
- * sample uploaded with `autoSegment`, by the reconciler for a run whose start failed, and the
- * marker tables of a layer when a newer prediction of its sample completes.
+ * sample uploaded with `autoSegment`, after a change of its scale, by the reconciler for a run
+ * whose start failed, and the marker tables of a layer when a newer prediction of its sample
+ * completes.
  */
 export function createSegmentationStartActivities(deps: SegmentationStartDeps) {
   const { sql } = deps;
@@ -31,7 +32,11 @@ export function createSegmentationStartActivities(deps: SegmentationStartDeps) {
     await markSegmentationWorkflowStarted(sql, run.id);
   }
 
-  /** Queues and starts run 1 when the sample asked for it; a start failure is left to the reconciler. */
+  /**
+   * Queues and starts the run a sample needs unasked (run 1 when it asked for automatic
+   * segmentation; a new one when its scale changed since its last); a start failure is left to
+   * the reconciler.
+   */
   async function queueAutoSegmentation(input: { sampleId: string }): Promise<{ runId: string | null }> {
     const run = await queueAutoSegmentationRun(sql, input.sampleId);
     if (!run) return { runId: null };

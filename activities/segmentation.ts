@@ -149,13 +149,17 @@ export function createSegmentationActivities(deps: {
     return { active: await recordSegmentationProgress(sql, { ...input, progress }) };
   }
 
-  /** The slide's pyramid, tissue mask and scale, or a failure the user can act on. */
+  /**
+   * The slide's pyramid, tissue mask and scale (the run's own, that of its queueing, so a resumed
+   * run keeps it; the sample's for a run queued before runs had one), or a failure the user can
+   * act on.
+   */
   async function inputsOf(run: SegmentationRunRow) {
     const [sample, slide] = await Promise.all([
       findIngestSample(sql, run.sampleId),
       findSlide(sql, run.sampleId),
     ]);
-    const mpp = sample?.mppOverride ?? sample?.mppCalibrated ?? null;
+    const mpp = run.mpp ?? sample?.mppOverride ?? sample?.mppCalibrated ?? null;
     if (!slide?.hePrefix || !slide.tissueMaskZarrPrefix) {
       throw ApplicationFailure.nonRetryable('the sample has no H&E pyramid or tissue mask', 'conflict');
     }

@@ -18,6 +18,8 @@ export interface SegmentationRunRow {
   instanceCount: number | null;
   markerJobId: string | null;
   markers: string[];
+  /** The sample's mpp when the run was queued, which it segments at; null for older runs. */
+  mpp: number | null;
   errorMessage: string | null;
   workflowStartedAt: Date | null;
   createdAt: Date;
@@ -30,7 +32,7 @@ type TerminalSegmentationStatus = 'completed' | 'failed' | 'cancelled';
 const runColumns = (sql: Queryable) => sql`
   id, organization_id AS "organizationId", sample_id AS "sampleId", attempt, status, progress,
   layer_id AS "layerId", layer_number::text AS "layerNumber", layer_prefix AS "layerPrefix", segmenter,
-  instance_count AS "instanceCount", marker_job_id AS "markerJobId", markers,
+  instance_count AS "instanceCount", marker_job_id AS "markerJobId", markers, mpp,
   error_message AS "errorMessage", workflow_started_at AS "workflowStartedAt", created_at AS "createdAt",
   started_at AS "startedAt", completed_at AS "completedAt"`;
 
@@ -111,11 +113,20 @@ export async function insertQueuedSegmentationRun(
   run: { organizationId: string; sampleId: string },
 ): Promise<SegmentationRunRow> {
   const [row] = await sql<SegmentationRunRow[]>`
-    INSERT INTO segmentation_runs (organization_id, sample_id, attempt)
-    SELECT ${run.organizationId}, ${run.sampleId}, coalesce(max(attempt), 0) + 1
+    INSERT INTO segmentation_runs (organization_id, sample_id, attempt, mpp)
+    SELECT ${run.organizationId}, ${run.sampleId}, coalesce(max(attempt), 0) + 1,
+      (SELECT coalesce(mpp_override, mpp_calibrated) FROM samples WHERE id = ${run.sampleId})
     FROM segmentation_runs WHERE sample_id = ${run.sampleId}
     RETURNING ${runColumns(sql)}`;
   return row!;
+}
+
+/**
+ * A completed run made at another scale than the sample's now (`mpp` corrected since): its
+ * nuclei were sought, and measured, at the wrong size, so it is made again rather than reused.
+ */
+export function madeAtAnotherScale(run: SegmentationRunRow, mpp: number | null): boolean {
+  return run.status === 'completed' && run.mpp !== null && mpp !== null && run.mpp !== mpp;
 }
 
 export async function markSegmentationWorkflowStarted(sql: Queryable, id: string): Promise<void> {
@@ -193,22 +204,28 @@ export async function finishSegmentationRun(
 }
 
 /**
- * Queues run 1 of a sample that asked for automatic segmentation (`auto_segment`, resolved at
- * upload), is ready and has a scale (segmentation needs one), unless it has any run already:
- * ingest calls this once it finishes, the recount after a change of mpp again (a slide whose
- * file gave no scale), and a retry or a client's POST that came first leaves nothing to do.
+ * Queues a run the sample needs without a client's asking, once it is ready and has a scale:
+ * run 1 when it asked for automatic segmentation (`auto_segment`, resolved at upload) and has
+ * no run yet, and a new run when its newest completed one was made at another scale. Ingest
+ * calls this once it finishes, the recount after a change of mpp again (a slide whose file gave
+ * no scale, or a corrected one); a client's POST that came first leaves nothing to do.
  */
 export async function queueAutoSegmentationRun(
   sql: Sql,
   sampleId: string,
 ): Promise<SegmentationRunRow | undefined> {
   return sql.begin(async (tx) => {
-    const [sample] = await tx<{ organizationId: string; wanted: boolean }[]>`
-      SELECT organization_id AS "organizationId",
-        (auto_segment IS TRUE AND status = 'ready' AND trashed_at IS NULL
-          AND coalesce(mpp_override, mpp_calibrated) IS NOT NULL) AS wanted
+    const [sample] = await tx<
+      { organizationId: string; autoSegment: boolean; usable: boolean; mpp: number | null }[]
+    >`
+      SELECT organization_id AS "organizationId", auto_segment IS TRUE AS "autoSegment",
+        (status = 'ready' AND trashed_at IS NULL) AS usable,
+        coalesce(mpp_override, mpp_calibrated) AS mpp
       FROM samples WHERE id = ${sampleId} FOR UPDATE`;
-    if (!sample?.wanted || (await latestSegmentationRun(tx, sampleId))) return undefined;
+    if (!sample?.usable || sample.mpp === null) return undefined;
+    const latest = await latestSegmentationRun(tx, sampleId);
+    const wanted = latest ? madeAtAnotherScale(latest, sample.mpp) : sample.autoSegment;
+    if (!wanted) return undefined;
     return insertQueuedSegmentationRun(tx, { organizationId: sample.organizationId, sampleId });
   });
 }

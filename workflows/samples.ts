@@ -10,7 +10,8 @@ const io = proxyActivities<Activities>({
 /**
  * Recounts tissue patches after a change of mpp (`recount-{sampleId}`). A sample uploaded with
  * `autoSegment` but no scale was left unsegmented at the end of ingest (segmentation needs one):
- * with its scale now set, its segmentation starts here.
+ * with its scale now set, its segmentation starts here; one segmented at another scale is
+ * segmented again at the new one.
  */
 export async function recountWorkflow(input: { sampleId: string }): Promise<{ patchCount: number | null }> {
   const { patchCount } = await io.recountTissuePatches({ sampleId: input.sampleId });

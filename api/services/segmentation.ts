@@ -5,6 +5,7 @@ import {
   findCompletedLayer,
   insertQueuedSegmentationRun,
   latestSegmentationRun,
+  madeAtAnotherScale,
   markSegmentationWorkflowStarted,
   type SegmentationRunRow,
 } from '../../db/segmentation-runs';
@@ -101,8 +102,8 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
   }
 
   /**
-   * POST: reuses active or completed work, retries failed work after the cooldown (and
-   * cancelled work at once), else queues run n+1 and starts `segmentation-{sampleId}-{n}`. A
+   * POST: reuses active or completed work (completed at the sample's scale now), retries
+   * failed work after the cooldown (and cancelled work at once), else queues run n+1 and starts `segmentation-{sampleId}-{n}`. A
    * start that fails after the commit is left to the reconciler, like a prediction's.
    */
   async function start(
@@ -114,9 +115,11 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
       if (!sample) throw notFound('sample');
       checkMutable(sample);
       const current = await latestSegmentationRun(tx, sampleId);
-      if (current && (current.status === 'completed' || isActiveSegmentationStatus(current.status))) {
-        return { run: current, isNew: false };
-      }
+      const reusable =
+        current?.status === 'completed'
+          ? !madeAtAnotherScale(current, sample.mppOverride ?? sample.mppCalibrated)
+          : current !== undefined && isActiveSegmentationStatus(current.status);
+      if (reusable) return { run: current!, isNew: false };
       if (current) {
         const wait = cooldownLeft(current);
         if (wait > 0) {

@@ -255,6 +255,37 @@ describe('automatic segmentation', () => {
     expect(state.job).toMatchObject({ id: first.runId, attempt: 1 });
   });
 
+  test('a layer made at another scale than the sample now has is made again; an active run is not', async () => {
+    const starts = createSegmentationStartActivities({
+      sql: stack.sql,
+      startSegmentation: async () => {},
+      startSegmentationMarkers: async () => {},
+    });
+    const id = await readySample();
+    const first = SegmentationState.parse((await call('POST', `/samples/${id}/segmentation`)).json);
+    await stack.sql`UPDATE samples SET mpp_override = 0.25 WHERE id = ${id}`;
+    // Run 1 was queued at 0.5: still running, it is the sample's one active run.
+    expect((await starts.queueAutoSegmentation({ sampleId: id })).runId).toBeNull();
+    await endRun(first.job!.id, 'completed');
+    const second = await starts.queueAutoSegmentation({ sampleId: id });
+    const [run] = await stack.sql<{ attempt: number; mpp: number }[]>`
+      SELECT attempt, mpp FROM segmentation_runs WHERE id = ${second.runId}`;
+    expect(run).toEqual({ attempt: 2, mpp: 0.25 });
+    await endRun(second.runId!, 'completed');
+    expect((await starts.queueAutoSegmentation({ sampleId: id })).runId).toBeNull();
+
+    // A client's POST likewise: reused at the sample's scale, made again at another.
+    const reused = await call('POST', `/samples/${id}/segmentation`);
+    expect({ status: reused.status, attempt: reused.json.job.attempt }).toEqual({ status: 200, attempt: 2 });
+    await stack.sql`UPDATE samples SET mpp_override = 0.3 WHERE id = ${id}`;
+    const again = await call('POST', `/samples/${id}/segmentation`);
+    expect({ status: again.status, attempt: again.json.job.attempt, layer: again.json.layer }).toEqual({
+      status: 202,
+      attempt: 3,
+      layer: null,
+    });
+  });
+
   test('waits for a scale: a slide whose file gave none gets its run once mpp is set', async () => {
     const starts = createSegmentationStartActivities({
       sql: stack.sql,

@@ -218,7 +218,7 @@ print(json.dumps({'rows': table.num_rows, 'joined': joined, 'columns': table.col
   expect(state2.layer!.markers).toEqual(['DAPI', 'CD3']);
 });
 
-test('an autoSegment slide whose file gives no scale waits for one, then segments once mpp is set', async () => {
+test('an autoSegment slide whose file gives no scale waits for one, segments once mpp is set, and again when it is corrected', async () => {
   // BRACS's crop states no pixel size.
   const upload = await uploadFile(call, path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'), {
     autoSegment: true,
@@ -240,7 +240,48 @@ test('an autoSegment slide whose file gives no scale waits for one, then segment
     attempt: segmented.job?.attempt,
   }).toEqual({ status: 'completed', error: null, attempt: 1 });
   expect(segmented.layer!.instanceCount).toBeGreaterThan(0);
+  expect(await squareMicronsPerPixel(upload.id, segmented)).toBeCloseTo(0.25 ** 2, 9);
+
+  // A corrected scale: the cells found at the old one are found again at the new one, unasked.
+  expect((await call('PATCH', `/samples/${upload.id}`, { mpp: 0.5 })).status).toBe(200);
+  await stack.client.workflow.getHandle(workflowIds.recount(upload.id)).result();
+  const rescaled = await waitForSegmentation(
+    (s) => s.job?.attempt === 2 && (s.status === 'completed' || s.status === 'failed'),
+    upload.id,
+  );
+  expect({ status: rescaled.status, error: rescaled.job?.errorMessage }).toEqual({
+    status: 'completed',
+    error: null,
+  });
+  expect(rescaled.layer!.id).not.toBe(segmented.layer!.id);
+  expect(await squareMicronsPerPixel(upload.id, rescaled)).toBeCloseTo(0.5 ** 2, 9);
+  // At the scale it was made at, the layer is reused again: by a POST, and by the same mpp saved.
+  const again = await call('POST', `/samples/${upload.id}/segmentation`);
+  expect({ status: again.status, layer: again.json.layer?.id }).toEqual({
+    status: 200,
+    layer: rescaled.layer!.id,
+  });
+  expect((await call('PATCH', `/samples/${upload.id}`, { mpp: 0.5 })).status).toBe(200);
+  await stack.client.workflow.getHandle(workflowIds.recount(upload.id)).result();
+  const kept = SegmentationState.parse((await call('GET', `/samples/${upload.id}/segmentation`)).json);
+  expect(kept.job).toMatchObject({ attempt: 2, status: 'completed' });
 }, 300_000);
+
+/** The morphology table's square microns per pixel of cell area: the scale its layer was made at. */
+async function squareMicronsPerPixel(id: string, segmentation: SegmentationState): Promise<number> {
+  const layer = SegmentationManifest.parse(
+    (await call('GET', `/samples/${id}/segmentation/${segmentation.layer!.id}/manifest`)).json,
+  );
+  const morphology = await download(layer.artifacts.cells.morphologyUrl, `${segmentation.layer!.id}.parquet`);
+  return runPythonJson<number>(
+    `
+import json, sys, pyarrow.parquet as pq
+table = pq.read_table(sys.argv[1], columns=['area_px', 'area_um2']).to_pydict()
+print(json.dumps(sum(table['area_um2']) / sum(table['area_px'])))
+`,
+    [morphology],
+  );
+}
 
 async function layerPrefix(): Promise<string> {
   const [row] = await stack.sql<{ prefix: string }[]>`

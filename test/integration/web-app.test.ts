@@ -342,7 +342,7 @@ test('a slide without a scale: Predict and segmentation say where to set one, an
   await expect(page.locator('.scale-needed').count()).resolves.toBe(0);
 });
 
-test('a slide uploaded to be segmented but without a scale: its segmentation starts by itself once one is saved', async () => {
+test('a slide uploaded to be segmented but without a scale: its segmentation starts by itself once one is saved, and again at a corrected one', async () => {
   // BRACS's crop states no pixel size; the page's "Segment cells" box is left checked.
   await page.goto(at('/upload'));
   await page.setInputFiles('#files', path.join(SHARED_WSI, 'BRACS_1640_N_3_cropped.tiff'));
@@ -376,6 +376,22 @@ test('a slide uploaded to be segmented but without a scale: its segmentation sta
   await page.locator('#viewer #viewer-outlines').waitFor();
   await expect(page.locator('#viewer-scale-text').textContent()).resolves.toMatch(/ µm$/);
   await shoot('sample-segmented-once-scaled');
+
+  // A corrected scale: the service segments again at it, and the page shows that layer unasked.
+  const [before] = await stack.sql<{ layerId: string }[]>`
+    SELECT layer_id AS "layerId" FROM segmentation_runs WHERE sample_id = ${id}`;
+  await page.getByLabel('Microns per pixel').fill('0.5');
+  const newLayer = (url: string) =>
+    /\/segmentation\/[^/]+\/manifest$/.test(url) && !url.includes(before!.layerId);
+  const [outlines] = await Promise.all([
+    page.waitForRequest((request) => newLayer(request.url()), { timeout: 90_000 }),
+    page.getByRole('button', { name: 'Save changes' }).click(),
+  ]);
+  const [rerun] = await stack.sql<{ attempt: number; layerId: string; mpp: number }[]>`
+    SELECT attempt, layer_id AS "layerId", mpp FROM segmentation_runs WHERE sample_id = ${id} AND status = 'completed'
+    ORDER BY attempt DESC LIMIT 1`;
+  expect({ attempt: rerun!.attempt, mpp: rerun!.mpp }).toEqual({ attempt: 2, mpp: 0.5 });
+  expect(outlines.url()).toContain(`/segmentation/${rerun!.layerId}/manifest`);
 }, 180_000);
 
 test('a sample still being prepared takes a prediction: no price yet, the job reserves, waits and cancels', async () => {

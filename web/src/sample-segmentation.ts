@@ -30,14 +30,15 @@ function describe(state: State): (Node | string)[] {
  * running or done, and the state followed until it settles. Credit-free (contract). A slide
  * without a scale gets the button once `scaleSet` says one was saved (the service refuses it
  * before with `mpp_required`); one uploaded with `autoSegment` (`autoStart`) then starts by
- * itself, which the section looks for. A run it saw reach `completed` calls `completed` (the
- * page draws itself again: the viewer's cell outlines, the details).
+ * itself, as does a new run when the scale of a segmented slide changes, which the section
+ * looks for. A run it saw reach `completed` calls `completed` (the page draws itself again: the
+ * viewer's cell outlines, the details).
  */
 export function segmentationSection(
   sps: SpsClient,
   sample: { id: string; status: string; mpp: number | null; segmentation: State },
   options: { autoStart: boolean; scaleNeeded: () => HTMLElement; completed: () => void },
-): { section: HTMLElement; scaleSet(): void } {
+): { section: HTMLElement; scaleSet(changed: boolean): void } {
   const { autoStart, scaleNeeded } = options;
   const state = h('p', { id: 'segmentation-state', role: 'status', class: 'section-state' });
   const error = h('p', { id: 'segmentation-error', role: 'alert', class: 'field-error', hidden: true });
@@ -46,20 +47,24 @@ export function segmentationSection(
   let scaled = unscaled === null;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let last: State | undefined;
+  /** Looks left for a run the service starts by itself, and the run it would follow (or none). */
   let autoStartPolls = 0;
+  let runBefore: string | null = null;
 
   const paint = (current: State) => {
-    // Seen ending here (a quick run may go from not started to completed between two looks).
-    if (last && last.status !== 'completed' && current.status === 'completed') options.completed();
+    // Seen ending here (a quick run may go from not started, or from the layer it replaces, to
+    // completed between two looks).
+    const ended = last?.status !== 'completed' || last.job?.id !== current.job?.id;
+    if (last && current.status === 'completed' && ended) options.completed();
     last = current;
     state.replaceChildren(...describe(current));
     const startable = current.status === 'not_started' || current.retryable;
     start.hidden = !startable || sample.status !== 'ready' || !scaled;
     start.textContent = current.status === 'not_started' ? 'Start segmentation' : 'Retry segmentation';
     clearTimeout(timer);
-    autoStartPolls = current.status === 'not_started' ? Math.max(0, autoStartPolls - 1) : 0;
+    autoStartPolls = (current.job?.id ?? null) === runBefore ? Math.max(0, autoStartPolls - 1) : 0;
     // Followed until it settles, through a cooldown until the retry button can be offered, and
-    // a while after a saved scale until its own start shows.
+    // a while after a saved scale until the service's own start shows.
     if (active.has(current.status) || coolingDown(current) || autoStartPolls > 0)
       timer = setTimeout(() => void refresh(), POLL_MS);
   };
@@ -85,11 +90,12 @@ export function segmentationSection(
     h('div', { class: 'actions' }, start),
     error,
   );
-  const scaleSet = () => {
+  const scaleSet = (changed: boolean) => {
     scaled = true;
     unscaled?.remove();
-    if (autoStart) {
+    if (autoStart || (changed && last?.status === 'completed')) {
       autoStartPolls = AUTO_START_POLLS;
+      runBefore = last?.job?.id ?? null;
       void refresh();
     } else if (last) paint(last);
   };

@@ -496,7 +496,8 @@ async function render(sps: SpsClient, id: string): Promise<void> {
         h('h2', { id: 'edit-title' }, 'Edit'),
         editForm(sps, sample, definitions, (updated) => {
           paint(updated);
-          if (updated.mpp !== viewerMpp) {
+          const rescaled = updated.mpp !== viewerMpp;
+          if (rescaled) {
             const before = viewerMpp;
             viewerMpp = updated.mpp;
             void viewerCode.then(
@@ -507,7 +508,7 @@ async function render(sps: SpsClient, id: string): Promise<void> {
           if (updated.mpp !== null) {
             for (const note of main().querySelectorAll('.scale-needed')) note.remove();
             predict.scaleSet();
-            segmentation.scaleSet();
+            segmentation.scaleSet(rescaled);
           }
           main().querySelector('h1')!.textContent = updated.name ?? updated.filename;
         }),
