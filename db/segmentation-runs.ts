@@ -18,7 +18,7 @@ export interface SegmentationRunRow {
   instanceCount: number | null;
   markerJobId: string | null;
   markers: string[];
-  /** The sample's mpp when the run was queued, which it segments at; null for older runs. */
+  /** The sample's mpp when the run was queued, which it segments at (null: it had none). */
   mpp: number | null;
   errorMessage: string | null;
   workflowStartedAt: Date | null;
