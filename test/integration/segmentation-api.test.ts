@@ -236,43 +236,41 @@ describe('segmentation runs through /jobs/{id}', () => {
 });
 
 describe('automatic segmentation', () => {
-  test('queues run 1 only for a ready sample that asked for it, once', async () => {
-    const starts = createSegmentationStartActivities({
+  /** The starts a worker makes, without the workflows they would start. */
+  const starts = () =>
+    createSegmentationStartActivities({
       sql: stack.sql,
       startSegmentation: async () => {},
       startSegmentationMarkers: async () => {},
     });
+
+  test('queues run 1 only for a ready sample that asked for it, once', async () => {
     const wanted = await readySample();
     await stack.sql`UPDATE samples SET auto_segment = true WHERE id = ${wanted}`;
     const declined = await readySample();
     await stack.sql`UPDATE samples SET auto_segment = false WHERE id = ${declined}`;
 
-    const first = await starts.queueAutoSegmentation({ sampleId: wanted });
+    const first = await starts().queueAutoSegmentation({ sampleId: wanted });
     expect(first.runId).not.toBeNull();
-    expect((await starts.queueAutoSegmentation({ sampleId: wanted })).runId).toBeNull();
-    expect((await starts.queueAutoSegmentation({ sampleId: declined })).runId).toBeNull();
+    expect((await starts().queueAutoSegmentation({ sampleId: wanted })).runId).toBeNull();
+    expect((await starts().queueAutoSegmentation({ sampleId: declined })).runId).toBeNull();
     const state = SegmentationState.parse((await call('GET', `/samples/${wanted}/segmentation`)).json);
     expect(state.job).toMatchObject({ id: first.runId, attempt: 1 });
   });
 
   test('a layer made at another scale than the sample now has is made again; an active run is not', async () => {
-    const starts = createSegmentationStartActivities({
-      sql: stack.sql,
-      startSegmentation: async () => {},
-      startSegmentationMarkers: async () => {},
-    });
     const id = await readySample();
     const first = SegmentationState.parse((await call('POST', `/samples/${id}/segmentation`)).json);
     await stack.sql`UPDATE samples SET mpp_override = 0.25 WHERE id = ${id}`;
     // Run 1 was queued at 0.5: still running, it is the sample's one active run.
-    expect((await starts.queueAutoSegmentation({ sampleId: id })).runId).toBeNull();
+    expect((await starts().queueAutoSegmentation({ sampleId: id })).runId).toBeNull();
     await endRun(first.job!.id, 'completed');
-    const second = await starts.queueAutoSegmentation({ sampleId: id });
+    const second = await starts().queueAutoSegmentation({ sampleId: id });
     const [run] = await stack.sql<{ attempt: number; mpp: number }[]>`
       SELECT attempt, mpp FROM segmentation_runs WHERE id = ${second.runId}`;
     expect(run).toEqual({ attempt: 2, mpp: 0.25 });
     await endRun(second.runId!, 'completed');
-    expect((await starts.queueAutoSegmentation({ sampleId: id })).runId).toBeNull();
+    expect((await starts().queueAutoSegmentation({ sampleId: id })).runId).toBeNull();
 
     // A client's POST likewise: reused at the sample's scale, made again at another.
     const reused = await call('POST', `/samples/${id}/segmentation`);
@@ -287,17 +285,12 @@ describe('automatic segmentation', () => {
   });
 
   test('waits for a scale: a slide whose file gave none gets its run once mpp is set', async () => {
-    const starts = createSegmentationStartActivities({
-      sql: stack.sql,
-      startSegmentation: async () => {},
-      startSegmentationMarkers: async () => {},
-    });
     const unscaled = await readySample({ mppCalibrated: null });
     await stack.sql`UPDATE samples SET auto_segment = true WHERE id = ${unscaled}`;
-    expect((await starts.queueAutoSegmentation({ sampleId: unscaled })).runId).toBeNull();
+    expect((await starts().queueAutoSegmentation({ sampleId: unscaled })).runId).toBeNull();
     const before = SegmentationState.parse((await call('GET', `/samples/${unscaled}/segmentation`)).json);
     expect(before).toMatchObject({ status: 'not_started', job: null });
     await stack.sql`UPDATE samples SET mpp_override = 0.5 WHERE id = ${unscaled}`;
-    expect((await starts.queueAutoSegmentation({ sampleId: unscaled })).runId).not.toBeNull();
+    expect((await starts().queueAutoSegmentation({ sampleId: unscaled })).runId).not.toBeNull();
   });
 });
