@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { insertFieldDefinition } from '../../db/sample-fields';
 import { findSlide } from '../../db/sample-slides';
 import { workflowIds } from '../../schemas/temporal';
 import { createClient, type SpsClient } from '../../sdk';
@@ -175,7 +176,7 @@ test('upload names every file it cannot read and every wrong flag, exit 2, and s
   for (const [flags, message] of [
     [['--chunk-mib', '0.3'], '--chunk-mib must be a positive multiple of 0.25, got 0.3'],
     [['--parallel', 'two'], '--parallel must be a whole number of at least 1, got two'],
-    [['--mpp', '-1'], '--mpp must be a positive number of microns per pixel, got -1'],
+    [['--mpp', '-1'], '--mpp must be a positive number of microns per pixel (such as 0.25), got -1'],
     [['--name', 'One name', slide], '--name names one file; 2 were given'],
   ] as const) {
     const refused = await sps('upload', slide, ...flags);
@@ -256,6 +257,22 @@ test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', a
     await sps('samples', 'edit', sampleId, '--name', 'cli slide', '--tags', 'a,B', '--json'),
   );
   expect(edited).toMatchObject({ name: 'cli slide', tags: ['a', 'b'] });
+  // As a shell passes `--field stage="II"`: the quotes are gone, and II is the text meant.
+  await insertFieldDefinition(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    key: 'stage',
+    label: 'Stage',
+    valueType: 'text',
+    options: [],
+  });
+  expect(json(await sps('samples', 'edit', sampleId, '--field', 'stage=II', '--json')).fields).toMatchObject({
+    stage: 'II',
+  });
+  const unreadable = await sps('samples', 'edit', sampleId, '--mpp', 'abc');
+  expect({ code: unreadable.code, stderr: unreadable.stderr }).toEqual({
+    code: 2,
+    stderr: 'sps: usage: --mpp must be a positive number of microns per pixel (such as 0.25), got abc\n',
+  });
   expect(json(await sps('samples', 'expire', sampleId, '--never', '--json'))).toMatchObject({
     expiresAt: null,
     expiresAtSource: 'custom',

@@ -3,6 +3,7 @@ import { listStatuses, workflowFacets } from '../../../schemas/samples';
 import { ingestFailure } from '../../../sdk';
 import { UsageError } from '../config';
 import type { Context } from '../context';
+import { fieldValue, micronsPerPixel } from '../flags';
 import { formatBytes, formatRecord, formatTable } from '../output';
 import { jobTable } from './jobs';
 
@@ -148,22 +149,22 @@ export function registerSamples(program: Command, context: () => Context): void 
     .option('--name <name>', 'display name ("" reverts to the filename)')
     .option('--mpp <microns>', 'microns per pixel')
     .option('--tags <a,b,...>', 'the complete tag set ("" clears it)')
-    .option('--field <key=JSON>', 'a field value as JSON, e.g. stage="II" or score=3 (null clears)', collect)
+    .option(
+      '--field <key=VALUE>',
+      'a field value: text (stage=II), or JSON (score=3, reviewed=true, panel=\'["a","b"]\'; null clears)',
+      collect,
+    )
     .action(async (id: string, flags: { name?: string; mpp?: string; tags?: string; field?: string[] }) => {
       const ctx = context();
       const { client } = await ctx.connect();
-      const fields: Record<string, unknown> = {};
-      for (const clause of flags.field ?? []) {
-        const at = clause.indexOf('=');
-        if (at < 1) throw new UsageError(`--field wants key=JSON, got ${clause}`);
-        fields[clause.slice(0, at)] = JSON.parse(clause.slice(at + 1));
-      }
+      const fields: Record<string, unknown> = Object.fromEntries((flags.field ?? []).map(fieldValue));
+      const mpp = flags.mpp === undefined ? undefined : micronsPerPixel(flags.mpp);
       if (flags.tags !== undefined) fields.tags = flags.tags === '' ? [] : flags.tags.split(',');
       const sample = await client.samples.update(
         id,
         {
           ...(flags.name === undefined ? {} : { name: flags.name }),
-          ...(flags.mpp === undefined ? {} : { mpp: Number(flags.mpp) }),
+          ...(mpp === undefined ? {} : { mpp }),
           ...(Object.keys(fields).length === 0 ? {} : { fields }),
         },
         { signal: ctx.signal },

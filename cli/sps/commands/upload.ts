@@ -7,6 +7,7 @@ import { fileSource } from '../../../sdk/node';
 import { UsageError } from '../config';
 import type { Context } from '../context';
 import { exitCodes } from '../exit-codes';
+import { micronsPerPixel } from '../flags';
 import { formatBytes, formatTable } from '../output';
 import { fileKey, uploadState } from '../upload-state';
 
@@ -69,9 +70,7 @@ function uploadSettings(flags: UploadFlags, fileCount: number) {
   const parallel = Number(flags.parallel);
   if (!Number.isInteger(parallel) || parallel < 1)
     throw new UsageError(`--parallel must be a whole number of at least 1, got ${flags.parallel}`);
-  const mpp = flags.mpp === undefined ? undefined : Number(flags.mpp);
-  if (mpp !== undefined && !(mpp > 0))
-    throw new UsageError(`--mpp must be a positive number of microns per pixel, got ${flags.mpp}`);
+  const mpp = flags.mpp === undefined ? undefined : micronsPerPixel(flags.mpp);
   if (flags.name !== undefined && fileCount > 1)
     throw new UsageError(`--name names one file; ${fileCount} were given`);
   return { chunkBytes: quarters * 256 * 1024, parallel: Math.min(parallel, fileCount), mpp };

@@ -1,0 +1,24 @@
+import { UsageError } from './config';
+
+/** `--mpp`: microns per pixel, a positive number; a decimal comma is read as a point, as on the web. */
+export function micronsPerPixel(text: string): number {
+  const mpp = Number(text.trim().replace(',', '.'));
+  if (text.trim() === '' || !Number.isFinite(mpp) || mpp <= 0)
+    throw new UsageError(`--mpp must be a positive number of microns per pixel (such as 0.25), got ${text}`);
+  return mpp;
+}
+
+/**
+ * `--field key=VALUE`: VALUE as JSON where it reads as JSON (`3`, `true`, `null`, `["a","b"]`,
+ * `"3"`), else as text: the shell has already taken the quotes off `stage="II"`.
+ */
+export function fieldValue(clause: string): [key: string, value: unknown] {
+  const at = clause.indexOf('=');
+  if (at < 1) throw new UsageError(`--field wants key=VALUE, got ${clause}`);
+  const text = clause.slice(at + 1);
+  try {
+    return [clause.slice(0, at), JSON.parse(text)];
+  } catch {
+    return [clause.slice(0, at), text];
+  }
+}

@@ -1,0 +1,24 @@
+import { UsageError } from '../../../cli/sps/config';
+import { fieldValue, micronsPerPixel } from '../../../cli/sps/flags';
+
+test('--mpp reads a positive number, with a decimal point or comma', () => {
+  expect(micronsPerPixel('0.25')).toBe(0.25);
+  expect(micronsPerPixel(' 0,5 ')).toBe(0.5);
+  for (const wrong of ['', ' ', 'abc', '0', '-0.25', 'Infinity', '0.25um'])
+    expect(() => micronsPerPixel(wrong)).toThrow(
+      new UsageError(`--mpp must be a positive number of microns per pixel (such as 0.25), got ${wrong}`),
+    );
+});
+
+test('--field takes JSON where the value reads as JSON, else the text the shell passed', () => {
+  expect(fieldValue('stage=II')).toEqual(['stage', 'II']);
+  expect(fieldValue('stage="3"')).toEqual(['stage', '3']);
+  expect(fieldValue('score=3')).toEqual(['score', 3]);
+  expect(fieldValue('reviewed=true')).toEqual(['reviewed', true]);
+  expect(fieldValue('stage=null')).toEqual(['stage', null]);
+  expect(fieldValue('panel=["a","b"]')).toEqual(['panel', ['a', 'b']]);
+  expect(fieldValue('note=a=b')).toEqual(['note', 'a=b']);
+  expect(fieldValue('stage=')).toEqual(['stage', '']);
+  expect(() => fieldValue('=II')).toThrow(new UsageError('--field wants key=VALUE, got =II'));
+  expect(() => fieldValue('stage')).toThrow(new UsageError('--field wants key=VALUE, got stage'));
+});
