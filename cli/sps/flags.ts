@@ -22,3 +22,11 @@ export function fieldValue(clause: string): [key: string, value: unknown] {
     return [clause.slice(0, at), text];
   }
 }
+
+/** A whole number of at least `least` (`--parallel`, `--limit`), checked before any request. */
+export function wholeNumber(flag: string, text: string, least = 1): number {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isInteger(n) || n < least)
+    throw new UsageError(`${flag} must be a whole number of at least ${least}, got ${text}`);
+  return n;
+}

@@ -364,6 +364,12 @@ async function filesUnder(dir: string): Promise<string[]> {
 
 test('results download: every store file, sizes checked; a rerun skips them and finishes a partial one', async () => {
   const dir = path.join(home, 'results');
+  // A --parallel that is no number is said, not a download of nothing that ends in success.
+  const misread = await sps('results', 'download', jobId, dir, '--parallel', 'two');
+  expect({ code: misread.code, stderr: misread.stderr }).toEqual({
+    code: 2,
+    stderr: 'sps: usage: --parallel must be a whole number of at least 1, got two\n',
+  });
   const first = json(await sps('results', 'download', jobId, dir, '--json'));
   expect(first.files).toBeGreaterThan(2);
   const files = await filesUnder(dir);

@@ -10,6 +10,7 @@ import { isSpsError, renewableStoreRoot, type SpsClient, storeKeys } from '../..
 import type { Context } from '../context';
 import { type DownloadItem, type DownloadSummary, downloadAll } from '../download';
 import { exitCodes } from '../exit-codes';
+import { wholeNumber } from '../flags';
 import { formatBytes, formatRecord } from '../output';
 import { poll } from '../wait';
 
@@ -148,10 +149,11 @@ export function registerResults(program: Command, context: () => Context): void 
     .option('--parallel <n>', 'files at once', '8')
     .action(async (jobId: string, dir: string, flags: { parallel: string }) => {
       const ctx = context();
+      const parallel = wholeNumber('--parallel', flags.parallel);
       const { client } = await ctx.connect();
       const link = resultLink(client, jobId, ctx.signal);
       const items = await storeItems(storeLinkReader(client, await link(), link), ctx.signal);
-      const summary = await download(ctx, dir, items, Number(flags.parallel));
+      const summary = await download(ctx, dir, items, parallel);
       ctx.print(() => summaryText(dir, summary), { dir, ...summary });
     });
 
@@ -180,6 +182,7 @@ export function registerResults(program: Command, context: () => Context): void 
         },
       ) => {
         const ctx = context();
+        const parallel = wholeNumber('--parallel', flags.parallel);
         const { client } = await ctx.connect();
         const selection = {
           includeHe: flags.he === true,
@@ -197,7 +200,7 @@ export function registerResults(program: Command, context: () => Context): void 
         if (manifest.status === 'failed') process.exitCode = exitCodes.workFailed;
         if (flags.download && manifest.status === 'ready') {
           const items = await exportItems(client, jobId, manifest, selection, ctx.signal);
-          const summary = await download(ctx, flags.download, items, Number(flags.parallel));
+          const summary = await download(ctx, flags.download, items, parallel);
           ctx.print(
             () => `${formatRecord(exportRecord(manifest))}\n${summaryText(flags.download!, summary)}`,
             {
@@ -220,6 +223,7 @@ export function registerResults(program: Command, context: () => Context): void 
     .option('--parallel <n>', 'files at once when downloading', '8')
     .action(async (sampleId: string, flags: { wait?: boolean; download?: string; parallel: string }) => {
       const ctx = context();
+      const parallel = wholeNumber('--parallel', flags.parallel);
       const { client } = await ctx.connect();
       let state: SegmentationState = await client.segmentation.start(sampleId, { signal: ctx.signal });
       const ended = (s: SegmentationState) =>
@@ -275,7 +279,7 @@ export function registerResults(program: Command, context: () => Context): void 
             'mask/',
           )),
         ];
-        const summary = await download(ctx, flags.download, items, Number(flags.parallel));
+        const summary = await download(ctx, flags.download, items, parallel);
         ctx.print(() => `${record()}\n${summaryText(flags.download!, summary)}`, {
           state,
           download: { dir: flags.download, ...summary },

@@ -3,7 +3,7 @@ import { listStatuses, workflowFacets } from '../../../schemas/samples';
 import { ingestFailure } from '../../../sdk';
 import { UsageError } from '../config';
 import type { Context } from '../context';
-import { fieldValue, micronsPerPixel } from '../flags';
+import { fieldValue, micronsPerPixel, wholeNumber } from '../flags';
 import { formatBytes, formatRecord, formatTable } from '../output';
 import { jobTable } from './jobs';
 
@@ -88,7 +88,10 @@ export function registerSamples(program: Command, context: () => Context): void 
       const { client } = await ctx.connect();
       if (flags.trash) {
         const page = await client.samples.listTrash(
-          { limit: flags.limit === undefined ? undefined : Number(flags.limit), cursor: flags.cursor },
+          {
+            limit: flags.limit === undefined ? undefined : wholeNumber('--limit', flags.limit),
+            cursor: flags.cursor,
+          },
           { signal: ctx.signal },
         );
         ctx.print(
@@ -107,7 +110,7 @@ export function registerSamples(program: Command, context: () => Context): void 
         field: flags.field,
         uploaded_from: flags.uploadedFrom,
         uploaded_to: flags.uploadedTo,
-        limit: flags.limit === undefined ? undefined : Number(flags.limit),
+        limit: flags.limit === undefined ? undefined : wholeNumber('--limit', flags.limit),
       };
       let page = await client.samples.list({ ...query, cursor: flags.cursor }, { signal: ctx.signal });
       const items = [...page.items];

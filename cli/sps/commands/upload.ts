@@ -7,7 +7,7 @@ import { fileSource } from '../../../sdk/node';
 import { UsageError } from '../config';
 import type { Context } from '../context';
 import { exitCodes } from '../exit-codes';
-import { micronsPerPixel } from '../flags';
+import { micronsPerPixel, wholeNumber } from '../flags';
 import { formatBytes, formatTable } from '../output';
 import { fileKey, uploadState } from '../upload-state';
 
@@ -67,9 +67,7 @@ function uploadSettings(flags: UploadFlags, fileCount: number) {
   const quarters = Number(flags.chunkMib) * 4;
   if (!Number.isInteger(quarters) || quarters < 1)
     throw new UsageError(`--chunk-mib must be a positive multiple of 0.25, got ${flags.chunkMib}`);
-  const parallel = Number(flags.parallel);
-  if (!Number.isInteger(parallel) || parallel < 1)
-    throw new UsageError(`--parallel must be a whole number of at least 1, got ${flags.parallel}`);
+  const parallel = wholeNumber('--parallel', flags.parallel);
   const mpp = flags.mpp === undefined ? undefined : micronsPerPixel(flags.mpp);
   if (flags.name !== undefined && fileCount > 1)
     throw new UsageError(`--name names one file; ${fileCount} were given`);

@@ -1,5 +1,5 @@
 import { UsageError } from '../../../cli/sps/config';
-import { fieldValue, micronsPerPixel } from '../../../cli/sps/flags';
+import { fieldValue, micronsPerPixel, wholeNumber } from '../../../cli/sps/flags';
 
 test('--mpp reads a positive number, with a decimal point or comma', () => {
   expect(micronsPerPixel('0.25')).toBe(0.25);
@@ -21,4 +21,13 @@ test('--field takes JSON where the value reads as JSON, else the text the shell 
   expect(fieldValue('stage=')).toEqual(['stage', '']);
   expect(() => fieldValue('=II')).toThrow(new UsageError('--field wants key=VALUE, got =II'));
   expect(() => fieldValue('stage')).toThrow(new UsageError('--field wants key=VALUE, got stage'));
+});
+
+test('--parallel and --limit read a whole number of at least one', () => {
+  expect(wholeNumber('--parallel', '8')).toBe(8);
+  expect(wholeNumber('--limit', '1')).toBe(1);
+  for (const wrong of ['', 'two', '0', '-1', '2.5', 'NaN'])
+    expect(() => wholeNumber('--parallel', wrong)).toThrow(
+      new UsageError(`--parallel must be a whole number of at least 1, got ${wrong}`),
+    );
 });
