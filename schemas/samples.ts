@@ -248,6 +248,12 @@ function exactlyOneOf<K extends string>(keys: readonly K[]) {
 }
 const exactlyOneExpiration = exactlyOneOf(['expiresAt', 'neverExpire', 'useOrgDefault']);
 
+/**
+ * `expiresAt` for an expiration chosen as a day (the web app's date control, `sps samples
+ * expire --at DAY`): the end of that day in UTC, so the sample stays through it.
+ */
+export const endOfDay = (day: string) => `${day}T23:59:59.000Z`;
+
 export const ExpirationChange = z
   .strictObject(expirationFields)
   .refine(...exactlyOneExpiration.refinement)

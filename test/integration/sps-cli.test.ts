@@ -273,6 +273,11 @@ test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', a
     code: 2,
     stderr: 'sps: usage: --mpp must be a positive number of microns per pixel (such as 0.25), got abc\n',
   });
+  // A day, as the web app's date control gives one: the sample stays through it.
+  expect(json(await sps('samples', 'expire', sampleId, '--at', '2099-06-30', '--json'))).toMatchObject({
+    expiresAt: '2099-06-30T23:59:59.000Z',
+    expiresAtSource: 'custom',
+  });
   expect(json(await sps('samples', 'expire', sampleId, '--never', '--json'))).toMatchObject({
     expiresAt: null,
     expiresAtSource: 'custom',

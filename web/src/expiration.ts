@@ -1,3 +1,4 @@
+import { endOfDay } from '../../schemas/samples';
 import type { SpsClient } from '../../sdk';
 import { h, pressed } from './dom';
 
@@ -40,7 +41,7 @@ function rulePicker(
     if (choice.value === 'never') return { neverExpire: true };
     if (choice.value === 'default') return { useOrgDefault: true };
     // A blank day goes as typed, for the service's validation message.
-    return { expiresAt: day.value ? `${day.value}T23:59:59.000Z` : '' };
+    return { expiresAt: day.value ? endOfDay(day.value) : '' };
   };
   return { controls: [choice, day], rule };
 }

@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { listStatuses, workflowFacets } from '../../../schemas/samples';
+import { endOfDay, listStatuses, workflowFacets } from '../../../schemas/samples';
 import { ingestFailure } from '../../../sdk';
 import { UsageError } from '../config';
 import type { Context } from '../context';
@@ -8,6 +8,8 @@ import { formatBytes, formatRecord, formatTable } from '../output';
 import { jobTable } from './jobs';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
+/** `--at` given as a day, not a date-time. */
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
 interface ListFlags {
   scope?: 'mine' | 'public' | 'all';
@@ -204,7 +206,7 @@ export function registerSamples(program: Command, context: () => Context): void 
     .command('expire')
     .description('Set when samples move to Trash: a date, never, or the organization default')
     .argument('<ids...>')
-    .option('--at <date-time>', 'ISO 8601 date-time, e.g. 2027-01-31T00:00:00Z')
+    .option('--at <date>', 'a day, kept to its end in UTC (2027-01-31), or an ISO 8601 date-time')
     .option('--never', 'never expire (pin)')
     .option('--org-default', "follow the organization's default policy")
     .option('--reason <text>', 'why (kept in the audit trail)')
@@ -215,7 +217,7 @@ export function registerSamples(program: Command, context: () => Context): void 
       );
       if (chosen.length !== 1) throw new UsageError('give exactly one of --at, --never, --org-default');
       const change = {
-        ...(flags.at === undefined ? {} : { expiresAt: flags.at }),
+        ...(flags.at === undefined ? {} : { expiresAt: DAY.test(flags.at) ? endOfDay(flags.at) : flags.at }),
         ...(flags.never ? { neverExpire: true as const } : {}),
         ...(flags.orgDefault ? { useOrgDefault: true as const } : {}),
         ...(flags.reason === undefined ? {} : { reason: flags.reason }),
