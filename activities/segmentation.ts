@@ -151,7 +151,7 @@ export function createSegmentationActivities(deps: {
 
   /**
    * The slide's pyramid, tissue mask and scale (the run's own, that of its queueing, so a resumed
-   * run keeps it; the sample's for a run queued before runs had one), or a failure the user can
+   * run keeps it; the sample's now for a run queued while it had none), or a failure the user can
    * act on.
    */
   async function inputsOf(run: SegmentationRunRow) {

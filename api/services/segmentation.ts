@@ -103,8 +103,9 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
 
   /**
    * POST: reuses active or completed work (completed at the sample's scale now), retries
-   * failed work after the cooldown (and cancelled work at once), else queues run n+1 and starts `segmentation-{sampleId}-{n}`. A
-   * start that fails after the commit is left to the reconciler, like a prediction's.
+   * failed work after the cooldown (and cancelled work at once), else queues run n+1 and
+   * starts `segmentation-{sampleId}-{n}`. A start that fails after the commit is left to the
+   * reconciler, like a prediction's.
    */
   async function start(
     principal: Principal,

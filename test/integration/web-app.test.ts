@@ -388,8 +388,8 @@ test('a slide uploaded to be segmented but without a scale: its segmentation sta
     page.getByRole('button', { name: 'Save changes' }).click(),
   ]);
   const [rerun] = await stack.sql<{ attempt: number; layerId: string; mpp: number }[]>`
-    SELECT attempt, layer_id AS "layerId", mpp FROM segmentation_runs WHERE sample_id = ${id} AND status = 'completed'
-    ORDER BY attempt DESC LIMIT 1`;
+    SELECT attempt, layer_id AS "layerId", mpp FROM segmentation_runs
+    WHERE sample_id = ${id} AND status = 'completed' ORDER BY attempt DESC LIMIT 1`;
   expect({ attempt: rerun!.attempt, mpp: rerun!.mpp }).toEqual({ attempt: 2, mpp: 0.5 });
   expect(outlines.url()).toContain(`/segmentation/${rerun!.layerId}/manifest`);
 }, 180_000);
