@@ -536,6 +536,23 @@ test('a trashed sample is listed in Trash and restored from there', async () => 
   expect(detail.json.trashedAt).toBeNull();
 });
 
+test('back on its tab, Trash shows a sample trashed elsewhere; a restore there updates its count', async () => {
+  const call = apiClient(stack.api, stack.tenant.apiKey);
+  await page.goto(at('/samples/trash'));
+  const summary = page.locator('#trash-summary');
+  await summary.filter({ hasText: 'in Trash.' }).waitFor();
+  const before = Number.parseInt((await summary.textContent())!, 10);
+  expect((await call('DELETE', `/samples/${sampleId}`)).status).toBe(200);
+  await leaveAndReturn();
+  const row = page.locator(`tr[data-id="${sampleId}"]`);
+  await row.waitFor();
+  await expect(summary.textContent()).resolves.toBe(`${before + 1} sample(s) in Trash.`);
+  await row.getByRole('button', { name: /^Restore / }).click();
+  await row.waitFor({ state: 'detached' });
+  await expect(summary.textContent()).resolves.toBe(`${before} sample(s) in Trash.`);
+  expect((await call('GET', `/samples/${sampleId}`)).json.trashedAt).toBeNull();
+});
+
 test("a failed job's row in the job history gives the service's reason", async () => {
   await insertJob(stack.sql, {
     organizationId: stack.tenant.organizationId,

@@ -11,6 +11,12 @@ function start(sps: SpsClient): void {
   const summary = h('p', { id: 'trash-summary', role: 'status' });
   const more = h('button', { type: 'button', hidden: true }, 'Load more');
   let cursor: string | undefined;
+  /** The ids of the first page as last drawn, to tell on the tab's return whether it changed. */
+  let firstPage = '';
+  const idsOf = (items: TrashItem[]) => items.map((item) => item.id).join();
+  const count = () => {
+    summary.textContent = `${results.children.length} sample(s) in Trash.`;
+  };
 
   const row = (item: TrashItem) => {
     const error = h('span', { role: 'alert', class: 'field-error', hidden: true });
@@ -22,6 +28,7 @@ function start(sps: SpsClient): void {
         onclick: pressed(async () => {
           await sps.samples.restore(item.id);
           tr.remove();
+          count();
         }, error),
       },
       'Restore',
@@ -42,11 +49,14 @@ function start(sps: SpsClient): void {
     clearError();
     try {
       const page = await sps.samples.listTrash({ cursor: append ? cursor : undefined });
-      if (!append) results.replaceChildren();
+      if (!append) {
+        results.replaceChildren();
+        firstPage = idsOf(page.items);
+      }
       results.append(...page.items.map(row));
       cursor = page.nextCursor ?? undefined;
       more.hidden = !cursor;
-      summary.textContent = `${results.children.length} sample(s) in Trash.`;
+      count();
     } catch (err) {
       showError(err);
     }
@@ -56,6 +66,12 @@ function start(sps: SpsClient): void {
     'click',
     pressed(() => load(true)),
   );
+  // Back on the tab, samples trashed or restored elsewhere (`sps`, another tab) are shown.
+  document.addEventListener('visibilitychange', async () => {
+    if (document.visibilityState !== 'visible') return;
+    const page = await sps.samples.listTrash({}).catch(() => undefined);
+    if (page && idsOf(page.items) !== firstPage) await load(false);
+  });
   main().append(
     summary,
     h(
