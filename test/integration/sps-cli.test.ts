@@ -532,3 +532,28 @@ test("a segmentation that fails: segment --wait exits 9 with the service's reaso
   expect(run.stdout).toMatch(/^status: +failed$/m);
   expect(run.stdout).toMatch(/^error: +zarr\.json is not JSON$/m);
 }, 180_000);
+
+test('samples edit --mpp on a segmented, predicted sample says what the new scale makes again', async () => {
+  const before = json(await sps('samples', 'show', sampleId, '--json'));
+  const predicted = before.jobs.filter((job: { status: string }) => job.status === 'completed').length;
+  expect({ segmentation: before.segmentation.status, predicted: predicted > 0 }).toEqual({
+    segmentation: 'completed',
+    predicted: true,
+  });
+  const edited = await sps('samples', 'edit', sampleId, '--mpp', '0.3');
+  expect({ code: edited.code, stderr: edited.stderr }).toEqual({
+    code: 0,
+    stderr:
+      `hint: the segmentation is made again at the new scale by itself; \`sps segment ${sampleId} --wait\` follows it\n` +
+      `hint: ${predicted} prediction(s) made before keep the old scale; predict again for markers at this one\n`,
+  });
+  // As the hint says: the run that follows is one at the new scale.
+  const followed = json(await sps('segment', sampleId, '--wait', '--json'));
+  expect(followed).toMatchObject({
+    status: 'completed',
+    job: { attempt: before.segmentation.job.attempt + 1 },
+  });
+  // The same scale again changes nothing, and says nothing.
+  const same = await sps('samples', 'edit', sampleId, '--mpp', '0.3');
+  expect({ code: same.code, stderr: same.stderr }).toEqual({ code: 0, stderr: '' });
+}, 180_000);

@@ -1,6 +1,7 @@
 import { type Command, Option } from 'commander';
 import { endOfDay, listStatuses, workflowFacets } from '../../../schemas/samples';
-import { ingestFailure } from '../../../sdk';
+import { isActiveSegmentationStatus } from '../../../schemas/segmentation';
+import { ingestFailure, type SpsClient } from '../../../sdk';
 import { UsageError } from '../config';
 import type { Context } from '../context';
 import { fieldValue, micronsPerPixel, wholeNumber } from '../flags';
@@ -48,6 +49,30 @@ function listRow(item: {
     size: formatBytes(Number(item.fileSize)),
     created: item.createdAt.slice(0, 19).replace('T', ' '),
   };
+}
+
+type SampleDetail = Awaited<ReturnType<SpsClient['samples']['get']>>;
+
+/**
+ * Hints on stderr after a change of scale: the service segments again at it by itself, and
+ * predictions made before keep the scale the model saw the slide at.
+ */
+function hintRescaled(before: SampleDetail, after: SampleDetail): void {
+  if (before.mpp === after.mpp || after.status !== 'ready') return;
+  const segmentation = before.segmentation.status;
+  if (segmentation === 'completed')
+    process.stderr.write(
+      `hint: the segmentation is made again at the new scale by itself; \`sps segment ${after.id} --wait\` follows it\n`,
+    );
+  else if (isActiveSegmentationStatus(segmentation))
+    process.stderr.write(
+      `hint: the running segmentation keeps the old scale; once it ends, \`sps segment ${after.id}\` makes it again at this one\n`,
+    );
+  const predicted = before.jobs.filter((job) => job.status === 'completed').length;
+  if (predicted > 0)
+    process.stderr.write(
+      `hint: ${predicted} prediction(s) made before keep the old scale; predict again for markers at this one\n`,
+    );
 }
 
 export function registerSamples(program: Command, context: () => Context): void {
@@ -165,6 +190,7 @@ export function registerSamples(program: Command, context: () => Context): void 
       const fields: Record<string, unknown> = Object.fromEntries((flags.field ?? []).map(fieldValue));
       const mpp = flags.mpp === undefined ? undefined : micronsPerPixel(flags.mpp);
       if (flags.tags !== undefined) fields.tags = flags.tags === '' ? [] : flags.tags.split(',');
+      const before = mpp === undefined ? undefined : await client.samples.get(id, { signal: ctx.signal });
       const sample = await client.samples.update(
         id,
         {
@@ -178,6 +204,7 @@ export function registerSamples(program: Command, context: () => Context): void 
         () => formatRecord({ id: sample.id, name: sample.name, mpp: sample.mpp, fields: sample.fields }),
         sample,
       );
+      if (before) hintRescaled(before, sample);
     });
 
   samples
