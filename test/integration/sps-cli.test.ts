@@ -93,6 +93,13 @@ test('--help works, and a command without a login says how to log in (exit 2)', 
 });
 
 test('login checks the key and saves it readable by its owner only', async () => {
+  // host:port without a scheme is said, before any request (not a stack trace, nor "fetch failed").
+  const hostPort = new URL(stack.baseUrl).host;
+  const unschemed = await sps('--base-url', hostPort, 'login', '--api-key', stack.tenant.apiKey);
+  expect({ code: unschemed.code, stderr: unschemed.stderr }).toEqual({
+    code: 2,
+    stderr: `sps: usage: --base-url must be an http or https URL such as http://127.0.0.1:8080, got ${hostPort}\n`,
+  });
   const refused = await sps('--base-url', stack.baseUrl, 'login', '--api-key', 'sps_wrong');
   expect(refused.code).toBe(4);
   expect(refused.stderr).toContain('unauthorized');
@@ -103,6 +110,11 @@ test('login checks the key and saves it readable by its owner only', async () =>
   expect(JSON.parse(await readFile(config, 'utf8'))).toEqual({
     baseUrl: stack.baseUrl,
     apiKey: stack.tenant.apiKey,
+  });
+  const fromEnv = await finished(start(['samples', 'ls'], { SPS_BASE_URL: hostPort }));
+  expect({ code: fromEnv.code, stderr: fromEnv.stderr }).toEqual({
+    code: 2,
+    stderr: `sps: usage: SPS_BASE_URL must be an http or https URL such as http://127.0.0.1:8080, got ${hostPort}\n`,
   });
   // Elsewhere a refused key is one the login saved or SPS_API_KEY overrides it with.
   const overridden = await finished(start(['samples', 'ls'], { SPS_API_KEY: 'sps_wrong' }));

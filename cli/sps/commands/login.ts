@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { createClient } from '../../../sdk';
-import { saveLogin, UsageError } from '../config';
+import { givenBaseUrl, saveLogin, serviceUrl, UsageError } from '../config';
 import type { Context } from '../context';
 
 /** One line of stdin: typed at a prompt on a terminal, else piped (`echo $KEY | sps login ...`). */
@@ -26,9 +26,13 @@ export function registerLogin(program: Command, context: () => Context): void {
     .action(async (flags: { apiKey?: string }) => {
       const ctx = context();
       const globals = program.opts<{ baseUrl?: string }>();
-      const baseUrl = globals.baseUrl ?? process.env.SPS_BASE_URL ?? (await ask('Service URL: ', ctx.signal));
+      const given = givenBaseUrl(globals.baseUrl) ?? {
+        url: await ask('Service URL: ', ctx.signal),
+        from: 'the service URL',
+      };
       const apiKey = flags.apiKey ?? (await ask('API key: ', ctx.signal));
-      if (!baseUrl || !apiKey) throw new UsageError('a service URL and an API key are both needed');
+      if (!given.url || !apiKey) throw new UsageError('a service URL and an API key are both needed');
+      const baseUrl = serviceUrl(given.url, given.from);
       // A key that cannot read the marker catalog is wrong or revoked: say so now, not later.
       const markers = await createClient({ baseUrl, apiKey }).markers.list({ signal: ctx.signal });
       const file = await saveLogin({ baseUrl, apiKey });

@@ -1,4 +1,4 @@
-import { UsageError } from '../../../cli/sps/config';
+import { serviceUrl, UsageError } from '../../../cli/sps/config';
 import { fieldValue, micronsPerPixel, wholeNumber } from '../../../cli/sps/flags';
 
 test('--mpp reads a positive number, with a decimal point or comma', () => {
@@ -29,5 +29,14 @@ test('--parallel and --limit read a whole number of at least one', () => {
   for (const wrong of ['', 'two', '0', '-1', '2.5', 'NaN'])
     expect(() => wholeNumber('--parallel', wrong)).toThrow(
       new UsageError(`--parallel must be a whole number of at least 1, got ${wrong}`),
+    );
+});
+
+test('the service URL is an http or https URL, or a usage error naming where it came from', () => {
+  expect(serviceUrl('http://127.0.0.1:8080', '--base-url')).toBe('http://127.0.0.1:8080');
+  expect(serviceUrl('https://sps.example.org/api/v1', 'SPS_BASE_URL')).toBe('https://sps.example.org/api/v1');
+  for (const wrong of ['127.0.0.1:8080', 'localhost:8080', 'sps.example.org', 'ftp://sps.example.org', ''])
+    expect(() => serviceUrl(wrong, 'SPS_BASE_URL')).toThrow(
+      new UsageError(`SPS_BASE_URL must be an http or https URL such as http://127.0.0.1:8080, got ${wrong}`),
     );
 });
