@@ -180,10 +180,12 @@ test('upload names every file it cannot read and every wrong flag, exit 2, and s
   const samplesBefore = json(await sps('samples', 'ls', '--all', '--json')).items.length;
   const slide = path.join(SHARED_WSI, 'OS-1-detail.ome.tif');
   const missing = path.join(home, 'no-such-slide.svs');
-  const run = await sps('upload', slide, missing, home);
+  const empty = path.join(home, 'failed-copy.svs');
+  await writeFile(empty, '');
+  const run = await sps('upload', slide, missing, home, empty);
   expect(run.code).toBe(2);
   expect(run.stderr.trim()).toBe(
-    `sps: usage: nothing was uploaded: ${missing}: no such file; ${home} is not a file`,
+    `sps: usage: nothing was uploaded: ${missing}: no such file; ${home} is not a file; ${empty}: empty (0 bytes)`,
   );
   for (const [flags, message] of [
     [['--chunk-mib', '0.3'], '--chunk-mib must be a positive multiple of 0.25, got 0.3'],

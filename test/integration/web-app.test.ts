@@ -145,6 +145,16 @@ test("a scale given on the upload page becomes each slide's own; one out of rang
 
 test('a file that is no slide ends failed, and the upload and sample pages say why', async () => {
   await page.goto(at('/upload'));
+  // An empty file (a copy that failed) is said at once, and makes no sample.
+  const call = apiClient(stack.api, stack.tenant.apiKey);
+  const uploadsBefore = (await call('GET', '/uploads')).json.uploads.length;
+  await page.setInputFiles('#files', { name: 'failed-copy.svs', mimeType: '', buffer: Buffer.alloc(0) });
+  const empty = page.locator('li.upload', { hasText: 'failed-copy.svs' });
+  await expect(empty.getByRole('alert').textContent()).resolves.toBe(
+    'This file is empty (0 bytes): nothing was uploaded.',
+  );
+  expect((await call('GET', '/uploads')).json.uploads.length).toBe(uploadsBefore);
+
   await page.setInputFiles('#files', {
     name: 'notes.svs',
     mimeType: 'application/octet-stream',

@@ -102,6 +102,19 @@ async function uploadOne(
   list: HTMLElement,
   choices: UploadChoices,
 ): Promise<void> {
+  if (file.size === 0) {
+    // A copy that failed: no slide, and no sample that would only fail.
+    const empty = 'This file is empty (0 bytes): nothing was uploaded.';
+    list.append(
+      h(
+        'li',
+        { class: 'upload' },
+        h('strong', {}, file.name),
+        h('p', { role: 'alert', class: 'field-error' }, empty),
+      ),
+    );
+    return;
+  }
   const key = sessionKey(file);
   const chosenAgain = sending.get(key);
   if (chosenAgain) {

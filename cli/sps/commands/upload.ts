@@ -22,14 +22,19 @@ interface UploadFlags {
 
 type Source = Awaited<ReturnType<typeof fileSource>>;
 
-/** Each file opened for reading before anything is sent: every one that cannot be is named. */
+/**
+ * Each file opened for reading before anything is sent: every one that cannot be, or is empty
+ * (a copy that failed; no slide), is named.
+ */
 async function readableSources(files: string[]): Promise<Source[]> {
   const problems: string[] = [];
   const sources: Source[] = [];
   for (const file of files) {
     try {
       await access(file, constants.R_OK);
-      sources.push(await fileSource(file));
+      const source = await fileSource(file);
+      if (source.size === 0) problems.push(`${file}: empty (0 bytes)`);
+      else sources.push(source);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       // Without a code it is the SDK's own refusal, which names the file ("… is not a file").
