@@ -255,7 +255,7 @@ function start(sps: SpsClient): void {
     h(
       'p',
       { class: 'hint' },
-      'Whole-slide images: SVS, NDPI, OME-TIFF and other pyramidal TIFF, or DICOM WSI instances.',
+      "Whole-slide images: SVS, NDPI, OME-TIFF and other pyramidal TIFF, or DICOM WSI (each slide's level-0 instance: its largest file).",
     ),
   );
   zone.addEventListener('dragover', (event) => {
