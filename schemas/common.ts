@@ -15,6 +15,11 @@ export const ByteCountInput = z
   .transform((value) => Number(value))
   .pipe(z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER));
 
+/** A number as a person types it (a form field, a flag): a decimal comma is read as the point it means. */
+export function typedNumber(text: string): number {
+  return Number(text.trim().replace(',', '.'));
+}
+
 /** Microns per pixel: a number, or an isotropic `{x, y}`; each in (0, 100]. */
 const mppValue = z.number().gt(0).lte(100);
 export const MppInput = z

@@ -1,11 +1,13 @@
+import { MppInput, typedNumber } from '../../schemas/common';
 import { UsageError } from './config';
 
-/** `--mpp`: microns per pixel, a positive number; a decimal comma is read as a point, as on the web. */
+/** `--mpp`: microns per pixel by the contract's rule, typed as on the web (a decimal comma too). */
 export function micronsPerPixel(text: string): number {
-  const mpp = Number(text.trim().replace(',', '.'));
-  if (text.trim() === '' || !Number.isFinite(mpp) || mpp <= 0)
-    throw new UsageError(`--mpp must be a positive number of microns per pixel (such as 0.25), got ${text}`);
-  return mpp;
+  const parsed = MppInput.safeParse(typedNumber(text));
+  if (parsed.success && typeof parsed.data === 'number') return parsed.data;
+  throw new UsageError(
+    `--mpp must be a number of microns per pixel greater than 0 and at most 100 (such as 0.25), got ${text}`,
+  );
 }
 
 /**

@@ -190,7 +190,10 @@ test('upload names every file it cannot read and every wrong flag, exit 2, and s
   for (const [flags, message] of [
     [['--chunk-mib', '0.3'], '--chunk-mib must be a positive multiple of 0.25, got 0.3'],
     [['--parallel', 'two'], '--parallel must be a whole number of at least 1, got two'],
-    [['--mpp', '-1'], '--mpp must be a positive number of microns per pixel (such as 0.25), got -1'],
+    [
+      ['--mpp', '-1'],
+      '--mpp must be a number of microns per pixel greater than 0 and at most 100 (such as 0.25), got -1',
+    ],
     [['--name', 'One name', slide], '--name names one file; 2 were given'],
   ] as const) {
     const refused = await sps('upload', slide, ...flags);
@@ -285,7 +288,8 @@ test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', a
   const unreadable = await sps('samples', 'edit', sampleId, '--mpp', 'abc');
   expect({ code: unreadable.code, stderr: unreadable.stderr }).toEqual({
     code: 2,
-    stderr: 'sps: usage: --mpp must be a positive number of microns per pixel (such as 0.25), got abc\n',
+    stderr:
+      'sps: usage: --mpp must be a number of microns per pixel greater than 0 and at most 100 (such as 0.25), got abc\n',
   });
   // A day, as the web app's date control gives one: the sample stays through it.
   expect(json(await sps('samples', 'expire', sampleId, '--at', '2099-06-30', '--json'))).toMatchObject({

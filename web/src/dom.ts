@@ -74,9 +74,15 @@ export function needKey(): void {
   status.hidden = false;
 }
 
-/** A number as a person types it: a decimal comma is read as the point it means. */
-export function typedNumber(text: string): number {
-  return Number(text.trim().replace(',', '.'));
+/**
+ * Runs `check` each time the page's tab is shown again (work done meanwhile in `sps`, the SDK
+ * or another tab is looked for then), until `signal` ends it.
+ */
+export function whenShownAgain(check: () => Promise<void>, signal?: AbortSignal): void {
+  const shown = () => {
+    if (document.visibilityState === 'visible') void check();
+  };
+  document.addEventListener('visibilitychange', shown, { signal });
 }
 
 export function badge(status: string): HTMLElement {

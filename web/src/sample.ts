@@ -1,9 +1,10 @@
 import './account';
+import { typedNumber } from '../../schemas/common';
 import { failedSampleStatuses, preparingSampleStatuses, settledSampleStatuses } from '../../schemas/enums';
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
 import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
-import { badge, bytes, clearError, h, main, needKey, pressed, showError, typedNumber, when } from './dom';
+import { badge, bytes, clearError, h, main, needKey, pressed, showError, when, whenShownAgain } from './dom';
 import { sampleExpiration } from './expiration';
 import { exportsSection } from './sample-exports';
 import { customFieldInputs } from './sample-fields';
@@ -420,12 +421,10 @@ function outsideWork(sample: Sample): string {
  */
 function refreshOnReturn(sps: SpsClient, sample: Sample, signal: AbortSignal, reload: () => void): void {
   const shown = outsideWork(sample);
-  const returned = async () => {
-    if (document.visibilityState !== 'visible') return;
+  whenShownAgain(async () => {
     const now = await sps.samples.get(sample.id).catch(() => undefined);
     if (!signal.aborted && now && outsideWork(now) !== shown) reload();
-  };
-  document.addEventListener('visibilitychange', () => void returned(), { signal });
+  }, signal);
 }
 
 /** The streams the page as drawn follows, stopped when it is drawn again. */

@@ -1,7 +1,7 @@
 import './account';
 import { type FieldDefinition, listStatuses, workflowFacets } from '../../schemas/samples';
 import type { SpsClient } from '../../sdk';
-import { badge, bytes, clearError, h, main, needKey, showError, when } from './dom';
+import { badge, bytes, clearError, h, main, needKey, showError, when, whenShownAgain } from './dom';
 import { bulkExpiration } from './expiration';
 import { fieldFilters } from './field-filters';
 import { apiQueryOf, facetsFromSearch, type ListFacets, searchOf } from './list-query';
@@ -268,7 +268,7 @@ async function start(sps: SpsClient): Promise<void> {
    * went or were renamed meanwhile (an upload from `sps` appears), keeping the rows selected.
    */
   async function returned(): Promise<void> {
-    if (document.visibilityState !== 'visible' || loading) return;
+    if (loading) return;
     const mine = generation;
     const page = await sps.samples.list(apiQueryOf(facets)).catch(() => undefined);
     if (!page || mine !== generation || page.items.map(rowKey).join() === firstPage.join()) return;
@@ -295,7 +295,7 @@ async function start(sps: SpsClient): Promise<void> {
     form = next;
     void load(false);
   });
-  document.addEventListener('visibilitychange', () => void returned());
+  whenShownAgain(returned);
   main().append(form, bulk.node, summary, h('div', { class: 'table-wrap' }, table), more);
   void load(false);
 }

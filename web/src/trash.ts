@@ -1,6 +1,6 @@
 import './account';
 import type { SpsClient } from '../../sdk';
-import { bytes, clearError, h, main, needKey, pressed, showError, when } from './dom';
+import { bytes, clearError, h, main, needKey, pressed, showError, when, whenShownAgain } from './dom';
 import { client } from './session';
 
 type TrashItem = Awaited<ReturnType<SpsClient['samples']['listTrash']>>['items'][number];
@@ -67,8 +67,7 @@ function start(sps: SpsClient): void {
     pressed(() => load(true)),
   );
   // Back on the tab, samples trashed or restored elsewhere (`sps`, another tab) are shown.
-  document.addEventListener('visibilitychange', async () => {
-    if (document.visibilityState !== 'visible') return;
+  whenShownAgain(async () => {
     const page = await sps.samples.listTrash({}).catch(() => undefined);
     if (page && idsOf(page.items) !== firstPage) await load(false);
   });

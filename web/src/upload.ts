@@ -1,5 +1,5 @@
 import './account';
-import { MppInput } from '../../schemas/common';
+import { MppInput, typedNumber } from '../../schemas/common';
 import {
   blobSource,
   type SpsClient,
@@ -8,7 +8,7 @@ import {
   uploadSource,
   waitForIngest,
 } from '../../sdk';
-import { badge, bytes, h, main, needKey, showError, typedNumber } from './dom';
+import { badge, bytes, h, main, needKey, showError } from './dom';
 import { client } from './session';
 
 const POLL_MS = 3000;

@@ -4,9 +4,11 @@ import { fieldValue, micronsPerPixel, wholeNumber } from '../../../cli/sps/flags
 test('--mpp reads a positive number, with a decimal point or comma', () => {
   expect(micronsPerPixel('0.25')).toBe(0.25);
   expect(micronsPerPixel(' 0,5 ')).toBe(0.5);
-  for (const wrong of ['', ' ', 'abc', '0', '-0.25', 'Infinity', '0.25um'])
+  for (const wrong of ['', ' ', 'abc', '0', '-0.25', '100.5', 'Infinity', '0.25um'])
     expect(() => micronsPerPixel(wrong)).toThrow(
-      new UsageError(`--mpp must be a positive number of microns per pixel (such as 0.25), got ${wrong}`),
+      new UsageError(
+        `--mpp must be a number of microns per pixel greater than 0 and at most 100 (such as 0.25), got ${wrong}`,
+      ),
     );
 });
 
