@@ -402,6 +402,8 @@ test('a slide uploaded to be segmented but without a scale: its segmentation sta
     WHERE sample_id = ${id} AND status = 'completed' ORDER BY attempt DESC LIMIT 1`;
   expect({ attempt: rerun!.attempt, mpp: rerun!.mpp }).toEqual({ attempt: 2, mpp: 0.5 });
   expect(outlines.url()).toContain(`/segmentation/${rerun!.layerId}/manifest`);
+  await page.locator('#viewer #viewer-outlines').waitFor();
+  await shoot('sample-segmented-again-rescaled');
 }, 180_000);
 
 test('a sample still being prepared takes a prediction: no price yet, the job reserves, waits and cancels', async () => {
