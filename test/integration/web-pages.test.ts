@@ -546,6 +546,38 @@ test('an export with the segmentation links its outlines for QuPath and its AnnD
   expect(outlines.features.length).toBeGreaterThan(0);
 }, 300_000);
 
+test('on a phone (390 px) no page is wider than the screen: a long filename wraps, tables scroll in their box', async () => {
+  const filename = 'BRACS_1640_N_3_cropped_scan_2026-12-08_second_attempt_level0.tiff';
+  const longName = await insertSample(stack.sql, {
+    organizationId: stack.tenant.organizationId,
+    createdBy: stack.tenant.userId,
+    filename,
+    mppCalibrated: 0.5,
+  });
+  const ready: Record<string, string> = {
+    [`/samples?q=${filename}`]: 'main tbody tr',
+    [`/samples/${longName}`]: 'input[name="marker"]',
+    [`/samples/${sharedId}`]: 'input[name="marker"]',
+    '/samples/trash': 'main h1',
+    '/upload': '#auto-segment',
+    '/settings': '#key-state',
+  };
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    for (const [route, last] of Object.entries(ready)) {
+      await page.goto(at(route));
+      await page.locator(last).first().waitFor();
+      const width = await page.evaluate<{ page: number; screen: number }>(
+        `({ page: document.documentElement.scrollWidth, screen: document.documentElement.clientWidth })`,
+      );
+      expect({ route, width: width.page }).toEqual({ route, width: width.screen });
+      if (route === `/samples/${longName}`) await shoot('sample-phone');
+    }
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+});
+
 test('every new control has a label, axe-core finds nothing wrong, and no page broke its CSP or threw', async () => {
   // Each page's last control to appear once its data is in. Not 'networkidle': the list keeps
   // polling a sample still ingesting, and a thumbnail's read may still be open.
