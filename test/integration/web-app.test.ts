@@ -565,8 +565,8 @@ test('back on its tab, Trash shows a sample trashed elsewhere; a restore there u
   expect((await call('GET', `/samples/${sampleId}`)).json.trashedAt).toBeNull();
 });
 
-test("a failed job's row in the job history gives the service's reason", async () => {
-  await insertJob(stack.sql, {
+test("a failed job's row in the job history gives its id and the service's reason", async () => {
+  const failedJob = await insertJob(stack.sql, {
     organizationId: stack.tenant.organizationId,
     sampleId,
     status: 'failed',
@@ -580,6 +580,8 @@ test("a failed job's row in the job history gives the service's reason", async (
   await expect(failedRow.locator('td').last().textContent()).resolves.toBe(
     'every tile failed: the model could not be loaded',
   );
+  await expect(failedRow.locator('td').first().textContent()).resolves.toBe(failedJob);
+  await expect(history.getByRole('columnheader').first().textContent()).resolves.toBe('Job');
   await expect(history.locator('tbody tr').first().locator('td').last().textContent()).resolves.toBe('—');
   await shoot('job-history-failed');
 });

@@ -156,7 +156,10 @@ function showJobEvent(history: HTMLElement, jobId: string, event: JobEvent): voi
   if (progress) progress.textContent = percent(event.progress);
 }
 
-/** The sample's jobs; a column of the service's `errorMessage` when one of them failed. */
+/**
+ * The sample's jobs, each with its id to copy into `sps` or a notebook; a column of the
+ * service's `errorMessage` when one of them failed.
+ */
 function jobHistory(sample: Sample): HTMLElement {
   if (sample.jobs.length === 0) return h('p', { id: 'jobs' }, 'No prediction jobs yet.');
   const failed = sample.jobs.some((job) => job.errorMessage !== null);
@@ -170,7 +173,7 @@ function jobHistory(sample: Sample): HTMLElement {
       h(
         'tr',
         {},
-        ...['Status', 'Markers', 'Progress', 'Credits', 'Created', 'Completed']
+        ...['Job', 'Status', 'Markers', 'Progress', 'Credits', 'Created', 'Completed']
           .concat(failed ? ['Why it failed'] : [])
           .map((label) => h('th', { scope: 'col' }, label)),
       ),
@@ -182,6 +185,7 @@ function jobHistory(sample: Sample): HTMLElement {
         h(
           'tr',
           { 'data-job': job.id },
+          h('td', {}, h('code', {}, job.id)),
           h('td', { 'data-field': 'status' }, badge(job.status)),
           h('td', {}, job.markers.join(', ')),
           h('td', { 'data-field': 'progress' }, percent(job.progress)),
