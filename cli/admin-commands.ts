@@ -4,13 +4,13 @@ import { z } from 'zod';
 import { generateApiKey } from '../api/credentials';
 import { hashPassword } from '../api/oauth/passwords';
 import type { Sql } from '../db';
-import { insertApiKey, revokeApiKey } from '../db/api-keys';
+import { insertApiKey, listApiKeys, revokeApiKey } from '../db/api-keys';
 import { grantCredits } from '../db/credits';
 import { insertOAuthClient, revokeOAuthClient, setUserPasswordHash, upsertOAuthClient } from '../db/oauth';
-import { insertOrganization } from '../db/organizations';
+import { findOrganization, insertOrganization, listOrganizations } from '../db/organizations';
 import { PublishRefused, publishSample, unpublishSample } from '../db/public-samples';
 import { insertFieldDefinition, retireFieldDefinition } from '../db/sample-fields';
-import { upsertMembership, upsertUser } from '../db/users';
+import { listMembers, upsertMembership, upsertUser } from '../db/users';
 import { Role } from '../schemas/enums';
 import { WEB_APP_CALLBACK_PATH, WEB_APP_CLIENT_ID } from '../schemas/oauth';
 import { rerunSteps } from '../schemas/temporal';
@@ -18,8 +18,11 @@ import { type RerunDeps, rerunStep } from './rerun';
 
 export const ADMIN_USAGE = `Usage: npm run admin -- <command> [options]
   org create     --name NAME [--credits N] [--expiration-days N] [--auto-segment true|false]
+  org list                                                     (each with its credits and members)
   user create    --email EMAIL --org ORG_ID --role owner|admin|member [--platform-admin]
+  user list      --org ORG_ID
   key create     --org ORG_ID --user USER_ID [--name NAME]     (prints the key once)
+  key list       --org ORG_ID                                  (ids, names, prefixes, last use)
   key revoke     --id KEY_ID
   credits grant  --org ORG_ID --amount N [--note TEXT]
   field create   --org ORG_ID --key KEY --label LABEL --type text|number|date|boolean|select|multi_select [--options a,b,c]
@@ -70,7 +73,7 @@ const redirectUri = z
   );
 const schemas = {
   'org create': z.object({
-    name: z.string().min(1),
+    name: z.string().min(1).max(200),
     credits: count.optional(),
     'expiration-days': count.optional(),
     'auto-segment': z.enum(['true', 'false']).optional(),
@@ -81,6 +84,9 @@ const schemas = {
     role: Role,
     'platform-admin': z.boolean().optional(),
   }),
+  'org list': z.object({}),
+  'user list': z.object({ org: z.uuid() }),
+  'key list': z.object({ org: z.uuid() }),
   'key create': z.object({ org: z.uuid(), user: z.uuid(), name: z.string().min(1).optional() }),
   'key revoke': z.object({ id: z.uuid() }),
   'credits grant': z.object({ org: z.uuid(), amount: count, note: z.string().optional() }),
@@ -128,8 +134,19 @@ export class UsageError extends Error {}
 /** The name the consent page shows for the web application's client. */
 const WEB_APP_NAME = 'Slide Prediction Service web app';
 
+/** node's own refusals of an argument (an unknown option, `--amount -5`), as usage errors. */
+function parseArguments(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))
+      throw new UsageError(`${(err as Error).message}\n${ADMIN_USAGE}`);
+    throw err;
+  }
+}
+
 function parseCommand(argv: string[]): { command: Command; values: Record<string, unknown> } {
-  const { positionals, values } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  const { positionals, values } = parseArguments(argv);
   const command = positionals.slice(0, 2).join(' ');
   if (!(command in schemas)) throw new UsageError(`unknown command '${command}'\n${ADMIN_USAGE}`);
   const parsed = schemas[command as Command].safeParse(values);
@@ -152,6 +169,8 @@ export async function runAdminCommand(
   temporal?: () => Promise<Omit<RerunDeps, 'sql'>>,
 ): Promise<Record<string, unknown>> {
   const { command, values: v } = parseCommand(argv);
+  if (typeof v.org === 'string' && !(await findOrganization(sql, v.org)))
+    throw new UsageError(`${command}: no organization ${v.org} (npm run admin -- org list)`);
   switch (command) {
     case 'org create': {
       const input = v as z.infer<(typeof schemas)['org create']>;
@@ -171,6 +190,12 @@ export async function runAdminCommand(
       });
       return { organizationId: organization.id, name: organization.name };
     }
+    case 'org list':
+      return { organizations: await listOrganizations(sql) };
+    case 'user list':
+      return { users: await listMembers(sql, String(v.org)) };
+    case 'key list':
+      return { keys: await listApiKeys(sql, String(v.org)) };
     case 'user create': {
       const input = v as z.infer<(typeof schemas)['user create']>;
       const user = await upsertUser(sql, {
@@ -190,6 +215,10 @@ export async function runAdminCommand(
         prefix: key.prefix,
         secretSha256: key.secretSha256,
       });
+      if (!record)
+        throw new UsageError(
+          `key create: user ${input.user} is not a member of organization ${input.org} (npm run admin -- user list --org ${input.org})`,
+        );
       return { keyId: record.id, apiKey: key.secret, note: 'shown once: only its hash is stored' };
     }
     case 'key revoke': {
@@ -215,6 +244,10 @@ export async function runAdminCommand(
         valueType: input.type,
         options,
       });
+      if (!definition)
+        throw new UsageError(
+          `field create: the organization already has a field '${input.key}' (field retire frees its key)`,
+        );
       return {
         fieldId: definition.id,
         key: definition.key,

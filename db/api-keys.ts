@@ -20,17 +20,17 @@ export interface ApiKeyPrincipal {
   platformAdmin: boolean;
 }
 
+/** A key of a member of the organization; undefined when the user is not one. */
 export async function insertApiKey(
   sql: Queryable,
   input: { organizationId: string; userId: string; name: string; prefix: string; secretSha256: Buffer },
-): Promise<ApiKeyRecord> {
+): Promise<ApiKeyRecord | undefined> {
   const [row] = await sql<ApiKeyRecord[]>`
     INSERT INTO api_keys (organization_id, user_id, name, prefix, secret_sha256)
     SELECT ${input.organizationId}, ${input.userId}, ${input.name}, ${input.prefix}, ${input.secretSha256}
     WHERE EXISTS (SELECT 1 FROM memberships WHERE organization_id = ${input.organizationId} AND user_id = ${input.userId})
     RETURNING id, organization_id AS "organizationId", user_id AS "userId", name, prefix,
       created_at AS "createdAt", revoked_at AS "revokedAt"`;
-  if (!row) throw new Error('the user is not a member of that organization');
   return row;
 }
 
@@ -58,4 +58,17 @@ export async function touchApiKey(sql: Queryable, keyId: string): Promise<void> 
 export async function revokeApiKey(sql: Queryable, keyId: string): Promise<boolean> {
   const rows = await sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${keyId} AND revoked_at IS NULL`;
   return rows.count === 1;
+}
+
+/** An organization's keys, newest first, with their user's email: what `admin key list` prints. */
+export async function listApiKeys(
+  sql: Queryable,
+  organizationId: string,
+): Promise<(ApiKeyRecord & { email: string; lastUsedAt: Date | null })[]> {
+  return sql`
+    SELECT k.id, k.organization_id AS "organizationId", k.user_id AS "userId", u.email, k.name, k.prefix,
+      k.created_at AS "createdAt", k.last_used_at AS "lastUsedAt", k.revoked_at AS "revokedAt"
+    FROM api_keys k JOIN users u ON u.id = k.user_id
+    WHERE k.organization_id = ${organizationId}
+    ORDER BY k.created_at DESC, k.id`;
 }

@@ -35,3 +35,20 @@ export async function findOrganization(
     FROM organizations WHERE id = ${organizationId}`;
   return row;
 }
+
+/** Every organization with its credits and head count, oldest first: what `admin org list` prints. */
+export async function listOrganizations(
+  sql: Queryable,
+): Promise<
+  { id: string; name: string; balance: number; pending: number; members: number; createdAt: Date }[]
+> {
+  const rows = await sql<
+    { id: string; name: string; balance: string; pending: string; members: number; createdAt: Date }[]
+  >`
+    SELECT o.id, o.name, o.created_at AS "createdAt",
+      (SELECT coalesce(sum(balance_delta), 0) FROM credit_ledger c WHERE c.organization_id = o.id) AS balance,
+      (SELECT coalesce(sum(pending_delta), 0) FROM credit_ledger c WHERE c.organization_id = o.id) AS pending,
+      (SELECT count(*)::int FROM memberships m WHERE m.organization_id = o.id) AS members
+    FROM organizations o ORDER BY o.created_at, o.id`;
+  return rows.map((row) => ({ ...row, balance: Number(row.balance), pending: Number(row.pending) }));
+}

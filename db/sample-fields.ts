@@ -14,6 +14,7 @@ export async function listFieldDefinitions(
     ORDER BY organization_id NULLS FIRST, created_at, id`;
 }
 
+/** A new field of the organization; undefined when an active one already has its key. */
 export async function insertFieldDefinition(
   sql: Queryable,
   input: {
@@ -23,13 +24,14 @@ export async function insertFieldDefinition(
     valueType: FieldDefinition['valueType'];
     options: string[];
   },
-): Promise<FieldDefinition> {
+): Promise<FieldDefinition | undefined> {
   const [row] = await sql<FieldDefinition[]>`
     INSERT INTO sample_field_definitions (organization_id, key, label, value_type, origin, storage, writable, options)
     VALUES (${input.organizationId}, ${input.key}, ${input.label}, ${input.valueType}, 'organization', 'value_table', true,
       ${input.options})
+    ON CONFLICT (organization_id, key) WHERE retired_at IS NULL DO NOTHING
     RETURNING ${sql.unsafe(definitionColumns)}`;
-  return row!;
+  return row;
 }
 
 export async function retireFieldDefinition(

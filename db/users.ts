@@ -28,3 +28,15 @@ export async function upsertMembership(
     VALUES (${input.organizationId}, ${input.userId}, ${input.role})
     ON CONFLICT (organization_id, user_id) DO UPDATE SET role = EXCLUDED.role`;
 }
+
+/** An organization's members with their role, owners first: what `admin user list` prints. */
+export async function listMembers(
+  sql: Queryable,
+  organizationId: string,
+): Promise<(User & { role: Role; passwordSet: boolean })[]> {
+  return sql`
+    SELECT u.id, u.email, u.platform_admin AS "platformAdmin", m.role, u.password_hash IS NOT NULL AS "passwordSet"
+    FROM memberships m JOIN users u ON u.id = m.user_id
+    WHERE m.organization_id = ${organizationId}
+    ORDER BY array_position(ARRAY['owner', 'admin', 'member'], m.role), u.email`;
+}

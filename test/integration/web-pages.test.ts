@@ -110,8 +110,8 @@ async function seedFacets(): Promise<void> {
     options: [],
   });
   const fields = (await call('GET', '/sample-fields')).json.fields as { id: string; key: string }[];
-  definition.site = site.id;
-  definition.batch = batch.id;
+  definition.site = site!.id;
+  definition.batch = batch!.id;
   definition.tags = fields.find((field) => field.key === 'tags')!.id;
   const sample = (name: string, status: 'ready' | 'preprocessing' | 'upload_failed', day: string) =>
     insertSample(stack.sql, {
