@@ -11,7 +11,7 @@ import {
 } from '../../db/jobs';
 import { findOrganization } from '../../db/organizations';
 import { CURRENT_MODEL, creditGridPositions, type MarkerChannel, modelRegistry } from '../../models/registry';
-import { preparingSampleStatuses } from '../../schemas/enums';
+import { failedSampleStatuses, preparingSampleStatuses } from '../../schemas/enums';
 import type { PredictionDryRun, PredictionSubmitted, PredictRequest } from '../../schemas/jobs';
 import type { Principal } from '../auth';
 import { AppError, notFound } from '../errors';
@@ -127,6 +127,11 @@ function priceOf(sample: PricingSample | undefined, options: { beforeReady: bool
   if (!sample) throw notFound('sample');
   if (sample.trashed) throw new AppError('sample_not_ready', 'the sample is in Trash: restore it first');
   if (sample.status === 'ready') return exactPrice(sample);
+  if (failedSampleStatuses.has(sample.status))
+    throw new AppError(
+      'sample_not_ready',
+      `the sample is ${sample.status}: it could not be prepared, so it cannot be predicted (its detail says why)`,
+    );
   if (!options.beforeReady || !preparingSampleStatuses.has(sample.status)) {
     const need = options.beforeReady ? 'every byte of the upload' : 'a ready sample (the exact price)';
     throw new AppError('sample_not_ready', `the sample is ${sample.status}; this needs ${need}`);

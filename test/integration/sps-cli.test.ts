@@ -344,6 +344,33 @@ test("a slide without a scale: predict and segment say how to set one with sps, 
   expect(segment.stderr).toContain(`hint: set the slide's scale with \`sps samples edit ${unscaled} --mpp`);
 });
 
+test("predict before ready reserves an upper bound; on a slide that failed it gives the service's reason alone", async () => {
+  const sample = (status: 'preprocessing' | 'deid_failed') =>
+    insertPricedSample(stack.sql, {
+      organizationId: stack.tenant.organizationId,
+      patchCount: null,
+      mpp: 0.5,
+      status,
+    });
+  const preparing = await sample('preprocessing');
+  const early = await sps('predict', preparing, '--markers', 'DAPI', '--yes', '--json');
+  expect(early.stderr).toBe(
+    'The sample is not ready yet: the exact price is known once its tissue is found.\n',
+  );
+  const submitted = json(early);
+  expect(submitted.reservedCredits).toBeGreaterThan(0);
+  expect(json(await sps('jobs', 'cancel', submitted.jobId, '--json')).status).toBe('cancelled');
+
+  const failed = await sample('deid_failed');
+  const refused = await sps('predict', failed, '--markers', 'DAPI', '--yes');
+  expect({ code: refused.code, stderr: refused.stderr }).toEqual({
+    code: 6,
+    stderr:
+      'sps: sample_not_ready: the sample is deid_failed: it could not be prepared, so it cannot be predicted (its detail says why)\n',
+  });
+  expect((await client.samples.get(failed)).jobs).toEqual([]);
+});
+
 test('jobs ls, show, watch, and cancel of a finished job (the contract code, exit 3)', async () => {
   const listed = json(await sps('jobs', 'ls', '--sample', sampleId, '--json'));
   expect(listed.jobs.map((job: { id: string }) => job.id)).toContain(jobId);

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { isSpsError } from '../../../sdk';
+import { preparingSampleStatuses } from '../../../schemas/enums';
+import { isSpsError, type SpsClient } from '../../../sdk';
 import type { Context } from '../context';
 import { exitCodes } from '../exit-codes';
 import { formatRecord } from '../output';
@@ -49,8 +50,10 @@ export function registerPredict(program: Command, context: () => Context): void 
         question = `Spend ${estimate.estimatedCredits} credits?`;
       } catch (err) {
         // Before the sample is ready there is no exact price; a submission reserves an upper
-        // bound and settles to the exact price once the tissue is found.
+        // bound and settles to the exact price once the tissue is found. A sample that failed,
+        // is in Trash or still uploading will not be ready by itself: the service's reason stands.
         if (flags.dryRun || !isSpsError(err, 'sample_not_ready')) throw err;
+        if (!(await isBeingPrepared(client, sample, ctx.signal))) throw err;
         process.stderr.write(
           'The sample is not ready yet: the exact price is known once its tissue is found.\n',
         );
@@ -90,4 +93,9 @@ export function registerPredict(program: Command, context: () => Context): void 
         job,
       );
     });
+}
+
+async function isBeingPrepared(client: SpsClient, sampleId: string, signal: AbortSignal): Promise<boolean> {
+  const sample = await client.samples.get(sampleId, { signal });
+  return sample.trashedAt === null && preparingSampleStatuses.has(sample.status);
 }
