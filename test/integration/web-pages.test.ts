@@ -2,6 +2,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, chromium, type Page, type Request } from 'playwright-core';
+import { createOrganizationWithOwner } from '../../cli/admin-commands';
 import { grantCredits } from '../../db/credits';
 import { insertFieldDefinition } from '../../db/sample-fields';
 import { accessibilityViolations } from '../support/axe';
@@ -545,6 +546,47 @@ test('an export with the segmentation links its outlines for QuPath and its AnnD
   expect(outlines.type).toBe('FeatureCollection');
   expect(outlines.features.length).toBeGreaterThan(0);
 }, 300_000);
+
+test('an empty list says where to begin, or how to clear the filters; an unknown sample says where to go', async () => {
+  await page.goto(at('/samples?q=no-such-sample-anywhere&status=ready'));
+  const empty = page.locator('#list-empty');
+  await empty.waitFor();
+  await expect(empty.textContent()).resolves.toBe('No sample matches these filters. Clear the filters.');
+  await expect(page.locator('table.samples').isVisible()).resolves.toBe(false);
+  await empty.getByRole('link', { name: 'Clear the filters' }).click();
+  await page.locator('table.samples tbody tr').first().waitFor();
+  expect(new URL(page.url()).search).toBe('');
+  await expect(empty.isHidden()).resolves.toBe(true);
+
+  const newcomer = await createOrganizationWithOwner(stack.sql, {
+    name: 'Newcomers',
+    email: 'new@comers.org',
+  });
+  const useKey = async (key: string) => {
+    await page.goto(at('/settings'));
+    await page.getByLabel('API key (development sign-in)').fill(key);
+    await page.keyboard.press('Enter');
+    await page.locator('#key-state', { hasText: 'An API key is set' }).waitFor();
+  };
+  await useKey(newcomer.apiKey);
+  try {
+    await page.goto(at('/samples'));
+    await empty.waitFor();
+    await expect(empty.textContent()).resolves.toBe(
+      'No samples yet: upload slides here, or with sps upload (README).',
+    );
+    await shoot('samples-empty');
+    await empty.getByRole('link', { name: 'upload slides' }).click();
+    await page.waitForURL(at('/upload'));
+
+    await page.goto(at(`/samples/${sharedId}`));
+    await page.getByText('No sample of your organization has this id').waitFor();
+    await page.getByRole('link', { name: 'Go to the samples' }).click();
+    await page.waitForURL(at('/samples'));
+  } finally {
+    await useKey(stack.tenant.apiKey);
+  }
+});
 
 test('on a phone (390 px) no page is wider than the screen: a long filename wraps, tables scroll in their box', async () => {
   const filename = 'BRACS_1640_N_3_cropped_scan_2026-12-08_second_attempt_level0.tiff';

@@ -3,7 +3,7 @@ import { typedNumber } from '../../schemas/common';
 import { failedSampleStatuses, preparingSampleStatuses, settledSampleStatuses } from '../../schemas/enums';
 import { isTerminalJobStatus } from '../../schemas/jobs';
 import type { FieldDefinition } from '../../schemas/samples';
-import { ingestFailure, type JobEvent, type SpsClient, streamJob } from '../../sdk';
+import { ingestFailure, isSpsError, type JobEvent, type SpsClient, streamJob } from '../../sdk';
 import { badge, bytes, clearError, h, main, needKey, pressed, showError, when, whenShownAgain } from './dom';
 import { sampleExpiration } from './expiration';
 import { exportsSection } from './sample-exports';
@@ -534,6 +534,16 @@ async function render(sps: SpsClient, id: string): Promise<void> {
     refreshOnReturn(sps, sample, signal, reload);
   } catch (err) {
     showError(err);
+    if (isSpsError(err, 'not_found'))
+      content.append(
+        h(
+          'p',
+          {},
+          'No sample of your organization has this id: it may have been deleted, or the link may be for another organization. ',
+          h('a', { href: 'samples' }, 'Go to the samples'),
+          '.',
+        ),
+      );
     // A page drawn again keeps what it showed (and follows) when its reload fails, and shows
     // why where it is said (the action that asked for it may be a screen further down).
     if (main().querySelector('#sample')) {

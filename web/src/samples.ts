@@ -128,6 +128,29 @@ function filterForm(
   return form;
 }
 
+/**
+ * What an empty list says: where to begin when there is nothing yet, how to see everything
+ * again when the filters leave nothing.
+ */
+function emptyNote(facets: ListFacets): (Node | string)[] {
+  if (facets.q !== '' || facetsSet(facets) > 0) {
+    const cleared = searchOf({ ...facetsFromSearch(''), scope: facets.scope });
+    return [
+      'No sample matches these filters. ',
+      h('a', { href: `${location.pathname}${cleared}` }, 'Clear the filters'),
+      '.',
+    ];
+  }
+  if (facets.scope === 'public') return ['No public samples yet.'];
+  return [
+    'No samples yet: ',
+    h('a', { href: 'upload' }, 'upload slides'),
+    ' here, or with ',
+    h('code', {}, 'sps upload'),
+    ' (README).',
+  ];
+}
+
 /** What a row shows that work elsewhere (`sps`, the SDK, another tab) changes: in, out, renamed. */
 const rowKey = (item: Item) => `${item.id}:${item.name ?? item.filename}`;
 
@@ -186,6 +209,7 @@ async function start(sps: SpsClient): Promise<void> {
   const results = h('tbody', {});
   const summary = h('p', { id: 'list-summary', role: 'status' });
   const more = h('button', { type: 'button', hidden: true }, 'Load more');
+  const empty = h('p', { id: 'list-empty', hidden: true });
   const table = h(
     'table',
     { class: 'samples' },
@@ -204,6 +228,7 @@ async function start(sps: SpsClient): Promise<void> {
     ),
     results,
   );
+  const tableWrap = h('div', { class: 'table-wrap' }, table);
   let cursor: string | undefined;
   let generation = 0;
   let refresh: ReturnType<typeof setTimeout> | undefined;
@@ -232,6 +257,9 @@ async function start(sps: SpsClient): Promise<void> {
       cursor = page.nextCursor ?? undefined;
       more.hidden = !cursor;
       summary.textContent = `${results.children.length} sample(s) shown${cursor ? ', more available' : ''}.`;
+      empty.hidden = results.children.length > 0;
+      tableWrap.hidden = !empty.hidden;
+      if (!empty.hidden) empty.replaceChildren(...emptyNote(facets));
       if (page.items.some((item) => moving.has(item.status)))
         refresh = setTimeout(refreshStatuses, REFRESH_MS);
     } catch (err) {
@@ -296,7 +324,7 @@ async function start(sps: SpsClient): Promise<void> {
     void load(false);
   });
   whenShownAgain(returned);
-  main().append(form, bulk.node, summary, h('div', { class: 'table-wrap' }, table), more);
+  main().append(form, bulk.node, summary, empty, tableWrap, more);
   void load(false);
 }
 
