@@ -6,7 +6,10 @@ import { Readable } from 'node:stream';
 
 const MiB = 1024 * 1024;
 
-/** `bytes` of generated data, 1 MiB at a time, never all at once. */
+/** A little-endian TIFF's first bytes: the clients send no file that is plainly no slide. */
+const TIFF_HEADER = Buffer.from([0x49, 0x49, 0x2a, 0x00]);
+
+/** `bytes` of generated data, 1 MiB at a time, never all at once, starting as a TIFF does. */
 export function generated(bytes: number): Readable {
   const block = randomBytes(MiB);
   let sent = 0;
@@ -14,7 +17,8 @@ export function generated(bytes: number): Readable {
     read() {
       if (sent >= bytes) return this.push(null);
       const size = Math.min(MiB, bytes - sent);
-      block.writeUInt32LE(sent / MiB, 0);
+      if (sent === 0) TIFF_HEADER.copy(block, 0);
+      else block.writeUInt32LE(sent / MiB, 0);
       this.push(Buffer.from(block.subarray(0, size)));
       sent += size;
     },

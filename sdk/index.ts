@@ -13,6 +13,7 @@ export {
   refreshingCredential,
   type TokenSet,
 } from './oauth';
+export { slideFileProblem } from './slide-file';
 export {
   type OmeZarrStore,
   openPublicSample,

@@ -16,7 +16,7 @@ import { insertPricedSample } from '../support/predictions';
 import { insertJob } from '../support/samples';
 import { expiredLink } from '../support/signed-links';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI } from '../support/uploads';
+import { cutShort, SHARED_WSI, TIFF_HEADER } from '../support/uploads';
 
 /**
  * `sps` as a user runs it: a child process of the bin, against the real stack, its login and
@@ -128,7 +128,10 @@ test('an upload killed halfway (SIGKILL) is resumed by a rerun, not started over
   const file = path.join(home, 'big.bin');
   const size = 96 * 1024 * 1024;
   const handle = await open(file, 'w');
-  for (let written = 0; written < size; written += 1 << 20) await handle.write(randomBytes(1 << 20));
+  // A TIFF header first: sps sends nothing that is plainly no slide.
+  await handle.write(TIFF_HEADER);
+  for (let written = TIFF_HEADER.length; written < size; written += 1 << 20)
+    await handle.write(randomBytes(Math.min(1 << 20, size - written)));
   await handle.close();
   const stateFile = path.join(home, 'state', 'sps', 'uploads.json');
 
@@ -182,10 +185,16 @@ test('upload names every file it cannot read and every wrong flag, exit 2, and s
   const missing = path.join(home, 'no-such-slide.svs');
   const empty = path.join(home, 'failed-copy.svs');
   await writeFile(empty, '');
-  const run = await sps('upload', slide, missing, home, empty);
+  const notes = path.join(home, 'notes.svs');
+  await writeFile(notes, randomBytes(64 * 1024));
+  const vsi = path.join(home, 'Scan 12.vsi');
+  await writeFile(vsi, TIFF_HEADER);
+  const run = await sps('upload', slide, missing, home, empty, notes, vsi);
   expect(run.code).toBe(2);
   expect(run.stderr.trim()).toBe(
-    `sps: usage: nothing was uploaded: ${missing}: no such file; ${home} is not a file; ${empty}: empty (0 bytes)`,
+    `sps: usage: nothing was uploaded: ${missing}: no such file; ${home} is not a file; ${empty}: empty (0 bytes); ` +
+      `${notes}: not a whole-slide image the service reads (a TIFF-family slide such as SVS, NDPI or OME-TIFF, or a DICOM WSI instance); ` +
+      `${vsi}: a .vsi slide, whose pixels are in other files or a database, which the service does not read: convert it to OME-TIFF and upload that`,
   );
   for (const [flags, message] of [
     [['--chunk-mib', '0.3'], '--chunk-mib must be a positive multiple of 0.25, got 0.3'],
@@ -205,26 +214,26 @@ test('upload names every file it cannot read and every wrong flag, exit 2, and s
   expect(json(await sps('samples', 'ls', '--all', '--json')).items).toHaveLength(samplesBefore);
 });
 
-test("a file that is no slide: upload --wait exits 9 with the service's reason, in the table and the JSON", async () => {
-  const junk = path.join(home, 'notes.svs');
-  await writeFile(junk, randomBytes(64 * 1024));
+test("a damaged slide: upload --wait exits 9 with the service's reason, in the table and the JSON", async () => {
+  const junk = path.join(home, 'damaged.svs');
+  await writeFile(junk, await cutShort());
   const table = await sps('upload', junk, '--no-auto-segment', '--wait');
   expect(table.code).toBe(9);
   expect(table.stdout).toMatch(/STATUS\s+REASON/);
-  expect(table.stdout).toMatch(/deid_failed\s+the file is not a whole-slide image this service reads/);
+  expect(table.stdout).toMatch(/deid_failed\s+.*the file is truncated or damaged/);
   const run = await sps('upload', junk, '--no-auto-segment', '--wait', '--json');
   expect(run.code).toBe(9);
   expect(JSON.parse(run.stdout)).toEqual([
     expect.objectContaining({
-      filename: 'notes.svs',
+      filename: 'damaged.svs',
       status: 'deid_failed',
-      statusMessage: expect.stringContaining('not a whole-slide image'),
+      statusMessage: expect.stringContaining('the file is truncated or damaged'),
     }),
   ]);
   const [{ id }] = JSON.parse(run.stdout);
   const show = await sps('samples', 'show', id);
   expect(show.code).toBe(0);
-  expect(show.stdout).toContain('\n\nWhy it failed: the file is not a whole-slide image this service reads');
+  expect(show.stdout).toMatch(/\n\nWhy it failed: .*the file is truncated or damaged/);
   const bytes = JSON.parse(run.stdout)[0].fileSize;
   expect(show.stdout).toMatch(new RegExp(`^fileSize: +[\\d.]+ (B|KiB|MiB) \\(${bytes} bytes\\)$`, 'm'));
 }, 120_000);

@@ -13,7 +13,7 @@ import { insertSampleWithResults, publish } from '../support/public-samples';
 import { insertJob } from '../support/samples';
 import { screenshotPage } from '../support/screenshots';
 import { startStack, type TestStack } from '../support/stack';
-import { SHARED_WSI, sendWhole } from '../support/uploads';
+import { cutShort, SHARED_WSI, sendWhole, TIFF_HEADER } from '../support/uploads';
 
 /** Debian's chromium (installed by `.ci/run`), driven headless. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -143,35 +143,48 @@ test("a scale given on the upload page becomes each slide's own; one out of rang
   }
 }, 150_000);
 
-test('a file that is no slide ends failed, and the upload and sample pages say why', async () => {
+test('a file that is plainly no slide is not sent; a damaged one ends failed, and the upload and sample pages say why', async () => {
   await page.goto(at('/upload'));
-  // An empty file (a copy that failed) is said at once, and makes no sample.
+  // An empty file (a copy that failed), another kind of file, a multi-file format: said at
+  // once, and no sample is made.
   const call = apiClient(stack.api, stack.tenant.apiKey);
   const uploadsBefore = (await call('GET', '/uploads')).json.uploads.length;
-  await page.setInputFiles('#files', { name: 'failed-copy.svs', mimeType: '', buffer: Buffer.alloc(0) });
-  const empty = page.locator('li.upload', { hasText: 'failed-copy.svs' });
-  await expect(empty.getByRole('alert').textContent()).resolves.toBe(
-    'This file is empty (0 bytes): nothing was uploaded.',
-  );
+  for (const [name, buffer, said] of [
+    ['failed-copy.svs', Buffer.alloc(0), 'Not uploaded: this file is empty (0 bytes).'],
+    [
+      'notes.svs',
+      randomBytes(64 * 1024),
+      'Not uploaded: this file is not a whole-slide image the service reads (a TIFF-family slide such as SVS, NDPI or OME-TIFF, or a DICOM WSI instance).',
+    ],
+    [
+      'Scan 12.vsi',
+      TIFF_HEADER,
+      'Not uploaded: this file is a .vsi slide, whose pixels are in other files or a database, which the service does not read: convert it to OME-TIFF and upload that.',
+    ],
+  ] as const) {
+    await page.setInputFiles('#files', { name, mimeType: '', buffer });
+    const row = page.locator('li.upload', { hasText: name });
+    await expect(row.getByRole('alert').textContent()).resolves.toBe(said);
+  }
   expect((await call('GET', '/uploads')).json.uploads.length).toBe(uploadsBefore);
+  await shoot('upload-refused');
 
+  // Only ingest can tell a slide whose copy was cut short.
   await page.setInputFiles('#files', {
-    name: 'notes.svs',
+    name: 'damaged.svs',
     mimeType: 'application/octet-stream',
-    buffer: randomBytes(64 * 1024),
+    buffer: await cutShort(),
   });
-  const upload = page.locator('li.upload', { hasText: 'notes.svs' });
+  const upload = page.locator('li.upload', { hasText: 'damaged.svs' });
   await upload.locator('.badge-deid_failed').waitFor({ timeout: 60_000 });
   const reason = upload.getByRole('alert');
-  await expect(reason.textContent()).resolves.toMatch(
-    /^the file is not a whole-slide image this service reads/,
-  );
+  await expect(reason.textContent()).resolves.toMatch(/the file is truncated or damaged$/);
   await expect(reason.isVisible()).resolves.toBe(true);
   await shoot('upload-failed');
 
   await upload.getByRole('link', { name: 'Open sample' }).click();
   const why = page.locator('dt', { hasText: 'Why it failed' }).locator('+ dd');
-  await expect(why.textContent()).resolves.toMatch(/^the file is not a whole-slide image this service reads/);
+  await expect(why.textContent()).resolves.toMatch(/the file is truncated or damaged$/);
   await page.getByText('This sample could not be prepared (Details says why)').waitFor();
   await shoot('sample-failed');
 });

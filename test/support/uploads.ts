@@ -63,7 +63,15 @@ export async function uploadFile(
   return uploadBytes(call, await readFile(file), { filename: path.basename(file), ...fields });
 }
 
+/** The first bytes of a little-endian TIFF: enough for the clients' first look to send a file. */
+export const TIFF_HEADER = Buffer.from([0x49, 0x49, 0x2a, 0x00, 0x08, 0x00, 0x00, 0x00]);
+
 export const SHARED_WSI = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'wsi');
+
+/** A slide's copy cut short at 64 KiB: a TIFF by its first bytes, whose first directory is past its end. */
+export async function cutShort(): Promise<Buffer> {
+  return (await readFile(path.join(SHARED_WSI, 'CMU-1-Small-Region.svs'))).subarray(0, 64 * 1024);
+}
 
 /** A client's socket-sized reads of an upload body. */
 const BODY_PIECE_BYTES = 64 * 1024;

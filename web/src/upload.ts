@@ -3,6 +3,7 @@ import { MppInput, typedNumber } from '../../schemas/common';
 import {
   blobSource,
   type SpsClient,
+  slideFileProblem,
   UPLOAD_GRANULE,
   type UploadSession,
   uploadSource,
@@ -102,19 +103,6 @@ async function uploadOne(
   list: HTMLElement,
   choices: UploadChoices,
 ): Promise<void> {
-  if (file.size === 0) {
-    // A copy that failed: no slide, and no sample that would only fail.
-    const empty = 'This file is empty (0 bytes): nothing was uploaded.';
-    list.append(
-      h(
-        'li',
-        { class: 'upload' },
-        h('strong', {}, file.name),
-        h('p', { role: 'alert', class: 'field-error' }, empty),
-      ),
-    );
-    return;
-  }
   const key = sessionKey(file);
   const chosenAgain = sending.get(key);
   if (chosenAgain) {
@@ -127,6 +115,20 @@ async function uploadOne(
     'Chosen again while it uploads: it is sent once.',
   );
   sending.set(key, again);
+  // An empty copy, or another kind of file: said at once, and no sample that could only fail.
+  const problem = await slideFileProblem(blobSource(file));
+  if (problem) {
+    sending.delete(key);
+    list.append(
+      h(
+        'li',
+        { class: 'upload' },
+        h('strong', {}, file.name),
+        h('p', { role: 'alert', class: 'field-error' }, `Not uploaded: this file is ${problem}.`),
+      ),
+    );
+    return;
+  }
   const progress = h('progress', { max: file.size, value: 0, 'aria-label': `Upload of ${file.name}` });
   const figures = h('span', { class: 'figures' }, `0 B of ${bytes(file.size)}`);
   const state = h('span', { class: 'upload-state', role: 'status' }, 'starting');

@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import type { Command } from 'commander';
 import type { Upload } from '../../../schemas/uploads';
-import { type SpsClient, uploadSource, waitForIngest } from '../../../sdk';
+import { type SpsClient, slideFileProblem, uploadSource, waitForIngest } from '../../../sdk';
 import { fileSource } from '../../../sdk/node';
 import { UsageError } from '../config';
 import type { Context } from '../context';
@@ -23,8 +23,8 @@ interface UploadFlags {
 type Source = Awaited<ReturnType<typeof fileSource>>;
 
 /**
- * Each file opened for reading before anything is sent: every one that cannot be, or is empty
- * (a copy that failed; no slide), is named.
+ * Each file opened for reading before anything is sent: every one that cannot be, or that is
+ * no slide the service reads (empty, a copy that failed; another kind of file), is named.
  */
 async function readableSources(files: string[]): Promise<Source[]> {
   const problems: string[] = [];
@@ -33,7 +33,8 @@ async function readableSources(files: string[]): Promise<Source[]> {
     try {
       await access(file, constants.R_OK);
       const source = await fileSource(file);
-      if (source.size === 0) problems.push(`${file}: empty (0 bytes)`);
+      const problem = await slideFileProblem(source);
+      if (problem) problems.push(`${file}: ${problem}`);
       else sources.push(source);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
