@@ -294,6 +294,23 @@ test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', a
   expect(json(await sps('samples', 'edit', sampleId, '--field', 'stage=II', '--json')).fields).toMatchObject({
     stage: 'II',
   });
+  // The list's field facet by the field's key, its value typed as a shell leaves it.
+  const fields = await sps('samples', 'fields');
+  expect(fields.stdout).toMatch(/^KEY\s+LABEL\s+TYPE\s+OPTIONS\s+WRITABLE\s+ID\n/);
+  expect(fields.stdout).toMatch(/^stage\s+Stage\s+text\s+-\s+yes\s+[0-9a-f-]{36}$/m);
+  const listed = async (...clauses: string[]) =>
+    json(await sps('samples', 'ls', ...clauses.flatMap((clause) => ['--field', clause]), '--json')).items.map(
+      (item: { id: string }) => item.id,
+    );
+  await expect(listed('stage:eq:II', 'tags:contains:a')).resolves.toEqual([sampleId]);
+  await expect(listed('stage:eq:III')).resolves.toEqual([]);
+  await expect(listed('stage:is_empty')).resolves.not.toContain(sampleId);
+  const unknown = await sps('samples', 'ls', '--field', 'stag:eq:II');
+  expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({
+    code: 2,
+    stderr:
+      "sps: usage: --field: no field 'stag' here; the fields are tags, public, stage (sps samples fields)\n",
+  });
   const unreadable = await sps('samples', 'edit', sampleId, '--mpp', 'abc');
   expect({ code: unreadable.code, stderr: unreadable.stderr }).toEqual({
     code: 2,

@@ -4,7 +4,7 @@ import { isActiveSegmentationStatus } from '../../../schemas/segmentation';
 import { ingestFailure, type SpsClient } from '../../../sdk';
 import { UsageError } from '../config';
 import type { Context } from '../context';
-import { fieldValue, micronsPerPixel, wholeNumber } from '../flags';
+import { fieldClause, fieldValue, micronsPerPixel, wholeNumber } from '../flags';
 import { formatBytes, formatRecord, formatTable } from '../output';
 import { jobTable } from './jobs';
 
@@ -75,6 +75,12 @@ function hintRescaled(before: SampleDetail, after: SampleDetail): void {
     );
 }
 
+/** `samples ls --field` clauses, each field named by its key among the organization's fields. */
+async function fieldClauses(client: SpsClient, clauses: string[], signal: AbortSignal): Promise<string[]> {
+  const { fields } = await client.samples.fields({ signal });
+  return clauses.map((clause) => fieldClause(clause, fields));
+}
+
 export function registerSamples(program: Command, context: () => Context): void {
   const samples = program
     .command('samples')
@@ -100,8 +106,8 @@ export function registerSamples(program: Command, context: () => Context): void 
       collect,
     )
     .option(
-      '--field <ID:op[:VALUE]>',
-      'field clause, e.g. <definition id>:contains:"tumor" (repeatable, AND)',
+      '--field <KEY:op[:VALUE]>',
+      'field clause, e.g. tags:contains:tumor, stage:eq:II, score:gte:3, site:is_empty (repeatable, AND; keys: sps samples fields)',
       collect,
     )
     .option('--uploaded-from <YYYY-MM-DD>', 'uploaded on or after this UTC day')
@@ -134,7 +140,7 @@ export function registerSamples(program: Command, context: () => Context): void 
         status: flags.status as (typeof listStatuses)[number][] | undefined,
         workflow: flags.workflow as (typeof workflowFacets)[number][] | undefined,
         marker: flags.marker,
-        field: flags.field,
+        field: flags.field && (await fieldClauses(client, flags.field, ctx.signal)),
         uploaded_from: flags.uploadedFrom,
         uploaded_to: flags.uploadedTo,
         limit: flags.limit === undefined ? undefined : wholeNumber('--limit', flags.limit),
@@ -151,6 +157,29 @@ export function registerSamples(program: Command, context: () => Context): void 
           return page.nextCursor && !flags.all ? `${table}\n(more: --cursor ${page.nextCursor})` : table;
         },
         { items, nextCursor: page.nextCursor, appUrl: page.appUrl },
+      );
+    });
+
+  samples
+    .command('fields')
+    .description("The organization's sample fields: the keys of `ls --field` and `edit --field`")
+    .action(async () => {
+      const ctx = context();
+      const { client } = await ctx.connect();
+      const answer = await client.samples.fields({ signal: ctx.signal });
+      ctx.print(
+        () =>
+          formatTable(
+            answer.fields.map((field) => ({
+              key: field.key,
+              label: field.label,
+              type: field.valueType,
+              options: field.options.join(',') || '-',
+              writable: field.writable ? 'yes' : 'no',
+              id: field.id,
+            })),
+          ),
+        answer,
       );
     });
 

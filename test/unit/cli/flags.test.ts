@@ -1,5 +1,5 @@
 import { serviceUrl, UsageError } from '../../../cli/sps/config';
-import { fieldValue, micronsPerPixel, wholeNumber } from '../../../cli/sps/flags';
+import { fieldClause, fieldValue, micronsPerPixel, wholeNumber } from '../../../cli/sps/flags';
 
 test('--mpp reads a positive number, with a decimal point or comma', () => {
   expect(micronsPerPixel('0.25')).toBe(0.25);
@@ -23,6 +23,23 @@ test('--field takes JSON where the value reads as JSON, else the text the shell 
   expect(fieldValue('stage=')).toEqual(['stage', '']);
   expect(() => fieldValue('=II')).toThrow(new UsageError('--field wants key=VALUE, got =II'));
   expect(() => fieldValue('stage')).toThrow(new UsageError('--field wants key=VALUE, got stage'));
+});
+
+test('ls --field names a field by its key or id, and its value as edit --field reads it', () => {
+  const fields = [
+    { id: 'aaaaaaaa-0000-4000-8000-000000000001', key: 'tags' },
+    { id: 'aaaaaaaa-0000-4000-8000-000000000002', key: 'scanned' },
+  ];
+  const [tags, scanned] = fields.map((field) => field.id);
+  expect(fieldClause('tags:contains:tumor', fields)).toBe(`${tags}:contains:"tumor"`);
+  expect(fieldClause(`${tags}:contains:"tumor"`, fields)).toBe(`${tags}:contains:"tumor"`);
+  expect(fieldClause('scanned:gte:"2026-01-01T10:30"', fields)).toBe(`${scanned}:gte:"2026-01-01T10:30"`);
+  expect(fieldClause('scanned:eq:10:30', fields)).toBe(`${scanned}:eq:"10:30"`);
+  expect(fieldClause('tags:is_empty', fields)).toBe(`${tags}:is_empty`);
+  expect(() => fieldClause('tags', fields)).toThrow(new UsageError('--field wants KEY:op[:VALUE], got tags'));
+  expect(() => fieldClause('site:eq:north', fields)).toThrow(
+    new UsageError("--field: no field 'site' here; the fields are tags, scanned (sps samples fields)"),
+  );
 });
 
 test('--parallel and --limit read a whole number of at least one', () => {
