@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { holdRequests } from '../support/held-requests';
@@ -193,4 +194,37 @@ test('a slide dropped again while it uploads is sent once, and its row says so',
   await expect(rows.locator('.scale-needed').count()).resolves.toBe(0);
   const samples = await stack.sql`SELECT id FROM samples WHERE filename = 'twice.ome.tif'`;
   expect(samples).toHaveLength(1);
+}, 120_000);
+
+test('a folder dropped beside a slide is said to be a folder, and the slide beside it goes up', async () => {
+  await page.goto(at('/upload'));
+  await page.getByLabel('Segment cells once each slide is ready').uncheck();
+  const desktop = await mkdtemp(path.join(os.tmpdir(), 'sps-drop-'));
+  try {
+    const folder = path.join(desktop, 'scans');
+    await mkdir(folder);
+    await copyFile(path.join(SHARED_WSI, SLIDES[1]!), path.join(folder, SLIDES[1]!));
+    const slide = path.join(desktop, 'beside.ome.tif');
+    await copyFile(path.join(SHARED_WSI, SLIDES[1]!), slide);
+    // A real drag from the desktop: Chromium hands the folder over as an unreadable file.
+    const box = (await page.locator('#drop-zone').boundingBox())!;
+    const point = { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+    const data = { items: [], files: [folder, slide], dragOperationsMask: 1 };
+    const cdp = await page.context().newCDPSession(page);
+    for (const type of ['dragEnter', 'dragOver', 'drop'] as const)
+      await cdp.send('Input.dispatchDragEvent', { type, ...point, data });
+    await expect(
+      page.locator('li.upload', { hasText: 'scans' }).getByRole('alert').textContent(),
+    ).resolves.toBe(
+      "Not uploaded: this is a folder. Drop the slide files in it (a DICOM slide's level-0 instance: its largest file).",
+    );
+    const beside = page.locator('li.upload', { hasText: 'beside.ome.tif' });
+    await beside.getByRole('link', { name: 'Open sample' }).waitFor({ timeout: 60_000 });
+    const samples =
+      await stack.sql`SELECT filename FROM samples WHERE filename IN ('scans', 'beside.ome.tif')`;
+    expect(samples.map((row) => row.filename)).toEqual(['beside.ome.tif']);
+    expect(problems).toEqual([]);
+  } finally {
+    await rm(desktop, { recursive: true, force: true });
+  }
 }, 120_000);

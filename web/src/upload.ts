@@ -97,6 +97,22 @@ interface UploadChoices {
   mpp?: number;
 }
 
+const FOLDER_DROPPED =
+  "Not uploaded: this is a folder. Drop the slide files in it (a DICOM slide's level-0 instance: its largest file).";
+
+/** A file's row that says why it is not sent. */
+function refuse(list: HTMLElement, name: string, why: string): void {
+  list.append(
+    h('li', { class: 'upload' }, h('strong', {}, name), h('p', { role: 'alert', class: 'field-error' }, why)),
+  );
+}
+
+/** The names of the folders among dropped items: the browser hands each over as a file it cannot read. */
+function droppedFolders(transfer: DataTransfer | null): Set<string> {
+  const entries = [...(transfer?.items ?? [])].map((item) => item.webkitGetAsEntry());
+  return new Set(entries.flatMap((entry) => (entry?.isDirectory ? [entry.name] : [])));
+}
+
 async function uploadOne(
   sps: SpsClient,
   file: File,
@@ -116,17 +132,12 @@ async function uploadOne(
   );
   sending.set(key, again);
   // An empty copy, or another kind of file: said at once, and no sample that could only fail.
-  const problem = await slideFileProblem(blobSource(file));
+  const problem = await slideFileProblem(blobSource(file)).catch(
+    () => 'unreadable here (moved or deleted since it was chosen?)',
+  );
   if (problem) {
     sending.delete(key);
-    list.append(
-      h(
-        'li',
-        { class: 'upload' },
-        h('strong', {}, file.name),
-        h('p', { role: 'alert', class: 'field-error' }, `Not uploaded: this file is ${problem}.`),
-      ),
-    );
+    refuse(list, file.name, `Not uploaded: this file is ${problem}.`);
     return;
   }
   const progress = h('progress', { max: file.size, value: 0, 'aria-label': `Upload of ${file.name}` });
@@ -233,10 +244,14 @@ function start(sps: SpsClient): void {
   const input = h('input', { id: 'files', type: 'file', multiple: true });
   const segment = h('input', { id: 'auto-segment', type: 'checkbox', checked: true });
   const scale = scaleField();
-  const send = (files: FileList | null) => {
+  const send = (files: FileList | null, folders = new Set<string>()) => {
     const mpp = scale.value();
     if (mpp === 'invalid') return;
     for (const file of files ?? []) {
+      if (folders.has(file.name)) {
+        refuse(list, file.name, FOLDER_DROPPED);
+        continue;
+      }
       list.querySelector(`li[data-session="${CSS.escape(sessionKey(file))}"]`)?.remove();
       void uploadOne(sps, file, list, {
         autoSegment: segment.checked,
@@ -268,7 +283,7 @@ function start(sps: SpsClient): void {
   zone.addEventListener('drop', (event) => {
     event.preventDefault();
     zone.classList.remove('over');
-    send(event.dataTransfer?.files ?? null);
+    send(event.dataTransfer?.files ?? null, droppedFolders(event.dataTransfer));
   });
   main().append(
     zone,
