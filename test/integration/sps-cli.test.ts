@@ -192,7 +192,7 @@ test('upload names every file it cannot read and every wrong flag, exit 2, and s
   const run = await sps('upload', slide, missing, home, empty, notes, vsi);
   expect(run.code).toBe(2);
   expect(run.stderr.trim()).toBe(
-    `sps: usage: nothing was uploaded: ${missing}: no such file; ${home} is not a file; ${empty}: empty (0 bytes); ` +
+    `sps: usage: nothing was uploaded: ${missing}: no such file; ${home}: a folder: give the slide files in it (a DICOM slide's level-0 instance: its largest file); ${empty}: empty (0 bytes); ` +
       `${notes}: not a whole-slide image the service reads (a TIFF-family slide such as SVS, NDPI or OME-TIFF, or a DICOM WSI instance); ` +
       `${vsi}: a .vsi slide, whose pixels are in other files or a database, which the service does not read: convert it to OME-TIFF and upload that`,
   );

@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { access } from 'node:fs/promises';
+import { access, stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import type { Upload } from '../../../schemas/uploads';
 import { type SpsClient, slideFileProblem, uploadSource, waitForIngest } from '../../../sdk';
@@ -32,6 +32,10 @@ async function readableSources(files: string[]): Promise<Source[]> {
   for (const file of files) {
     try {
       await access(file, constants.R_OK);
+      if ((await stat(file)).isDirectory()) {
+        problems.push(`${file}: ${FOLDER}`);
+        continue;
+      }
       const source = await fileSource(file);
       const problem = await slideFileProblem(source);
       if (problem) problems.push(`${file}: ${problem}`);
@@ -45,6 +49,8 @@ async function readableSources(files: string[]): Promise<Source[]> {
   if (problems.length > 0) throw new UsageError(`nothing was uploaded: ${problems.join('; ')}`);
   return sources;
 }
+
+const FOLDER = "a folder: give the slide files in it (a DICOM slide's level-0 instance: its largest file)";
 
 const reasons: Record<string, string> = {
   ENOENT: 'no such file',
