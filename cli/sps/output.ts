@@ -11,6 +11,11 @@ export function formatBytes(bytes: number): string {
   return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
 }
 
+/** `1 file`, `42 files`. */
+export function formatCount(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
+
 export function formatSeconds(seconds: number): string {
   if (!Number.isFinite(seconds)) return '--';
   const s = Math.round(seconds);

@@ -534,7 +534,11 @@ test('export --download given an expired file link reads the manifest again and 
   });
   try {
     const dir = path.join(home, 'export-renewed');
-    json(await throughProxy(proxy, 'export', jobId, '--format', 'ome-tiff', '--download', dir, '--json'));
+    const renewed = await throughProxy(proxy, 'export', jobId, '--format', 'ome-tiff', '--download', dir);
+    expect(renewed.code).toBe(0);
+    expect(renewed.stdout).toMatch(
+      new RegExp(`^1 file \\([\\d.]+ (KiB|MiB)\\) written to ${dir}; 0 already there$`, 'm'),
+    );
     // The request's answer with the expired link, then the manifest asked again.
     expect(proxy.calls()).toBe(2);
     const tiff = await readFile(path.join(dir, 'prediction.ome.tif'));

@@ -12,7 +12,7 @@ import type { Context } from '../context';
 import { type DownloadItem, retryingLostConnections } from '../download';
 import { exitCodes } from '../exit-codes';
 import { writeFileAtomic } from '../files';
-import { formatBytes } from '../output';
+import { formatBytes, formatCount } from '../output';
 import { extractStoredEntries, readZipDirectory, type ZipEntry } from '../zip';
 import { exportFileItems, manifestAgain, readyExport } from './results';
 
@@ -57,7 +57,7 @@ export function registerDownload(program: Command, context: () => Context): void
       const skipped = written.skipped > 0 ? `; ${written.skipped} already there` : '';
       ctx.print(
         () =>
-          `SpatialData store of job ${jobId} written to ${dir}: ${written.files} files (${formatBytes(written.bytes)})${skipped}; open it with spatialdata.read_zarr("${dir}")`,
+          `SpatialData store of job ${jobId} written to ${dir}: ${formatCount(written.files, 'file')} (${formatBytes(written.bytes)})${skipped}; open it with spatialdata.read_zarr("${dir}")`,
         { dir, jobId, format: flags.format, ...written },
       );
     });
@@ -107,7 +107,10 @@ async function writeSpatialData(ctx: Context, zip: DownloadItem, dir: string) {
     return target;
   };
   const progress = ctx.progress();
-  const bar = progress.bar(`download ${entries.length} files`, { total: entries.length, bytes: false });
+  const bar = progress.bar(`download ${formatCount(entries.length, 'file')}`, {
+    total: entries.length,
+    bytes: false,
+  });
   const summary = { files: 0, bytes: 0, skipped: 0 };
   const write = async (entry: ZipEntry, data: AsyncIterable<Buffer>) => {
     const target = targetOf(entry);

@@ -11,7 +11,7 @@ import type { Context } from '../context';
 import { type DownloadItem, type DownloadSummary, downloadAll } from '../download';
 import { exitCodes } from '../exit-codes';
 import { wholeNumber } from '../flags';
-import { formatBytes, formatRecord } from '../output';
+import { formatBytes, formatCount, formatRecord } from '../output';
 import { poll } from '../wait';
 
 const rangeHeader = (range: string | undefined): Record<string, string> => (range ? { range } : {});
@@ -82,7 +82,10 @@ async function download(
   parallel: number,
 ): Promise<DownloadSummary> {
   const progress = ctx.progress();
-  const bar = progress.bar(`download ${items.length} files`, { total: items.length, bytes: false });
+  const bar = progress.bar(`download ${formatCount(items.length, 'file')}`, {
+    total: items.length,
+    bytes: false,
+  });
   let files = 0;
   let bytes = 0;
   try {
@@ -102,7 +105,7 @@ async function download(
 }
 
 function summaryText(dir: string, summary: DownloadSummary): string {
-  const written = `${summary.files} files (${formatBytes(summary.bytes)}) written to ${dir}; ${summary.skipped} already there`;
+  const written = `${formatCount(summary.files, 'file')} (${formatBytes(summary.bytes)}) written to ${dir}; ${summary.skipped} already there`;
   // Only a store has chunks that were never written; a file export has none to mention.
   return summary.absent > 0 ? `${written}; ${summary.absent} chunks never written (fill value)` : written;
 }
