@@ -579,6 +579,10 @@ test('an empty list says where to begin, or how to clear the filters; an unknown
     await empty.getByRole('link', { name: 'upload slides' }).click();
     await page.waitForURL(at('/upload'));
 
+    await page.goto(at('/samples/trash'));
+    await page.locator('#trash-empty').waitFor();
+    await expect(page.locator('main table').isVisible()).resolves.toBe(false);
+
     await page.goto(at(`/samples/${sharedId}`));
     await page.getByText('No sample of your organization has this id').waitFor();
     await page.getByRole('link', { name: 'Go to the samples' }).click();

@@ -10,12 +10,40 @@ function start(sps: SpsClient): void {
   const results = h('tbody', {});
   const summary = h('p', { id: 'trash-summary', role: 'status' });
   const more = h('button', { type: 'button', hidden: true }, 'Load more');
+  const empty = h(
+    'p',
+    { id: 'trash-empty', hidden: true },
+    'Nothing is in Trash. A sample moved here (from its page or with sps samples trash), or one that expired, stays until its purge time and can be restored until then.',
+  );
   let cursor: string | undefined;
   /** The ids of the first page as last drawn, to tell on the tab's return whether it changed. */
   let firstPage = '';
+  const tableWrap = h(
+    'div',
+    { class: 'table-wrap' },
+    h(
+      'table',
+      {},
+      h('caption', {}, 'Trashed samples; each is deleted for good at its purge time'),
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ...['Name', 'Size', 'Trashed', 'Purged at', 'Action'].map((label) =>
+            h('th', { scope: 'col' }, label),
+          ),
+        ),
+      ),
+      results,
+    ),
+  );
   const idsOf = (items: TrashItem[]) => items.map((item) => item.id).join();
   const count = () => {
     summary.textContent = `${results.children.length} sample(s) in Trash.`;
+    empty.hidden = results.children.length > 0 || cursor !== undefined;
+    tableWrap.hidden = !empty.hidden;
   };
 
   const row = (item: TrashItem) => {
@@ -71,31 +99,7 @@ function start(sps: SpsClient): void {
     const page = await sps.samples.listTrash({}).catch(() => undefined);
     if (page && idsOf(page.items) !== firstPage) await load(false);
   });
-  main().append(
-    summary,
-    h(
-      'div',
-      { class: 'table-wrap' },
-      h(
-        'table',
-        {},
-        h('caption', {}, 'Trashed samples; each is deleted for good at its purge time'),
-        h(
-          'thead',
-          {},
-          h(
-            'tr',
-            {},
-            ...['Name', 'Size', 'Trashed', 'Purged at', 'Action'].map((label) =>
-              h('th', { scope: 'col' }, label),
-            ),
-          ),
-        ),
-        results,
-      ),
-    ),
-    more,
-  );
+  main().append(summary, empty, tableWrap, more);
   void load(false);
 }
 
