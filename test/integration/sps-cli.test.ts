@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createOrganizationWithOwner } from '../../cli/admin-commands';
 import { insertFieldDefinition } from '../../db/sample-fields';
 import { findSlide } from '../../db/sample-slides';
 import { workflowIds } from '../../schemas/temporal';
@@ -271,6 +272,21 @@ test('samples ls with facets, show, edit, expire, trash, ls --trash, restore', a
   expect(table.stdout).toContain(sampleId);
   // `list` is the same command, as a newcomer would type it.
   expect((await sps('samples', 'list', '--status', 'ready')).stdout).toBe(table.stdout);
+  // An empty list says why: the filters, or nothing uploaded yet (a new organization).
+  const none = await sps('samples', 'ls', '--q', 'no-such-sample');
+  expect(none.stdout).toBe('No sample matches these filters.\n');
+  const newcomer = await createOrganizationWithOwner(stack.sql, { name: 'New to sps', email: 'new@sps.org' });
+  const asNewcomer = (...args: string[]) =>
+    finished(start(args, { SPS_BASE_URL: stack.baseUrl, SPS_API_KEY: newcomer.apiKey }));
+  await expect(asNewcomer('samples', 'ls').then((run) => run.stdout)).resolves.toBe(
+    'No samples yet: upload slides with `sps upload FILE...` (or the web app).\n',
+  );
+  await expect(asNewcomer('samples', 'ls', '--trash').then((run) => run.stdout)).resolves.toBe(
+    'Nothing is in Trash.\n',
+  );
+  await expect(
+    asNewcomer('samples', 'ls', '--json').then((run) => JSON.parse(run.stdout).items),
+  ).resolves.toEqual([]);
   const bad = await sps('samples', 'ls', '--marker', 'no-state', '--json');
   expect(bad.code).toBe(3);
   expect(JSON.parse(bad.stderr)).toMatchObject({ error: 'invalid_request' });

@@ -75,6 +75,14 @@ function hintRescaled(before: SampleDetail, after: SampleDetail): void {
     );
 }
 
+/** What `samples ls` says when it lists nothing: how to begin, or that the filters left nothing. */
+function emptyList(flags: ListFlags): string {
+  const { scope, limit, cursor, all, trash, ...facets } = flags;
+  if (Object.values(facets).some((value) => value !== undefined)) return 'No sample matches these filters.';
+  if (scope === 'public') return 'No public samples yet.';
+  return 'No samples yet: upload slides with `sps upload FILE...` (or the web app).';
+}
+
 /** `samples ls --field` clauses, each field named by its key among the organization's fields. */
 async function fieldClauses(client: SpsClient, clauses: string[], signal: AbortSignal): Promise<string[]> {
   const { fields } = await client.samples.fields({ signal });
@@ -129,7 +137,11 @@ export function registerSamples(program: Command, context: () => Context): void 
         );
         ctx.print(
           () =>
-            formatTable(page.items.map((item) => ({ ...listRow(item), purge: item.purgeAt.slice(0, 10) }))),
+            page.items.length === 0 && !flags.cursor
+              ? 'Nothing is in Trash.'
+              : formatTable(
+                  page.items.map((item) => ({ ...listRow(item), purge: item.purgeAt.slice(0, 10) })),
+                ),
           page,
         );
         return;
@@ -153,6 +165,7 @@ export function registerSamples(program: Command, context: () => Context): void 
       }
       ctx.print(
         () => {
+          if (items.length === 0 && !flags.cursor) return emptyList(flags);
           const table = formatTable(items.map(listRow));
           return page.nextCursor && !flags.all ? `${table}\n(more: --cursor ${page.nextCursor})` : table;
         },
