@@ -202,8 +202,19 @@ export async function runAdminCommand(
         email: input.email,
         platformAdmin: input['platform-admin'] ?? false,
       });
-      await upsertMembership(sql, { organizationId: input.org, userId: user.id, role: input.role });
-      return { userId: user.id, email: user.email, organizationId: input.org, role: input.role };
+      const before = await upsertMembership(sql, {
+        organizationId: input.org,
+        userId: user.id,
+        role: input.role,
+      });
+      // Run again for a member, it changes their role: said, so that no owner is demoted unseen.
+      return {
+        userId: user.id,
+        email: user.email,
+        organizationId: input.org,
+        role: input.role,
+        ...(before !== undefined && before !== input.role ? { previousRole: before } : {}),
+      };
     }
     case 'key create': {
       const input = v as z.infer<(typeof schemas)['key create']>;

@@ -19,14 +19,20 @@ export async function upsertUser(
   return row!;
 }
 
+/** Makes the user a member with `role`; the role they had before, if they were one. */
 export async function upsertMembership(
   sql: Queryable,
   input: { organizationId: string; userId: string; role: Role },
-): Promise<void> {
-  await sql`
+): Promise<Role | undefined> {
+  const [row] = await sql<{ before: Role | null }[]>`
+    WITH before AS (
+      SELECT role FROM memberships WHERE organization_id = ${input.organizationId} AND user_id = ${input.userId}
+    )
     INSERT INTO memberships (organization_id, user_id, role)
     VALUES (${input.organizationId}, ${input.userId}, ${input.role})
-    ON CONFLICT (organization_id, user_id) DO UPDATE SET role = EXCLUDED.role`;
+    ON CONFLICT (organization_id, user_id) DO UPDATE SET role = EXCLUDED.role
+    RETURNING (SELECT role FROM before) AS before`;
+  return row?.before ?? undefined;
 }
 
 /** An organization's members with their role, owners first: what `admin user list` prints. */

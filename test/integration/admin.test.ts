@@ -38,7 +38,14 @@ test('organization, user, key, credits: the admin commands', async () => {
     '--role',
     'admin',
   ]);
-  expect(user).toMatchObject({ email: 'ada@lab.org', role: 'admin' });
+  expect(user).toEqual({ userId: user.userId, organizationId, email: 'ada@lab.org', role: 'admin' });
+  const again = ['user', 'create', '--email', 'ada@lab.org', '--org', organizationId, '--role'];
+  await expect(runAdminCommand(db.sql, [...again, 'admin'])).resolves.toEqual(user);
+  await expect(runAdminCommand(db.sql, [...again, 'member'])).resolves.toMatchObject({
+    role: 'member',
+    previousRole: 'admin',
+  });
+  await runAdminCommand(db.sql, [...again, 'admin']);
 
   const key = await runAdminCommand(db.sql, [
     'key',
