@@ -151,17 +151,9 @@ test('org list, user list and key list find the ids that revoke and grant need',
   const bea = await member('bea@listed.org', 'member');
   const al = await member('al@listed.org', 'owner');
   await runAdminCommand(db.sql, ['user', 'password', '--email', 'al@listed.org']);
+  const inListed = ['--org', organizationId];
   const keyOf = (user: Record<string, unknown>, name: string) =>
-    runAdminCommand(db.sql, [
-      'key',
-      'create',
-      '--org',
-      organizationId,
-      '--user',
-      String(user.userId),
-      '--name',
-      name,
-    ]);
+    runAdminCommand(db.sql, ['key', 'create', ...inListed, '--user', String(user.userId), '--name', name]);
   const laptop = await keyOf(al, 'laptop');
   const pipeline = await keyOf(bea, 'pipeline');
   await runAdminCommand(db.sql, ['key', 'revoke', '--id', String(laptop.keyId)]);
