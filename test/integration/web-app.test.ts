@@ -571,10 +571,10 @@ test('back on its tab, Trash shows a sample trashed elsewhere; a restore there u
   await leaveAndReturn();
   const row = page.locator(`tr[data-id="${sampleId}"]`);
   await row.waitFor();
-  await expect(summary.textContent()).resolves.toBe(`${before + 1} sample(s) in Trash.`);
+  await expect(summary.textContent()).resolves.toBe(inTrash(before + 1));
   await row.getByRole('button', { name: /^Restore / }).click();
   await row.waitFor({ state: 'detached' });
-  await expect(summary.textContent()).resolves.toBe(`${before} sample(s) in Trash.`);
+  await expect(summary.textContent()).resolves.toBe(inTrash(before));
   expect((await call('GET', `/samples/${sampleId}`)).json.trashedAt).toBeNull();
 });
 
@@ -598,6 +598,8 @@ test("a failed job's row in the job history gives its id and the service's reaso
   await expect(history.locator('tbody tr').first().locator('td').last().textContent()).resolves.toBe('—');
   await shoot('job-history-failed');
 });
+
+const inTrash = (count: number) => `${count} sample${count === 1 ? '' : 's'} in Trash.`;
 
 /** The page's tab left for another and come back to, as a browser tells a page. */
 async function leaveAndReturn(): Promise<void> {

@@ -251,7 +251,7 @@ test('the list pages with its cursor as it scrolls, to the same rows as the API'
   await page.goto(at('/samples?q=Paged'));
   await page.locator('#list-summary', { hasText: 'shown' }).waitFor();
   await page.getByRole('button', { name: 'Load more' }).scrollIntoViewIfNeeded();
-  await page.locator('#list-summary', { hasText: '52 sample(s) shown.' }).waitFor();
+  await page.locator('#list-summary', { hasText: '52 samples shown.' }).waitFor();
   page.removeAllListeners('request');
   const first = (await call('GET', '/samples?q=Paged')).json;
   const second = (await call('GET', `/samples?q=Paged&cursor=${encodeURIComponent(first.nextCursor)}`)).json;
@@ -313,7 +313,7 @@ test('bulk expiration sets the date, then the never-expire pin, on the selected 
   // Clicked twice while its request is out: sent once; then off, as the selection was cleared.
   const apply = page.getByRole('button', { name: 'Set expiration' });
   const sets = await clickTwiceWhileHeld(page, '**/api/v1/samples/expiration', apply, () =>
-    page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 2 sample(s).' }).waitFor(),
+    page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 2 samples.' }).waitFor(),
   );
   expect({ sent: sets.sent.length, heldOff: sets.heldOff }).toEqual({ sent: 1, heldOff: true });
   await expect(apply.isDisabled()).resolves.toBe(true);
@@ -327,7 +327,7 @@ test('bulk expiration sets the date, then the never-expire pin, on the selected 
   await page.getByLabel('Select every sample shown').check();
   await page.getByLabel('Expiration rule').selectOption('never');
   await page.getByRole('button', { name: 'Set expiration' }).click();
-  await page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 3 sample(s).' }).waitFor();
+  await page.locator('#bulk-expiration-result', { hasText: 'Expiration set on 3 samples.' }).waitFor();
   for (const id of Object.values(facet)) {
     const detail = (await call('GET', `/samples/${id}`)).json;
     expect(detail).toMatchObject({ expiresAt: null, expiresAtSource: 'custom', willExpire: false });
@@ -361,7 +361,11 @@ test('Trash pages with Load more, and a second click while a page loads does not
     const second = (await call('GET', `/samples/trash?cursor=${encodeURIComponent(first.nextCursor)}`)).json;
     expect(second.nextCursor).toBeNull();
     await page.goto(at('/samples/trash'));
-    await page.locator('#trash-summary', { hasText: `${first.items.length} sample(s) in Trash.` }).waitFor();
+    await page
+      .locator('#trash-summary', {
+        hasText: `${first.items.length} sample${first.items.length === 1 ? '' : 's'} in Trash.`,
+      })
+      .waitFor();
     // The second page is held on its way until the button has been clicked twice.
     const more = page.getByRole('button', { name: 'Load more' });
     const nextPage = await clickTwiceWhileHeld(page, '**/api/v1/samples/trash?cursor=*', more, () =>

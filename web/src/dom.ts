@@ -89,6 +89,11 @@ export function badge(status: string): HTMLElement {
   return h('span', { class: `badge badge-${status}` }, status.replaceAll('_', ' '));
 }
 
+/** `1 sample`, `3 samples`. */
+export function samples(count: number): string {
+  return `${count} sample${count === 1 ? '' : 's'}`;
+}
+
 export function bytes(count: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let value = count;

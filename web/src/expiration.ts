@@ -1,6 +1,6 @@
 import { endOfDay } from '../../schemas/samples';
 import type { SpsClient } from '../../sdk';
-import { h, pressed } from './dom';
+import { h, pressed, samples } from './dom';
 
 type Rule = Parameters<SpsClient['samples']['setExpiration']>[1];
 type RuleChoice = 'date' | 'never' | 'default';
@@ -65,7 +65,7 @@ export function bulkExpiration(sps: SpsClient, selected: () => string[], onDone:
   const send = pressed(async () => {
     result.textContent = '';
     const answer = await sps.samples.setExpirationBulk({ sampleIds: selected(), ...picker.rule() });
-    result.textContent = `Expiration set on ${answer.updated} sample(s).`;
+    result.textContent = `Expiration set on ${samples(answer.updated)}.`;
     onDone();
   }, error);
   // Held while it runs, then offered again only while rows are selected.

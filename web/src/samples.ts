@@ -1,7 +1,7 @@
 import './account';
 import { type FieldDefinition, listStatuses, workflowFacets } from '../../schemas/samples';
 import type { SpsClient } from '../../sdk';
-import { badge, bytes, clearError, h, main, needKey, showError, when, whenShownAgain } from './dom';
+import { badge, bytes, clearError, h, main, needKey, samples, showError, when, whenShownAgain } from './dom';
 import { bulkExpiration } from './expiration';
 import { fieldFilters } from './field-filters';
 import { apiQueryOf, facetsFromSearch, type ListFacets, searchOf } from './list-query';
@@ -256,7 +256,7 @@ async function start(sps: SpsClient): Promise<void> {
       bulk.update();
       cursor = page.nextCursor ?? undefined;
       more.hidden = !cursor;
-      summary.textContent = `${results.children.length} sample(s) shown${cursor ? ', more available' : ''}.`;
+      summary.textContent = `${samples(results.children.length)} shown${cursor ? ', more available' : ''}.`;
       empty.hidden = results.children.length > 0;
       tableWrap.hidden = !empty.hidden;
       if (!empty.hidden) empty.replaceChildren(...emptyNote(facets));

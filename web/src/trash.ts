@@ -1,6 +1,17 @@
 import './account';
 import type { SpsClient } from '../../sdk';
-import { bytes, clearError, h, main, needKey, pressed, showError, when, whenShownAgain } from './dom';
+import {
+  bytes,
+  clearError,
+  h,
+  main,
+  needKey,
+  pressed,
+  samples,
+  showError,
+  when,
+  whenShownAgain,
+} from './dom';
 import { client } from './session';
 
 type TrashItem = Awaited<ReturnType<SpsClient['samples']['listTrash']>>['items'][number];
@@ -41,7 +52,7 @@ function start(sps: SpsClient): void {
   );
   const idsOf = (items: TrashItem[]) => items.map((item) => item.id).join();
   const count = () => {
-    summary.textContent = `${results.children.length} sample(s) in Trash.`;
+    summary.textContent = `${samples(results.children.length)} in Trash.`;
     empty.hidden = results.children.length > 0 || cursor !== undefined;
     tableWrap.hidden = !empty.hidden;
   };
