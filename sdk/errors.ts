@@ -46,3 +46,16 @@ export class SpsError extends Error {
 export function isSpsError(err: unknown, code?: SpsError['code']): err is SpsError {
   return err instanceof SpsError && (code === undefined || err.code === code);
 }
+
+/**
+ * A request that got no answer. fetch says only "fetch failed"; its cause says what failed
+ * (`connect ECONNREFUSED 127.0.0.1:8080`, `getaddrinfo ENOTFOUND sps.example.org`), so the
+ * message carries both.
+ */
+export function networkError(request: string, err: unknown): SpsError {
+  const message = (err as Error).message;
+  const cause = (err as { cause?: { message?: string; code?: string } }).cause;
+  const detail = cause?.message || cause?.code;
+  const said = detail && detail !== message ? `${message} (${detail})` : message;
+  return new SpsError('network', `${request}: ${said}`, { cause: err });
+}

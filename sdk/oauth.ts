@@ -4,7 +4,7 @@ import {
   oauthRoutes,
   TokenResponse,
 } from '../schemas/oauth';
-import { SpsError } from './errors';
+import { networkError, SpsError } from './errors';
 
 /**
  * OAuth 2.0 for a public client (a browser app, a notebook): authorization code with PKCE S256
@@ -64,7 +64,7 @@ async function postForm(settings: OAuthClientSettings, url: string, form: Record
       body: new URLSearchParams(form).toString(),
     });
   } catch (err) {
-    throw new SpsError('network', `POST ${url}: ${(err as Error).message}`, { cause: err });
+    throw networkError(`POST ${url}`, err);
   }
   const json: unknown = await response.json().catch(() => undefined);
   if (response.ok) return json;

@@ -1,6 +1,6 @@
 import type * as Zarr from 'zarrita' with { 'resolution-mode': 'import' };
 import type { SpsClient } from './client';
-import { isSpsError, SpsError } from './errors';
+import { isSpsError, networkError, SpsError } from './errors';
 import { errorOf } from './transport';
 
 type ZarrModule = typeof Zarr;
@@ -97,7 +97,7 @@ function linkFetch(root: RenewableStoreRoot): KeyFetch {
       return await fetch(request);
     } catch (err) {
       if (request.signal.aborted) throw err;
-      throw new SpsError('network', `GET ${request.url}: ${(err as Error).message}`, { cause: err });
+      throw networkError(`GET ${request.url}`, err);
     }
   };
   return async (request) => {

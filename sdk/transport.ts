@@ -1,5 +1,5 @@
 import { ErrorBody, type ErrorCode, errorStatus } from '../schemas/errors';
-import { SpsError } from './errors';
+import { networkError, SpsError } from './errors';
 
 export interface TransportOptions {
   /** The service root (`https://host`) or the API root (`https://host/api/v1`). */
@@ -151,9 +151,7 @@ export function createTransport(options: TransportOptions): Transport {
         } as RequestInit);
       } catch (err) {
         if (send.signal?.aborted) throw err;
-        throw new SpsError('network', `${send.method} ${send.url}: ${(err as Error).message}`, {
-          cause: err,
-        });
+        throw networkError(`${send.method} ${send.url}`, err);
       }
       if (response.ok || response.status === 304 || response.status === 308) return response;
       if (response.status === 401 && key !== undefined && options.onUnauthorized && !reauthorized) {

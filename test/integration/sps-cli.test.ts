@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createOrganizationWithOwner } from '../../cli/admin-commands';
+import { freePort } from '../../cli/ports';
 import { insertFieldDefinition } from '../../db/sample-fields';
 import { findSlide } from '../../db/sample-slides';
 import { workflowIds } from '../../schemas/temporal';
@@ -116,6 +117,17 @@ test('login checks the key and saves it readable by its owner only', async () =>
   expect({ code: fromEnv.code, stderr: fromEnv.stderr }).toEqual({
     code: 2,
     stderr: `sps: usage: SPS_BASE_URL must be an http or https URL such as http://127.0.0.1:8080, got ${hostPort}\n`,
+  });
+  // No service at the URL: what failed, in fetch's cause, and where the URL came from.
+  const nowhere = `http://127.0.0.1:${await freePort()}`;
+  const unanswered = await finished(start(['samples', 'ls'], { SPS_BASE_URL: nowhere }));
+  expect({ code: unanswered.code, stderr: unanswered.stderr.split('\n') }).toEqual({
+    code: 8,
+    stderr: [
+      `sps: network: GET ${nowhere}/api/v1/samples: fetch failed (connect ECONNREFUSED ${nowhere.slice(7)})`,
+      'hint: no answer from the service: check that it runs at the URL above (--base-url, SPS_BASE_URL or `sps login` set it); an interrupted upload or download continues when run again',
+      '',
+    ],
   });
   // Elsewhere a refused key is one the login saved or SPS_API_KEY overrides it with.
   const overridden = await finished(start(['samples', 'ls'], { SPS_API_KEY: 'sps_wrong' }));

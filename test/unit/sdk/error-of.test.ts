@@ -1,3 +1,4 @@
+import { networkError } from '../../../sdk/errors';
 import { errorOf } from '../../../sdk/transport';
 
 const answer = (status: number, body: string, type = 'text/html') =>
@@ -39,4 +40,27 @@ test('errorOf: any other answer gets the generic code of its status, never a spe
   // A JSON body that is not the contract's (a store's or a proxy's) is no error body either.
   const foreign = await errorOf(answer(403, '{"error":"AccessDenied"}', 'application/json'));
   expect(foreign.code).toBe('forbidden');
+});
+
+test("networkError: fetch's 'fetch failed' with its cause, which says what failed", () => {
+  const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8099'), { code: 'ECONNREFUSED' });
+  expect(
+    networkError(
+      'GET http://127.0.0.1:8099/api/v1/samples',
+      new TypeError('fetch failed', { cause: refused }),
+    ),
+  ).toMatchObject({
+    code: 'network',
+    message: 'GET http://127.0.0.1:8099/api/v1/samples: fetch failed (connect ECONNREFUSED 127.0.0.1:8099)',
+  });
+  // Every address of a name refused: an AggregateError, whose message is empty but its code is not.
+  const everyAddress = Object.assign(new AggregateError([], ''), { code: 'ECONNREFUSED' });
+  expect(
+    networkError('GET http://localhost:8099/', new TypeError('fetch failed', { cause: everyAddress }))
+      .message,
+  ).toBe('GET http://localhost:8099/: fetch failed (ECONNREFUSED)');
+  // node:http's own error (the SDK's nodeFetch) is its own cause.
+  expect(networkError('PUT http://127.0.0.1:8099/u', refused).message).toBe(
+    'PUT http://127.0.0.1:8099/u: connect ECONNREFUSED 127.0.0.1:8099',
+  );
 });
