@@ -100,12 +100,8 @@ interface UploadChoices {
 const FOLDER_DROPPED =
   "Not uploaded: this is a folder. Drop the slide files in it (a DICOM slide's level-0 instance: its largest file).";
 
-/** A file's row that says why it is not sent. */
-function refuse(list: HTMLElement, name: string, why: string): void {
-  list.append(
-    h('li', { class: 'upload' }, h('strong', {}, name), h('p', { role: 'alert', class: 'field-error' }, why)),
-  );
-}
+/** Why a file is not sent, under its name in its row. */
+const refusal = (why: string) => h('p', { role: 'alert', class: 'field-error' }, why);
 
 /** The names of the folders among dropped items: the browser hands each over as a file it cannot read. */
 function droppedFolders(transfer: DataTransfer | null): Set<string> {
@@ -131,22 +127,23 @@ async function uploadOne(
     'Chosen again while it uploads: it is sent once.',
   );
   sending.set(key, again);
+  // The row at once, in the order the files came; what fills it waits for a first look.
+  const row = h('li', { class: 'upload' }, h('strong', {}, file.name), again);
+  list.append(row);
   // An empty copy, or another kind of file: said at once, and no sample that could only fail.
   const problem = await slideFileProblem(blobSource(file)).catch(
     () => 'unreadable here (moved or deleted since it was chosen?)',
   );
   if (problem) {
     sending.delete(key);
-    refuse(list, file.name, `Not uploaded: this file is ${problem}.`);
+    again.replaceWith(refusal(`Not uploaded: this file is ${problem}.`));
     return;
   }
   const progress = h('progress', { max: file.size, value: 0, 'aria-label': `Upload of ${file.name}` });
   const figures = h('span', { class: 'figures' }, `0 B of ${bytes(file.size)}`);
   const state = h('span', { class: 'upload-state', role: 'status' }, 'starting');
   const error = h('p', { role: 'alert', hidden: true, class: 'field-error' });
-  list.append(
-    h('li', { class: 'upload' }, h('strong', {}, file.name), progress, figures, state, error, again),
-  );
+  again.before(progress, figures, state, error);
   const startedAt = performance.now();
   try {
     const upload = await uploadSource(sps, blobSource(file), {
@@ -249,7 +246,7 @@ function start(sps: SpsClient): void {
     if (mpp === 'invalid') return;
     for (const file of files ?? []) {
       if (folders.has(file.name)) {
-        refuse(list, file.name, FOLDER_DROPPED);
+        list.append(h('li', { class: 'upload' }, h('strong', {}, file.name), refusal(FOLDER_DROPPED)));
         continue;
       }
       list.querySelector(`li[data-session="${CSS.escape(sessionKey(file))}"]`)?.remove();
