@@ -47,6 +47,7 @@ import {
   type SlideLevelRow,
   type SlideProbeRow,
 } from '../db/sample-slides';
+import { effectiveMpp } from '../db/samples';
 import type { ObjectStore } from '../storage';
 import { objectKeys } from '../storage/locator';
 import { storedPatchGrid } from './patch-grid';
@@ -447,10 +448,6 @@ function objectWriter(
   const stored = store.write(key, sink, { contentType });
   stored.catch(() => {});
   return { sink, stored };
-}
-
-function effectiveMpp(sample: IngestSample): number | null {
-  return sample.mppOverride ?? sample.mppCalibrated;
 }
 
 interface ProbeLike {

@@ -38,6 +38,7 @@ import { openArray, RegionReader, readMaskArray } from '../compute/zarr';
 import type { Sql } from '../db';
 import { findJobById, latestPredictionWithResults } from '../db/jobs';
 import { findIngestSample, findSlide, type SlideRecord } from '../db/sample-slides';
+import { effectiveMpp } from '../db/samples';
 import {
   findSegmentationRunById,
   finishSegmentationRun,
@@ -159,7 +160,7 @@ export function createSegmentationActivities(deps: {
       findIngestSample(sql, run.sampleId),
       findSlide(sql, run.sampleId),
     ]);
-    const mpp = run.mpp ?? sample?.mppOverride ?? sample?.mppCalibrated ?? null;
+    const mpp = run.mpp ?? (sample ? effectiveMpp(sample) : null);
     if (!slide?.hePrefix || !slide.tissueMaskZarrPrefix) {
       throw ApplicationFailure.nonRetryable('the sample has no H&E pyramid or tissue mask', 'conflict');
     }

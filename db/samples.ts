@@ -2,6 +2,14 @@ import type { ExpirationSource, SampleStatus } from '../schemas/enums';
 import type { Queryable } from './index';
 
 /** A sample row as the upload endpoints see it. 64-bit counts stay strings. */
+/** A sample's scale now: the one a person set, else the one its file gave (null: neither). */
+export function effectiveMpp(sample: {
+  mppOverride: number | null;
+  mppCalibrated: number | null;
+}): number | null {
+  return sample.mppOverride ?? sample.mppCalibrated;
+}
+
 export interface UploadRecord {
   id: string;
   organizationId: string;

@@ -3,6 +3,7 @@ import type { Queryable, Sql } from '../../db';
 import * as details from '../../db/sample-details';
 import { fieldValuesOf, listFieldDefinitions, replaceTags, writeFieldValue } from '../../db/sample-fields';
 import { findSlide } from '../../db/sample-slides';
+import { effectiveMpp } from '../../db/samples';
 import type {
   BulkExpirationChange,
   ExpirationChange,
@@ -74,7 +75,7 @@ export function createSampleService(deps: SampleServiceDeps) {
       fileSize: record.fileSize,
       widthPx: record.widthPx,
       heightPx: record.heightPx,
-      mpp: record.mppOverride ?? record.mppCalibrated,
+      mpp: effectiveMpp(record),
       fields: sampleFields,
       tags: sampleFields.tags as string[],
       createdAt: iso(record.createdAt),

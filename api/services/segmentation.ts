@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../../db';
 import { findSample, type SampleRecord } from '../../db/sample-details';
+import { effectiveMpp } from '../../db/samples';
 import {
   findCompletedLayer,
   insertQueuedSegmentationRun,
@@ -118,7 +119,7 @@ export function createSegmentationService(deps: SegmentationServiceDeps) {
       const current = await latestSegmentationRun(tx, sampleId);
       const reusable =
         current?.status === 'completed'
-          ? !madeAtAnotherScale(current, sample.mppOverride ?? sample.mppCalibrated)
+          ? !madeAtAnotherScale(current, effectiveMpp(sample))
           : current !== undefined && isActiveSegmentationStatus(current.status);
       if (reusable) return { run: current!, isNew: false };
       if (current) {
@@ -220,7 +221,7 @@ function checkMutable(sample: SampleRecord): void {
     throw new AppError('sample_not_ready', `the sample is ${sample.status}; segmentation needs it ready`);
   }
   // Nuclei are found by their size in microns: without a scale there is nothing to measure with.
-  if ((sample.mppOverride ?? sample.mppCalibrated) === null) {
+  if (effectiveMpp(sample) === null) {
     throw new AppError('mpp_required', 'the sample has no usable pixel size: set mpp first');
   }
 }
